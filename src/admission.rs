@@ -1,0 +1,1 @@
+//! The doorkeeper: a rotating pair of Bloom filters that answers "seen before?".

@@ -1,0 +1,1 @@
+//! Concurrent cache-line-blocked Bloom filter.

@@ -1,0 +1,6 @@
+//! bloomgate: an HTTP caching reverse proxy that admits an object on its second request.
+//!
+//! The admission filter (`bloom`, `admission`) has no HTTP in it and can be embedded by other proxies.
+
+pub mod admission;
+pub mod bloom;
