@@ -49,6 +49,7 @@ fn a_bad_file_fails_with_every_key_named() {
         stderr.contains(&path.display().to_string()),
         "the file is not named:\n{stderr}"
     );
+    let _ = std::fs::remove_file(&path);
 }
 
 #[test]
