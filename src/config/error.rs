@@ -20,7 +20,7 @@ pub enum ConfigError {
     #[error("{key}: unknown key")]
     UnknownKey { key: String },
     /// A table the schema does not have.
-    #[error("[{key}]: unknown table")]
+    #[error("{key}: unknown table")]
     UnknownTable { key: String },
     /// The file could not be read.
     #[error("cannot read the file: {reason}")]
