@@ -4,4 +4,7 @@
 
 pub mod admission;
 pub mod bloom;
+pub mod cache;
 pub mod config;
+pub mod proxy;
+pub mod telemetry;

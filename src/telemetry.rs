@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, Unit};
+use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::admission::DoorkeeperStats;
@@ -34,7 +34,8 @@ pub const CONNECTIONS_REFUSED_TOTAL: &str = "bloomgate_connections_refused_total
 
 /// Latency buckets in seconds: from a fast hit (100 µs) to the origin timeouts (30 s).
 const DURATION_BUCKETS: &[f64] = &[
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0,
 ];
 
 /// The process-wide Prometheus recorder, installed on first use.
@@ -44,7 +45,10 @@ pub fn recorder() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| {
         let recorder = PrometheusBuilder::new()
-            .set_buckets_for_metric(Matcher::Full(REQUEST_DURATION_SECONDS.to_string()), DURATION_BUCKETS)
+            .set_buckets_for_metric(
+                Matcher::Full(REQUEST_DURATION_SECONDS.to_string()),
+                DURATION_BUCKETS,
+            )
             .map(PrometheusBuilder::build_recorder)
             .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
         let handle = recorder.handle();
@@ -56,7 +60,10 @@ pub fn recorder() -> &'static PrometheusHandle {
 }
 
 fn describe() {
-    describe_counter!(REQUESTS_TOTAL, "Client requests answered, by RFC 9211 outcome.");
+    describe_counter!(
+        REQUESTS_TOTAL,
+        "Client requests answered, by RFC 9211 outcome."
+    );
     describe_histogram!(
         REQUEST_DURATION_SECONDS,
         Unit::Seconds,
@@ -66,7 +73,10 @@ fn describe() {
         ADMISSION_TOTAL,
         "Cache admission decisions for responses from the origin, by decision."
     );
-    describe_gauge!(FILTER_FILL_RATIO, "Share of the doorkeeper filter's bits that are set, by generation.");
+    describe_gauge!(
+        FILTER_FILL_RATIO,
+        "Share of the doorkeeper filter's bits that are set, by generation."
+    );
     describe_gauge!(
         FILTER_ESTIMATED_ITEMS,
         "Distinct keys in the doorkeeper filter (Swamidass-Baldi estimate), by generation."
@@ -75,22 +85,61 @@ fn describe() {
         FILTER_ESTIMATED_FPR,
         "Estimated false-positive rate of the doorkeeper (both generations combined)."
     );
-    describe_gauge!(FILTER_ROTATE_AT_FPR, "Combined false-positive rate at which the filters rotate.");
-    describe_gauge!(FILTER_CAPACITY, "Keys one doorkeeper generation is sized for.");
-    describe_gauge!(FILTER_BYTES, Unit::Bytes, "Memory held by the doorkeeper filters.");
-    describe_gauge!(FILTER_GENERATION, "Number of the doorkeeper's current generation.");
+    describe_gauge!(
+        FILTER_ROTATE_AT_FPR,
+        "Combined false-positive rate at which the filters rotate."
+    );
+    describe_gauge!(
+        FILTER_CAPACITY,
+        "Keys one doorkeeper generation is sized for."
+    );
+    describe_gauge!(
+        FILTER_BYTES,
+        Unit::Bytes,
+        "Memory held by the doorkeeper filters."
+    );
+    describe_gauge!(
+        FILTER_GENERATION,
+        "Number of the doorkeeper's current generation."
+    );
     describe_counter!(FILTER_ROTATIONS_TOTAL, "Doorkeeper rotations, by reason.");
     describe_gauge!(CACHE_ENTRIES, "Keys held in the cache.");
-    describe_gauge!(CACHE_BYTES, Unit::Bytes, "Bytes held in the cache (headers, bodies, bookkeeping).");
+    describe_gauge!(
+        CACHE_BYTES,
+        Unit::Bytes,
+        "Bytes held in the cache (headers, bodies, bookkeeping)."
+    );
     describe_gauge!(CACHE_MAX_BYTES, Unit::Bytes, "Configured cache size.");
     describe_counter!(CACHE_WRITES_TOTAL, "Responses written to the cache.");
-    describe_counter!(CACHE_WRITTEN_BYTES_TOTAL, Unit::Bytes, "Body bytes written to the cache.");
+    describe_counter!(
+        CACHE_WRITTEN_BYTES_TOTAL,
+        Unit::Bytes,
+        "Body bytes written to the cache."
+    );
     describe_counter!(CACHE_EVICTIONS_TOTAL, "Entries evicted to make room.");
-    describe_counter!(CACHE_EXPIRATIONS_TOTAL, "Entries removed because they expired.");
-    describe_counter!(CACHE_HIT_BYTES_TOTAL, Unit::Bytes, "Body bytes served from the cache.");
-    describe_counter!(RESPONSE_BYTES_TOTAL, Unit::Bytes, "Body bytes served to clients.");
-    describe_counter!(ORIGIN_REQUESTS_TOTAL, "Requests sent to the origin, by outcome.");
-    describe_counter!(ORIGIN_BYTES_TOTAL, Unit::Bytes, "Body bytes received from the origin.");
+    describe_counter!(
+        CACHE_EXPIRATIONS_TOTAL,
+        "Entries removed because they expired."
+    );
+    describe_counter!(
+        CACHE_HIT_BYTES_TOTAL,
+        Unit::Bytes,
+        "Body bytes served from the cache."
+    );
+    describe_counter!(
+        RESPONSE_BYTES_TOTAL,
+        Unit::Bytes,
+        "Body bytes served to clients."
+    );
+    describe_counter!(
+        ORIGIN_REQUESTS_TOTAL,
+        "Requests sent to the origin, by outcome."
+    );
+    describe_counter!(
+        ORIGIN_BYTES_TOTAL,
+        Unit::Bytes,
+        "Body bytes received from the origin."
+    );
     describe_gauge!(CONNECTIONS_OPEN, "Client connections open.");
     describe_counter!(
         CONNECTIONS_REFUSED_TOTAL,
@@ -115,9 +164,11 @@ pub fn render(state: &ScrapeState) -> String {
     let handle = recorder();
     if let Some((stats, rotate_at_fpr, capacity)) = &state.doorkeeper {
         gauge!(FILTER_FILL_RATIO, "generation" => "current").set(stats.current.fill_ratio);
-        gauge!(FILTER_ESTIMATED_ITEMS, "generation" => "current").set(stats.current.estimated_items);
+        gauge!(FILTER_ESTIMATED_ITEMS, "generation" => "current")
+            .set(stats.current.estimated_items);
         let previous = stats.previous.as_ref();
-        gauge!(FILTER_FILL_RATIO, "generation" => "previous").set(previous.map_or(0.0, |p| p.fill_ratio));
+        gauge!(FILTER_FILL_RATIO, "generation" => "previous")
+            .set(previous.map_or(0.0, |p| p.fill_ratio));
         gauge!(FILTER_ESTIMATED_ITEMS, "generation" => "previous")
             .set(previous.map_or(0.0, |p| p.estimated_items));
         gauge!(FILTER_ESTIMATED_FPR).set(stats.combined_fpr);

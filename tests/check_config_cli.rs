@@ -22,7 +22,6 @@ fn check_config(path: &std::path::Path) -> std::process::Output {
 }
 
 #[test]
-#[ignore = "enabled when main.rs wires check-config"]
 fn a_bad_file_fails_with_every_key_named() {
     let path = write_temp(
         "bad.toml",
@@ -53,7 +52,6 @@ fn a_bad_file_fails_with_every_key_named() {
 }
 
 #[test]
-#[ignore = "enabled when main.rs wires check-config"]
 fn the_shipped_file_checks_ok() {
     let path = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),

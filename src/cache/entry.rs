@@ -140,9 +140,12 @@ pub fn storability(
     if !policy.is_storable() {
         return Err(NotStored::Status);
     }
-    let has_validator =
-        response_headers.contains_key(header::ETAG) || response_headers.contains_key(header::LAST_MODIFIED);
-    if policy.time_to_live(now).is_zero() && !has_validator && stale_extensions(response_headers).is_zero() {
+    let has_validator = response_headers.contains_key(header::ETAG)
+        || response_headers.contains_key(header::LAST_MODIFIED);
+    if policy.time_to_live(now).is_zero()
+        && !has_validator
+        && stale_extensions(response_headers).is_zero()
+    {
         return Err(NotStored::NoFreshness);
     }
     Ok(())
@@ -219,14 +222,25 @@ impl StoredResponse {
             .all(|(name, value)| request_headers.get(name) == value.as_ref())
     }
 
-    pub fn freshness(&self, method: &Method, request_headers: &HeaderMap, now: SystemTime) -> Freshness {
+    pub fn freshness(
+        &self,
+        method: &Method,
+        request_headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Freshness {
         let simple_request = !request_headers.contains_key(header::CACHE_CONTROL)
             && !request_headers.contains_key(header::PRAGMA);
         let fresh = if simple_request {
             now < self.fresh_until
         } else {
             self.policy
-                .before_request(&PolicyRequest { method, headers: request_headers }, now)
+                .before_request(
+                    &PolicyRequest {
+                        method,
+                        headers: request_headers,
+                    },
+                    now,
+                )
                 .satisfies_without_revalidation()
         };
         if fresh {
@@ -263,10 +277,14 @@ impl StoredResponse {
     /// How long the store should keep the entry: freshness plus the windows in which a stale copy
     /// is still useful (served stale, or revalidated with a conditional request).
     pub fn keep_for(&self, now: SystemTime) -> Duration {
-        let has_validator =
-            self.headers.contains_key(header::ETAG) || self.headers.contains_key(header::LAST_MODIFIED);
+        let has_validator = self.headers.contains_key(header::ETAG)
+            || self.headers.contains_key(header::LAST_MODIFIED);
         // A stale entry with validators saves the body transfer on revalidation for a while.
-        let revalidation_window = if has_validator { Duration::from_secs(600) } else { Duration::ZERO };
+        let revalidation_window = if has_validator {
+            Duration::from_secs(600)
+        } else {
+            Duration::ZERO
+        };
         let stale_window = self
             .stale_while_revalidate
             .max(self.stale_if_error)
@@ -353,19 +371,31 @@ mod tests {
 
     #[test]
     fn public_max_age_is_storable() {
-        assert_eq!(classify(&HeaderMap::new(), &headers(&[("cache-control", "public, max-age=60")])), Ok(()));
+        assert_eq!(
+            classify(
+                &HeaderMap::new(),
+                &headers(&[("cache-control", "public, max-age=60")])
+            ),
+            Ok(())
+        );
     }
 
     #[test]
     fn each_refusal_names_its_reason() {
         let none = HeaderMap::new();
-        assert_eq!(classify(&none, &headers(&[("cache-control", "no-store")])), Err(NotStored::NoStore));
+        assert_eq!(
+            classify(&none, &headers(&[("cache-control", "no-store")])),
+            Err(NotStored::NoStore)
+        );
         assert_eq!(
             classify(&none, &headers(&[("cache-control", "private, max-age=60")])),
             Err(NotStored::Private)
         );
         assert_eq!(
-            classify(&headers(&[("authorization", "Bearer x")]), &headers(&[("cache-control", "max-age=60")])),
+            classify(
+                &headers(&[("authorization", "Bearer x")]),
+                &headers(&[("cache-control", "max-age=60")])
+            ),
             Err(NotStored::Authorization)
         );
         assert_eq!(
@@ -376,16 +406,28 @@ mod tests {
             Ok(())
         );
         assert_eq!(
-            classify(&none, &headers(&[("cache-control", "max-age=60"), ("set-cookie", "a=b")])),
+            classify(
+                &none,
+                &headers(&[("cache-control", "max-age=60"), ("set-cookie", "a=b")])
+            ),
             Err(NotStored::SetCookie)
         );
         assert_eq!(
-            classify(&none, &headers(&[("cache-control", "max-age=60"), ("vary", "*")])),
+            classify(
+                &none,
+                &headers(&[("cache-control", "max-age=60"), ("vary", "*")])
+            ),
             Err(NotStored::VaryStar)
         );
-        assert_eq!(classify(&none, &headers(&[("content-type", "text/plain")])), Err(NotStored::NoFreshness));
         assert_eq!(
-            classify(&headers(&[("cache-control", "no-store")]), &headers(&[("cache-control", "max-age=60")])),
+            classify(&none, &headers(&[("content-type", "text/plain")])),
+            Err(NotStored::NoFreshness)
+        );
+        assert_eq!(
+            classify(
+                &headers(&[("cache-control", "no-store")]),
+                &headers(&[("cache-control", "max-age=60")])
+            ),
             Err(NotStored::RequestNoStore)
         );
     }
@@ -396,7 +438,14 @@ mod tests {
         let request = headers(&[("accept-encoding", "gzip")]);
         let response = headers(&[("cache-control", "max-age=60"), ("vary", "Accept-Encoding")]);
         let policy = policy_for(&Method::GET, &request, StatusCode::OK, &response, now);
-        let entry = StoredResponse::new(policy, StatusCode::OK, response, Bytes::new(), &request, now);
+        let entry = StoredResponse::new(
+            policy,
+            StatusCode::OK,
+            response,
+            Bytes::new(),
+            &request,
+            now,
+        );
         assert!(entry.vary_matches(&request));
         assert!(!entry.vary_matches(&headers(&[("accept-encoding", "br")])));
         assert!(!entry.vary_matches(&HeaderMap::new()));
@@ -409,10 +458,26 @@ mod tests {
             "cache-control",
             "max-age=10, stale-while-revalidate=30, stale-if-error=300",
         )]);
-        let policy = policy_for(&Method::GET, &HeaderMap::new(), StatusCode::OK, &response, now);
-        let entry = StoredResponse::new(policy, StatusCode::OK, response, Bytes::new(), &HeaderMap::new(), now);
+        let policy = policy_for(
+            &Method::GET,
+            &HeaderMap::new(),
+            StatusCode::OK,
+            &response,
+            now,
+        );
+        let entry = StoredResponse::new(
+            policy,
+            StatusCode::OK,
+            response,
+            Bytes::new(),
+            &HeaderMap::new(),
+            now,
+        );
         let later = now + Duration::from_secs(20);
-        assert!(matches!(entry.freshness(&Method::GET, &HeaderMap::new(), now), Freshness::Fresh));
+        assert!(matches!(
+            entry.freshness(&Method::GET, &HeaderMap::new(), now),
+            Freshness::Fresh
+        ));
         assert!(matches!(
             entry.freshness(&Method::GET, &HeaderMap::new(), later),
             Freshness::StaleWhileRevalidate

@@ -4,6 +4,9 @@ mod entry;
 mod key;
 mod store;
 
-pub use entry::{Freshness, NotStored, PolicyRequest, PolicyResponse, StoredResponse, directives, policy_for, storability};
+pub use entry::{
+    Freshness, NotStored, PolicyRequest, PolicyResponse, StoredResponse, directives, policy_for,
+    storability,
+};
 pub use key::CacheKey;
 pub use store::{Store, StoreCounters, Variants};

@@ -21,9 +21,19 @@ pub struct Variants {
 impl Variants {
     fn new(list: Vec<Arc<StoredResponse>>) -> Variants {
         let now = SystemTime::now();
-        let weight = list.iter().fold(0u32, |sum, v| sum.saturating_add(v.weight));
-        let keep_for = list.iter().map(|v| v.keep_for(now)).max().unwrap_or_default();
-        Variants { list, weight, keep_for }
+        let weight = list
+            .iter()
+            .fold(0u32, |sum, v| sum.saturating_add(v.weight));
+        let keep_for = list
+            .iter()
+            .map(|v| v.keep_for(now))
+            .max()
+            .unwrap_or_default();
+        Variants {
+            list,
+            weight,
+            keep_for,
+        }
     }
 
     /// The variant stored for a request with these headers, if any.
@@ -35,7 +45,12 @@ impl Variants {
 struct KeepFor;
 
 impl moka::Expiry<CacheKey, Arc<Variants>> for KeepFor {
-    fn expire_after_create(&self, _key: &CacheKey, value: &Arc<Variants>, _now: Instant) -> Option<Duration> {
+    fn expire_after_create(
+        &self,
+        _key: &CacheKey,
+        value: &Arc<Variants>,
+        _now: Instant,
+    ) -> Option<Duration> {
         Some(value.keep_for)
     }
 
@@ -80,7 +95,9 @@ impl Store {
                     listener_counters.evictions.fetch_add(1, Ordering::Relaxed);
                 }
                 RemovalCause::Expired => {
-                    listener_counters.expirations.fetch_add(1, Ordering::Relaxed);
+                    listener_counters
+                        .expirations
+                        .fetch_add(1, Ordering::Relaxed);
                 }
                 RemovalCause::Explicit | RemovalCause::Replaced => {}
             })
@@ -124,7 +141,13 @@ impl Store {
         let response = Arc::new(response);
         let mut list = vec![Arc::clone(&response)];
         if let Some(existing) = self.cache.get(&key) {
-            list.extend(existing.list.iter().filter(|v| v.vary != response.vary).cloned());
+            list.extend(
+                existing
+                    .list
+                    .iter()
+                    .filter(|v| v.vary != response.vary)
+                    .cloned(),
+            );
         }
         self.cache.insert(key, Arc::new(Variants::new(list)));
         response

@@ -28,21 +28,30 @@ pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: watch::Re
             let response = answer(&proxy, &shutdown, request);
             async move { Ok::<_, Infallible>(response) }
         });
-        let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
         tokio::spawn(async move {
             let _ = connection.await;
         });
     }
 }
 
-fn answer(proxy: &Proxy, shutdown: &watch::Receiver<bool>, request: Request<Incoming>) -> Response<Full<Bytes>> {
+fn answer(
+    proxy: &Proxy,
+    shutdown: &watch::Receiver<bool>,
+    request: Request<Incoming>,
+) -> Response<Full<Bytes>> {
     let (parts, _body) = request.into_parts();
     if parts.method.as_str() == "PURGE" {
         let (status, body) = proxy.purge(&parts);
         return text(status, body);
     }
     if parts.method != Method::GET {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "GET /metrics, /healthz, /readyz; PURGE <path> with Host\n");
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "GET /metrics, /healthz, /readyz; PURGE <path> with Host\n",
+        );
     }
     match parts.uri.path() {
         "/metrics" => {

@@ -111,8 +111,12 @@ mod tests {
     async fn followers_get_the_leaders_outcome_and_the_key_is_released() {
         let coalescer = Arc::new(Coalescer::default());
         let key = CacheKey::from_string("h/a".into());
-        let Role::Leader(flight) = coalescer.join(&key) else { panic!("first request leads") };
-        let Role::Follower(slot) = coalescer.join(&key) else { panic!("second request follows") };
+        let Role::Leader(flight) = coalescer.join(&key) else {
+            panic!("first request leads")
+        };
+        let Role::Follower(slot) = coalescer.join(&key) else {
+            panic!("second request follows")
+        };
         let waiter = tokio::spawn(wait(slot));
         flight.finish(FlightOutcome::Response(Arc::new(SharedResponse {
             status: StatusCode::OK,
@@ -133,7 +137,9 @@ mod tests {
         let coalescer = Arc::new(Coalescer::default());
         let key = CacheKey::from_string("h/b".into());
         let leader = coalescer.join(&key);
-        let Role::Follower(slot) = coalescer.join(&key) else { panic!("second request follows") };
+        let Role::Follower(slot) = coalescer.join(&key) else {
+            panic!("second request follows")
+        };
         drop(leader);
         assert!(matches!(wait(slot).await, FlightOutcome::FetchAlone));
     }

@@ -20,7 +20,9 @@ use super::status::CacheStatus;
 use super::stream::{Capture, OriginStream};
 use crate::admission::Admission;
 use crate::cache::{CacheKey, Freshness, NotStored, StoredResponse, policy_for, storability};
-use crate::telemetry::{ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, REQUESTS_TOTAL, REQUEST_DURATION_SECONDS};
+use crate::telemetry::{
+    ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, REQUEST_DURATION_SECONDS, REQUESTS_TOTAL,
+};
 
 /// The body of every response the proxy sends: a stored body, or an origin body on its way.
 pub type ProxyBody = http_body_util::Either<Full<Bytes>, OriginStream>;
@@ -29,7 +31,11 @@ type Answer = (Response<ProxyBody>, CacheStatus);
 
 impl Proxy {
     /// Answers one client request; every response carries `Cache-Status`.
-    pub async fn handle(self: Arc<Self>, request: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
+    pub async fn handle(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+        peer: SocketAddr,
+    ) -> Response<ProxyBody> {
         let started = Instant::now();
         let (mut response, status) = self.route(request, peer).await;
         response
@@ -46,7 +52,11 @@ impl Proxy {
             return self.purge_from_public(&parts, peer);
         }
         let Some(key) = CacheKey::from_request(&parts, &self.config.cache.key) else {
-            return short(StatusCode::BAD_REQUEST, "request has no host\n", CacheStatus::forward("request"));
+            return short(
+                StatusCode::BAD_REQUEST,
+                "request has no host\n",
+                CacheStatus::forward("request"),
+            );
         };
         if parts.method != Method::GET && parts.method != Method::HEAD {
             return self.pass(parts, body, peer, key).await;
@@ -58,13 +68,22 @@ impl Proxy {
         drop(body);
         let now = SystemTime::now();
         let variants = self.store.get(&key);
-        let stored = variants.as_ref().and_then(|v| v.select(&parts.headers)).cloned();
+        let stored = variants
+            .as_ref()
+            .and_then(|v| v.select(&parts.headers))
+            .cloned();
         match stored {
             Some(entry) => match entry.freshness(&Method::GET, &parts.headers, now) {
-                Freshness::Fresh => serve_stored(&parts, &entry, CacheStatus::hit(entry.ttl_seconds(now)), now),
+                Freshness::Fresh => serve_stored(
+                    &parts,
+                    &entry,
+                    CacheStatus::hit(entry.ttl_seconds(now)),
+                    now,
+                ),
                 Freshness::StaleWhileRevalidate => {
                     self.revalidate_in_background(&parts, peer, &key, &entry);
-                    let status = CacheStatus::hit(entry.ttl_seconds(now)).detail("stale-while-revalidate");
+                    let status =
+                        CacheStatus::hit(entry.ttl_seconds(now)).detail("stale-while-revalidate");
                     serve_stored(&parts, &entry, status, now)
                 }
                 Freshness::Stale => self.fetch(parts, peer, key, Some(entry), "stale").await,
@@ -95,7 +114,10 @@ impl Proxy {
                         return serve_shared(&parts, &shared, status);
                     }
                     FlightOutcome::Failed(code) => {
-                        if let Some(entry) = stale.as_ref().filter(|e| e.usable_on_error(SystemTime::now())) {
+                        if let Some(entry) = stale
+                            .as_ref()
+                            .filter(|e| e.usable_on_error(SystemTime::now()))
+                        {
                             return serve_stale_on_error(&parts, entry, code.as_u16());
                         }
                         let mut status = CacheStatus::forward(fwd);
@@ -104,10 +126,22 @@ impl Proxy {
                     }
                     // The leader's response was not shareable: a stored copy may exist now.
                     _ => {
-                        if let Some(entry) = self.store.get(&key).and_then(|v| v.select(&parts.headers).cloned()) {
+                        if let Some(entry) = self
+                            .store
+                            .get(&key)
+                            .and_then(|v| v.select(&parts.headers).cloned())
+                        {
                             let now = SystemTime::now();
-                            if matches!(entry.freshness(&Method::GET, &parts.headers, now), Freshness::Fresh) {
-                                return serve_stored(&parts, &entry, CacheStatus::hit(entry.ttl_seconds(now)), now);
+                            if matches!(
+                                entry.freshness(&Method::GET, &parts.headers, now),
+                                Freshness::Fresh
+                            ) {
+                                return serve_stored(
+                                    &parts,
+                                    &entry,
+                                    CacheStatus::hit(entry.ttl_seconds(now)),
+                                    now,
+                                );
                             }
                         }
                         None
@@ -115,7 +149,8 @@ impl Proxy {
                 }
             }
         };
-        self.fetch_from_origin(parts, peer, key, stale, fwd, flight).await
+        self.fetch_from_origin(parts, peer, key, stale, fwd, flight)
+            .await
     }
 
     async fn fetch_from_origin(
@@ -127,7 +162,12 @@ impl Proxy {
         fwd: &'static str,
         flight: Option<coalesce::Flight>,
     ) -> Answer {
-        let mut headers = to_origin(&parts.headers, peer, self.origin_host(&parts), true);
+        let mut headers = to_origin(
+            &parts.headers,
+            peer,
+            self.origin_host(&parts).as_ref(),
+            true,
+        );
         if let Some(entry) = &stale {
             if let Some(etag) = entry.etag() {
                 headers.insert(header::IF_NONE_MATCH, etag.clone());
@@ -147,15 +187,26 @@ impl Proxy {
             Err(error) => {
                 tracing::warn!(%error, key = %key, "origin request failed");
                 let code = error.status();
-                if let Some(entry) = stale.as_ref().filter(|e| e.usable_on_error(SystemTime::now())) {
+                if let Some(entry) = stale
+                    .as_ref()
+                    .filter(|e| e.usable_on_error(SystemTime::now()))
+                {
                     drop(flight);
                     return serve_stale_on_error(&parts, entry, code.as_u16());
                 }
                 if let Some(flight) = flight {
                     flight.finish(FlightOutcome::Failed(code));
                 }
-                let detail = if code == StatusCode::GATEWAY_TIMEOUT { "origin-timeout" } else { "origin-error" };
-                let body = if code == StatusCode::GATEWAY_TIMEOUT { "origin timed out\n" } else { "origin unavailable\n" };
+                let detail = if code == StatusCode::GATEWAY_TIMEOUT {
+                    "origin-timeout"
+                } else {
+                    "origin-error"
+                };
+                let body = if code == StatusCode::GATEWAY_TIMEOUT {
+                    "origin timed out\n"
+                } else {
+                    "origin unavailable\n"
+                };
                 return short(code, body, CacheStatus::forward(fwd).detail(detail));
             }
         };
@@ -174,7 +225,9 @@ impl Proxy {
                     status.ttl = Some(refreshed.ttl_seconds(now));
                     return serve_stored(&parts, &refreshed, status, now);
                 }
-            } else if response.status().is_server_error() && entry.usable_on_error(SystemTime::now()) {
+            } else if response.status().is_server_error()
+                && entry.usable_on_error(SystemTime::now())
+            {
                 drop(flight);
                 return serve_stale_on_error(&parts, entry, response.status().as_u16());
             }
@@ -191,18 +244,34 @@ impl Proxy {
         not_modified: &HeaderMap,
     ) -> Option<Arc<StoredResponse>> {
         let now = SystemTime::now();
-        let request = crate::cache::PolicyRequest { method: &Method::GET, headers: &parts.headers };
-        let response = crate::cache::PolicyResponse { status: StatusCode::NOT_MODIFIED, headers: not_modified };
+        let request = crate::cache::PolicyRequest {
+            method: &Method::GET,
+            headers: &parts.headers,
+        };
+        let response = crate::cache::PolicyResponse {
+            status: StatusCode::NOT_MODIFIED,
+            headers: not_modified,
+        };
         match entry.policy.after_response(&request, &response, now) {
             http_cache_semantics::AfterResponse::NotModified(policy, _) => {
                 let mut headers = entry.headers.clone();
                 for (name, value) in not_modified {
-                    if name != header::CONTENT_LENGTH && name != header::TRANSFER_ENCODING && name != header::CONNECTION {
+                    if name != header::CONTENT_LENGTH
+                        && name != header::TRANSFER_ENCODING
+                        && name != header::CONNECTION
+                    {
                         headers.insert(name.clone(), value.clone());
                     }
                 }
                 strip_hop_by_hop(&mut headers);
-                let refreshed = StoredResponse::new(policy, entry.status, headers, entry.body.clone(), &parts.headers, now);
+                let refreshed = StoredResponse::new(
+                    policy,
+                    entry.status,
+                    headers,
+                    entry.body.clone(),
+                    &parts.headers,
+                    now,
+                );
                 Some(self.store.refresh(key.clone(), refreshed))
             }
             http_cache_semantics::AfterResponse::Modified(..) => None,
@@ -222,7 +291,13 @@ impl Proxy {
         let (mut head, incoming) = response.into_parts();
         strip_hop_by_hop(&mut head.headers);
         let now = SystemTime::now();
-        let policy = policy_for(&Method::GET, &parts.headers, head.status, &head.headers, now);
+        let policy = policy_for(
+            &Method::GET,
+            &parts.headers,
+            head.status,
+            &head.headers,
+            now,
+        );
         let content_length = head
             .headers
             .get(header::CONTENT_LENGTH)
@@ -240,14 +315,22 @@ impl Proxy {
         let shareable = decision.is_ok();
         let store_it = match decision {
             Err(reason) => {
-                let label = if reason == NotStored::TooLarge { "too_large" } else { "not_storable" };
+                let label = if reason == NotStored::TooLarge {
+                    "too_large"
+                } else {
+                    "not_storable"
+                };
                 counter!(ADMISSION_TOTAL, "decision" => label).increment(1);
                 status = status.not_stored(reason);
                 false
             }
             // A refetch of a stored object was admitted when it was first stored.
             Ok(()) if revalidating => true,
-            Ok(()) => match self.doorkeeper.as_ref().map(|door| door.observe(key.as_bytes())) {
+            Ok(()) => match self
+                .doorkeeper
+                .as_ref()
+                .map(|door| door.observe(key.as_bytes()))
+            {
                 Some(Admission::FirstSeen) => {
                     counter!(ADMISSION_TOTAL, "decision" => "first_hit").increment(1);
                     status = status.not_stored(NotStored::FirstHit);
@@ -273,7 +356,14 @@ impl Proxy {
                     max_object,
                     Box::new(move |body: Bytes| {
                         let now = SystemTime::now();
-                        let entry = StoredResponse::new(policy, response_status, response_headers, body, &request_headers, now);
+                        let entry = StoredResponse::new(
+                            policy,
+                            response_status,
+                            response_headers,
+                            body,
+                            &request_headers,
+                            now,
+                        );
                         let shared = if store_it {
                             let entry = proxy.store.insert(key, entry);
                             shared_from_entry(&entry, true, None)
@@ -294,7 +384,8 @@ impl Proxy {
         let capturing = capture.is_some();
         let body = OriginStream::new(incoming, self.config.origin.idle_timeout, capture);
 
-        let answer_304 = head.status == StatusCode::OK && not_modified(&parts.headers, &head.headers);
+        let answer_304 =
+            head.status == StatusCode::OK && not_modified(&parts.headers, &head.headers);
         if parts.method == Method::HEAD || answer_304 {
             if capturing {
                 // The client gets no body, but the store and the waiters still want it.
@@ -316,11 +407,20 @@ impl Proxy {
             response.headers_mut().remove(header::TRANSFER_ENCODING);
             return (response, status);
         }
-        (Response::from_parts(head, http_body_util::Either::Right(body)), status)
+        (
+            Response::from_parts(head, http_body_util::Either::Right(body)),
+            status,
+        )
     }
 
     /// Serves a stale entry right away and refreshes it in the background, once per key.
-    fn revalidate_in_background(self: &Arc<Self>, parts: &Parts, peer: SocketAddr, key: &CacheKey, entry: &Arc<StoredResponse>) {
+    fn revalidate_in_background(
+        self: &Arc<Self>,
+        parts: &Parts,
+        peer: SocketAddr,
+        key: &CacheKey,
+        entry: &Arc<StoredResponse>,
+    ) {
         let Role::Leader(flight) = self.flights.join(key) else {
             return;
         };
@@ -341,10 +441,25 @@ impl Proxy {
     }
 
     /// Forwards a request the cache does not handle (other methods, ranges), streaming both ways.
-    async fn pass(self: &Arc<Self>, parts: Parts, body: Incoming, peer: SocketAddr, key: CacheKey) -> Answer {
-        let fwd = if parts.method == Method::GET || parts.method == Method::HEAD { "bypass" } else { "method" };
+    async fn pass(
+        self: &Arc<Self>,
+        parts: Parts,
+        body: Incoming,
+        peer: SocketAddr,
+        key: CacheKey,
+    ) -> Answer {
+        let fwd = if parts.method == Method::GET || parts.method == Method::HEAD {
+            "bypass"
+        } else {
+            "method"
+        };
         let status = CacheStatus::forward(fwd);
-        let headers = to_origin(&parts.headers, peer, self.origin_host(&parts), false);
+        let headers = to_origin(
+            &parts.headers,
+            peer,
+            self.origin_host(&parts).as_ref(),
+            false,
+        );
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let unsafe_method = !parts.method.is_safe();
         let mut origin_request = Request::new(body.boxed());
@@ -354,17 +469,26 @@ impl Proxy {
         match self.origin.send(origin_request).await {
             Ok(response) => {
                 // RFC 9111 section 4.4: a successful unsafe request invalidates what the cache holds.
-                if unsafe_method && (response.status().is_success() || response.status().is_redirection()) {
+                if unsafe_method
+                    && (response.status().is_success() || response.status().is_redirection())
+                {
                     self.store.purge(&key);
                 }
                 let (mut head, incoming) = response.into_parts();
                 strip_hop_by_hop(&mut head.headers);
                 let body = OriginStream::new(incoming, self.config.origin.idle_timeout, None);
-                (Response::from_parts(head, http_body_util::Either::Right(body)), status)
+                (
+                    Response::from_parts(head, http_body_util::Either::Right(body)),
+                    status,
+                )
             }
             Err(error) => {
                 tracing::warn!(%error, "origin request failed");
-                short(error.status(), "origin unavailable\n", status.detail("origin-error"))
+                short(
+                    error.status(),
+                    "origin unavailable\n",
+                    status.detail("origin-error"),
+                )
             }
         }
     }
@@ -377,7 +501,11 @@ impl Proxy {
             .iter()
             .any(|network| network.contains(&peer.ip()));
         if !allowed {
-            return short(StatusCode::FORBIDDEN, "PURGE is not allowed from this address\n", CacheStatus::forward("method"));
+            return short(
+                StatusCode::FORBIDDEN,
+                "PURGE is not allowed from this address\n",
+                CacheStatus::forward("method"),
+            );
         }
         let (code, text) = self.purge(parts);
         short(code, text, CacheStatus::forward("method").detail("purge"))
@@ -404,7 +532,9 @@ impl Proxy {
 }
 
 fn empty_body() -> OutgoingBody {
-    Empty::<Bytes>::new().map_err(|never| match never {}).boxed()
+    Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 fn empty() -> ProxyBody {
@@ -413,7 +543,9 @@ fn empty() -> ProxyBody {
 
 /// A short plain-text response the proxy makes itself.
 fn short(code: StatusCode, text: &'static str, status: CacheStatus) -> Answer {
-    let mut response = Response::new(http_body_util::Either::Left(Full::new(Bytes::from_static(text.as_bytes()))));
+    let mut response = Response::new(http_body_util::Either::Left(Full::new(Bytes::from_static(
+        text.as_bytes(),
+    ))));
     *response.status_mut() = code;
     response
         .headers_mut()
@@ -421,7 +553,12 @@ fn short(code: StatusCode, text: &'static str, status: CacheStatus) -> Answer {
     (response, status)
 }
 
-fn serve_stored(parts: &Parts, entry: &StoredResponse, status: CacheStatus, now: SystemTime) -> Answer {
+fn serve_stored(
+    parts: &Parts,
+    entry: &StoredResponse,
+    status: CacheStatus,
+    now: SystemTime,
+) -> Answer {
     let age = HeaderValue::from(entry.age(now).as_secs());
     if not_modified(&parts.headers, &entry.headers) {
         let mut response = Response::new(empty());
@@ -457,7 +594,11 @@ fn serve_shared(parts: &Parts, shared: &SharedResponse, status: CacheStatus) -> 
         *response.headers_mut() = not_modified_headers(&shared.headers);
         return (response, status);
     }
-    let body = if parts.method == Method::HEAD { Bytes::new() } else { shared.body.clone() };
+    let body = if parts.method == Method::HEAD {
+        Bytes::new()
+    } else {
+        shared.body.clone()
+    };
     let mut response = Response::new(http_body_util::Either::Left(Full::new(body)));
     *response.status_mut() = shared.status;
     *response.headers_mut() = shared.headers.clone();
@@ -465,10 +606,17 @@ fn serve_shared(parts: &Parts, shared: &SharedResponse, status: CacheStatus) -> 
 }
 
 fn shared_matches(shared: &SharedResponse, request: &HeaderMap) -> bool {
-    shared.vary.iter().all(|(name, value)| request.get(name) == value.as_ref())
+    shared
+        .vary
+        .iter()
+        .all(|(name, value)| request.get(name) == value.as_ref())
 }
 
-fn shared_from_entry(entry: &StoredResponse, stored: bool, detail: Option<&'static str>) -> Arc<SharedResponse> {
+fn shared_from_entry(
+    entry: &StoredResponse,
+    stored: bool,
+    detail: Option<&'static str>,
+) -> Arc<SharedResponse> {
     Arc::new(SharedResponse {
         status: entry.status,
         headers: entry.headers.clone(),

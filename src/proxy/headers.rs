@@ -73,7 +73,10 @@ pub fn to_origin(
 /// Whether the client's `If-None-Match` / `If-Modified-Since` make a 304 the right answer for a
 /// response with these headers (RFC 9110 section 13.1.2 and 13.1.3, weak comparison).
 pub fn not_modified(request: &HeaderMap, response: &HeaderMap) -> bool {
-    if let Some(candidates) = request.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) {
+    if let Some(candidates) = request
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+    {
         let Some(etag) = response.get(header::ETAG).and_then(|v| v.to_str().ok()) else {
             return false;
         };
@@ -92,7 +95,9 @@ pub fn not_modified(request: &HeaderMap, response: &HeaderMap) -> bool {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| httpdate::parse_http_date(v).ok());
     match (since, modified) {
-        (Some(since), Some(modified)) => modified <= since && since <= SystemTime::now() + std::time::Duration::from_secs(60),
+        (Some(since), Some(modified)) => {
+            modified <= since && since <= SystemTime::now() + std::time::Duration::from_secs(60)
+        }
         _ => false,
     }
 }
@@ -137,7 +142,11 @@ mod tests {
 
     #[test]
     fn connection_named_fields_are_stripped() {
-        let mut headers = map(&[("connection", "close, x-secret"), ("x-secret", "1"), ("x-kept", "2")]);
+        let mut headers = map(&[
+            ("connection", "close, x-secret"),
+            ("x-secret", "1"),
+            ("x-kept", "2"),
+        ]);
         strip_hop_by_hop(&mut headers);
         assert!(headers.get("x-secret").is_none());
         assert!(headers.get("connection").is_none());
@@ -147,15 +156,30 @@ mod tests {
     #[test]
     fn etag_comparison_is_weak() {
         let response = map(&[("etag", "\"v1\"")]);
-        assert!(not_modified(&map(&[("if-none-match", "W/\"v1\"")]), &response));
-        assert!(not_modified(&map(&[("if-none-match", "\"x\", \"v1\"")]), &response));
-        assert!(!not_modified(&map(&[("if-none-match", "\"v2\"")]), &response));
+        assert!(not_modified(
+            &map(&[("if-none-match", "W/\"v1\"")]),
+            &response
+        ));
+        assert!(not_modified(
+            &map(&[("if-none-match", "\"x\", \"v1\"")]),
+            &response
+        ));
+        assert!(!not_modified(
+            &map(&[("if-none-match", "\"v2\"")]),
+            &response
+        ));
     }
 
     #[test]
     fn if_modified_since_compares_dates() {
         let response = map(&[("last-modified", "Sun, 01 Jan 2023 00:00:00 GMT")]);
-        assert!(not_modified(&map(&[("if-modified-since", "Sun, 01 Jan 2023 00:00:00 GMT")]), &response));
-        assert!(!not_modified(&map(&[("if-modified-since", "Sat, 31 Dec 2022 00:00:00 GMT")]), &response));
+        assert!(not_modified(
+            &map(&[("if-modified-since", "Sun, 01 Jan 2023 00:00:00 GMT")]),
+            &response
+        ));
+        assert!(!not_modified(
+            &map(&[("if-modified-since", "Sat, 31 Dec 2022 00:00:00 GMT")]),
+            &response
+        ));
     }
 }

@@ -104,14 +104,20 @@ impl OriginClient {
     }
 
     /// Sends a request and waits for the response head, within the first-byte timeout.
-    pub async fn send(&self, request: Request<OutgoingBody>) -> Result<Response<Incoming>, OriginError> {
-        let result = tokio::time::timeout(self.first_byte_timeout, self.client.request(request)).await;
+    pub async fn send(
+        &self,
+        request: Request<OutgoingBody>,
+    ) -> Result<Response<Incoming>, OriginError> {
+        let result =
+            tokio::time::timeout(self.first_byte_timeout, self.client.request(request)).await;
         let outcome = match result {
             Err(_) => Err(OriginError::Timeout {
                 origin: self.base.clone(),
                 timeout: self.first_byte_timeout,
             }),
-            Ok(Err(source)) if source.is_connect() => Err(connect_or_timeout(self.base.clone(), source)),
+            Ok(Err(source)) if source.is_connect() => {
+                Err(connect_or_timeout(self.base.clone(), source))
+            }
             Ok(Err(source)) => Err(OriginError::Protocol {
                 origin: self.base.clone(),
                 source,

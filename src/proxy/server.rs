@@ -20,8 +20,8 @@ use super::origin::OUTCOMES;
 use super::status::METRIC_LABELS;
 use crate::config::Config;
 use crate::telemetry::{
-    ADMISSION_TOTAL, CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL, ORIGIN_REQUESTS_TOTAL, REQUESTS_TOTAL,
-    recorder,
+    ADMISSION_TOTAL, CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL, ORIGIN_REQUESTS_TOTAL,
+    REQUESTS_TOTAL, recorder,
 };
 
 /// Why the proxy could not start.
@@ -69,23 +69,37 @@ pub async fn start(config: Config) -> Result<RunningProxy, ServeError> {
     register_series();
     let listener = TcpListener::bind(config.server.listen)
         .await
-        .map_err(|source| ServeError::Bind { what: "proxy", addr: config.server.listen, source })?;
+        .map_err(|source| ServeError::Bind {
+            what: "proxy",
+            addr: config.server.listen,
+            source,
+        })?;
     let admin_listener = TcpListener::bind(config.admin.listen)
         .await
-        .map_err(|source| ServeError::Bind { what: "admin", addr: config.admin.listen, source })?;
+        .map_err(|source| ServeError::Bind {
+            what: "admin",
+            addr: config.admin.listen,
+            source,
+        })?;
     let addr = listener.local_addr().map_err(|source| ServeError::Bind {
         what: "proxy",
         addr: config.server.listen,
         source,
     })?;
-    let admin_addr = admin_listener.local_addr().map_err(|source| ServeError::Bind {
-        what: "admin",
-        addr: config.admin.listen,
-        source,
-    })?;
+    let admin_addr = admin_listener
+        .local_addr()
+        .map_err(|source| ServeError::Bind {
+            what: "admin",
+            addr: config.admin.listen,
+            source,
+        })?;
     let proxy = Arc::new(Proxy::new(config));
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let admin_task = tokio::spawn(admin::serve(admin_listener, Arc::clone(&proxy), shutdown_rx.clone()));
+    let admin_task = tokio::spawn(admin::serve(
+        admin_listener,
+        Arc::clone(&proxy),
+        shutdown_rx.clone(),
+    ));
     let task = tokio::spawn({
         let proxy = Arc::clone(&proxy);
         async move {
@@ -94,10 +108,20 @@ pub async fn start(config: Config) -> Result<RunningProxy, ServeError> {
         }
     });
     tracing::info!(%addr, %admin_addr, "bloomgate listening");
-    Ok(RunningProxy { addr, admin_addr, proxy, shutdown, task })
+    Ok(RunningProxy {
+        addr,
+        admin_addr,
+        proxy,
+        shutdown,
+        task,
+    })
 }
 
-async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, mut shutdown: watch::Receiver<bool>) {
+async fn accept_loop(
+    listener: TcpListener,
+    proxy: Arc<Proxy>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let server = &proxy.config().server;
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -153,8 +177,14 @@ async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, mut shutdown: wat
         }
     }
     drop(listener);
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
-        tracing::warn!(?grace, "connections still open after the shutdown grace period; closing them");
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?grace,
+            "connections still open after the shutdown grace period; closing them"
+        );
     }
 }
 
@@ -175,7 +205,10 @@ fn register_series() {
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
         (Ok(mut term), Ok(mut int)) => {
             tokio::select! {
                 _ = term.recv() => {}

@@ -96,7 +96,15 @@ impl CacheStatus {
 }
 
 /// Labels of `bloomgate_requests_total`, registered at start so every series exists.
-pub const METRIC_LABELS: &[&str] = &["hit", "stale", "collapsed", "revalidated", "miss", "pass", "error"];
+pub const METRIC_LABELS: &[&str] = &[
+    "hit",
+    "stale",
+    "collapsed",
+    "revalidated",
+    "miss",
+    "pass",
+    "error",
+];
 
 #[cfg(test)]
 mod tests {
@@ -105,13 +113,19 @@ mod tests {
     #[test]
     fn first_hit_miss_names_its_reason() {
         let status = CacheStatus::forward("miss").not_stored(NotStored::FirstHit);
-        assert_eq!(status.header_value(), "bloomgate; fwd=miss; detail=first-hit");
+        assert_eq!(
+            status.header_value(),
+            "bloomgate; fwd=miss; detail=first-hit"
+        );
         assert_eq!(status.metric_label(), "miss");
     }
 
     #[test]
     fn hit_carries_ttl() {
-        assert_eq!(CacheStatus::hit(42).header_value(), "bloomgate; hit; ttl=42");
+        assert_eq!(
+            CacheStatus::hit(42).header_value(),
+            "bloomgate; hit; ttl=42"
+        );
     }
 
     #[test]
