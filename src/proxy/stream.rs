@@ -65,6 +65,12 @@ impl OriginStream {
         }
     }
 
+    fn complete(&mut self) {
+        if let Some(capture) = self.capture.take() {
+            (capture.on_complete)(capture.buffer.freeze());
+        }
+    }
+
     fn fail(&mut self, error: BodyError) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         // Dropping the capture drops its flight: waiters fetch alone, and nothing is stored.
         self.capture = None;
@@ -97,13 +103,16 @@ impl Body for OriginStream {
                         }
                     }
                 }
+                // A server that knows the length stops polling once it has sent it, so the last
+                // frame of a length-delimited body is where the capture completes.
+                if this.inner.is_end_stream() {
+                    this.complete();
+                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(error))) => this.fail(BodyError::Origin(error)),
             Poll::Ready(None) => {
-                if let Some(capture) = this.capture.take() {
-                    (capture.on_complete)(capture.buffer.freeze());
-                }
+                this.complete();
                 Poll::Ready(None)
             }
             Poll::Pending => {
