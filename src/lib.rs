@@ -4,4 +4,5 @@
 
 pub mod admission;
 pub mod bloom;
+pub mod sim;
 pub mod trace;
