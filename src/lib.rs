@@ -7,4 +7,6 @@ pub mod bloom;
 pub mod cache;
 pub mod config;
 pub mod proxy;
+pub mod sim;
 pub mod telemetry;
+pub mod trace;
