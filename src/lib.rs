@@ -4,3 +4,4 @@
 
 pub mod admission;
 pub mod bloom;
+pub mod load;
