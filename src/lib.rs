@@ -5,3 +5,4 @@
 pub mod admission;
 pub mod bloom;
 pub mod load;
+pub mod trace;
