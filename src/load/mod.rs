@@ -4,14 +4,17 @@
 //! command; [`replay`] sends a trace's requests to a running proxy and reports what its
 //! `Cache-Status` headers said.
 
+pub mod cache_status;
 pub mod fault;
 pub mod object_path;
 pub mod origin;
 pub mod pattern;
+pub mod replay;
 
 use std::net::SocketAddr;
 
 pub use origin::{OriginHandle, OriginOptions, OriginStats, start_origin};
+pub use replay::{ReplayOptions, ReplayReport, replay};
 
 /// Errors of the `origin` and `replay` commands.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +26,16 @@ pub enum LoadError {
     },
     #[error("cannot wait for Ctrl-C or SIGTERM: {0}")]
     Signal(std::io::Error),
+    #[error("replay: target {target:?}: {reason}")]
+    Target { target: String, reason: String },
+    #[error("{0}")]
+    Options(String),
+    #[error("replay: trace: {0}")]
+    Trace(#[from] crate::trace::TraceError),
+    #[error("replay: a worker failed: {0}")]
+    Worker(String),
+    #[error("replay: cannot write the report as JSON: {0}")]
+    Json(#[from] serde_json::Error),
 }
 
 /// Returns on Ctrl-C (SIGINT) or SIGTERM.
