@@ -6,6 +6,7 @@ pub mod admission;
 pub mod bloom;
 pub mod cache;
 pub mod config;
+pub mod demo;
 pub mod load;
 pub mod proxy;
 pub mod sim;

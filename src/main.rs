@@ -20,6 +20,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Try everything on loopback: synthetic origin, proxy with and without admission, a replayed trace.
+    Demo(bloomgate::demo::DemoArgs),
     /// Run the proxy in front of the configured origin.
     Serve(ServeArgs),
     /// Validate a config file: every error, each naming its key; exits non-zero on any.
@@ -52,6 +54,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Demo(args) => {
+            init_logging("warn");
+            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::demo::run(args))?))
+        }
         Command::Origin(args) => {
             runtime().and_then(|rt| Ok(rt.block_on(bloomgate::load::origin::run(args))?))
         }
