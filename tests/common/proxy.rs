@@ -1,8 +1,8 @@
 //! The real `bloomgate serve` binary, started on ports chosen by the system, stopped when dropped.
 
-use std::io::{BufRead, BufReader, Read};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -83,8 +83,8 @@ pub struct ProxyProcess {
     pub admin: SocketAddr,
     child: Child,
     stdin: Option<ChildStdin>,
-    config_path: PathBuf,
-    log_path: PathBuf,
+    /// The proxy's stderr, already unlinked so that nothing is left behind in the temp dir.
+    log: File,
 }
 
 static STARTED: AtomicUsize = AtomicUsize::new(0);
@@ -119,9 +119,15 @@ impl ProxyProcess {
         let mut line = String::new();
         let _ = stdout.read_line(&mut line);
         let addresses = parse_listening_line(&line);
+        // The proxy has read its config; a shared proxy is never dropped, so clean up now.
+        let _ = std::fs::remove_file(&config_path);
+        let log = File::open(&log_path).expect("open proxy log");
+        let _ = std::fs::remove_file(&log_path);
         let Some((addr, admin)) = addresses else {
-            let mut log = String::new();
-            let _ = std::fs::File::open(&log_path).and_then(|mut f| f.read_to_string(&mut log));
+            let mut log = log;
+            let mut text = String::new();
+            let _ = log.read_to_string(&mut text);
+            let log = text;
             panic!("bloomgate did not start; stdout {line:?}; stderr:\n{log}\nconfig:\n{config}");
         };
         ProxyProcess {
@@ -129,8 +135,7 @@ impl ProxyProcess {
             admin,
             child,
             stdin,
-            config_path,
-            log_path,
+            log,
         }
     }
 
@@ -144,7 +149,11 @@ impl ProxyProcess {
 
     /// What the proxy wrote to stderr so far.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+        let mut log = &self.log;
+        let mut text = String::new();
+        let _ = log.rewind();
+        let _ = log.read_to_string(&mut text);
+        text
     }
 }
 
@@ -152,8 +161,6 @@ impl Drop for ProxyProcess {
     fn drop(&mut self) {
         drop(self.stdin.take());
         let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.config_path);
-        let _ = std::fs::remove_file(&self.log_path);
     }
 }
 
