@@ -52,7 +52,6 @@ async fn origin_count_reaches(
 }
 
 #[tokio::test]
-#[ignore = "bug B1: a response with Content-Length is never stored (capture not completed)"]
 async fn first_request_is_not_stored_second_is_stored_third_is_a_hit() {
     let s = shared();
     let path = "/admission/object";
@@ -80,7 +79,6 @@ async fn first_request_is_not_stored_second_is_stored_third_is_a_hit() {
 }
 
 #[tokio::test]
-#[ignore = "bug B1: a response with Content-Length is never stored (capture not completed)"]
 async fn without_admission_the_first_response_is_stored() {
     let s = shared();
     let path = "/no-admission/object";
@@ -96,7 +94,6 @@ async fn without_admission_the_first_response_is_stored() {
 }
 
 #[tokio::test]
-#[ignore = "bug B1: a response with Content-Length is never stored (capture not completed)"]
 async fn a_vary_variant_is_served_only_to_matching_requests() {
     let s = shared();
     let path = "/vary/object";
@@ -242,7 +239,6 @@ async fn request_no_store_is_not_stored() {
 }
 
 #[tokio::test]
-#[ignore = "bug B1: a response with Content-Length is never stored (capture not completed)"]
 async fn an_expired_entry_is_fetched_again() {
     let s = shared();
     let path = "/expiry/object";
@@ -267,7 +263,6 @@ async fn an_expired_entry_is_fetched_again() {
 }
 
 #[tokio::test]
-#[ignore = "bug B1: a response with Content-Length is never stored (capture not completed)"]
 async fn revalidation_with_304_refreshes_the_entry_without_the_body() {
     let s = shared();
     let path = "/revalidate/object";
@@ -308,7 +303,6 @@ async fn revalidation_with_304_refreshes_the_entry_without_the_body() {
 }
 
 #[tokio::test]
-#[ignore = "bug B1: a response with Content-Length is never stored (capture not completed)"]
 async fn stale_while_revalidate_serves_stale_and_refreshes_in_the_background() {
     let s = shared();
     let path = "/swr/object";
@@ -347,7 +341,6 @@ async fn stale_while_revalidate_serves_stale_and_refreshes_in_the_background() {
 }
 
 #[tokio::test]
-#[ignore = "bug B1: a response with Content-Length is never stored (capture not completed)"]
 async fn stale_if_error_serves_stale_when_the_origin_fails() {
     let s = shared();
     let path = "/sie/object";
@@ -388,7 +381,6 @@ async fn without_stale_if_error_the_origin_error_is_passed_on() {
 }
 
 #[tokio::test]
-#[ignore = "bug B1: a response with Content-Length is never stored (capture not completed)"]
 async fn stale_if_error_serves_stale_when_the_origin_is_down() {
     let mut origin = Origin::start();
     let proxy = ProxyConfig::new(&origin.url()).admission(false).start();
@@ -412,7 +404,6 @@ async fn stale_if_error_serves_stale_when_the_origin_is_down() {
 }
 
 #[tokio::test]
-#[ignore = "bug B1: a response with Content-Length is never stored (capture not completed)"]
 async fn a_client_conditional_request_gets_304_from_a_stored_entry() {
     let s = shared();
     let path = "/conditional/object";
@@ -436,7 +427,6 @@ async fn a_client_conditional_request_gets_304_from_a_stored_entry() {
 }
 
 #[tokio::test]
-#[ignore = "bug B1: a response with Content-Length is never stored (capture not completed)"]
 async fn a_hundred_concurrent_misses_make_one_origin_request() {
     let s = shared();
     let path = "/coalesce/object";
@@ -500,7 +490,6 @@ async fn head_gets_headers_without_a_body() {
 }
 
 #[tokio::test]
-#[ignore = "bug B1: a response with Content-Length is never stored (capture not completed)"]
 async fn a_hit_carries_a_sensible_age() {
     let s = shared();
     let path = "/age/object";
@@ -529,7 +518,6 @@ async fn a_hit_carries_a_sensible_age() {
 }
 
 #[tokio::test]
-#[ignore = "bug B1: a response with Content-Length is never stored (capture not completed)"]
 async fn age_from_the_origin_counts_towards_the_age_of_a_hit() {
     let s = shared();
     let path = "/age/from-origin";
@@ -579,7 +567,6 @@ async fn a_chunked_response_is_stored_whole() {
 }
 
 #[tokio::test]
-#[ignore = "bug B1: a response with Content-Length is never stored (capture not completed)"]
 async fn a_revalidation_answered_with_a_new_body_replaces_the_entry() {
     let s = shared();
     let path = "/revalidate/replaced";
