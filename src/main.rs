@@ -20,10 +20,27 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Try everything on loopback: synthetic origin, proxy with and without admission, a replayed trace.
+    Demo(bloomgate::demo::DemoArgs),
     /// Run the proxy in front of the configured origin.
     Serve(ServeArgs),
     /// Validate a config file: every error, each naming its key; exits non-zero on any.
     CheckConfig(CheckConfigArgs),
+    /// Run a synthetic origin for load tests: `/obj/<key>?size=N` returns N deterministic bytes.
+    Origin(bloomgate::load::origin::OriginArgs),
+    /// Replay a request trace live against a running proxy and report what it did.
+    Replay(bloomgate::load::replay::ReplayArgs),
+    /// Replay a trace offline through admit-all, exact second-hit and Bloom admission side by side.
+    Simulate(bloomgate::sim::SimulateArgs),
+    /// Work with request traces.
+    #[command(subcommand)]
+    Trace(TraceCommand),
+}
+
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// Write a synthetic trace (Zipf popularity, one-hit wonders, log-normal sizes) as CSV.
+    Generate(bloomgate::trace::GenerateArgs),
 }
 
 #[derive(clap::Args)]
@@ -37,6 +54,20 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Demo(args) => {
+            init_logging("warn");
+            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::demo::run(args))?))
+        }
+        Command::Origin(args) => {
+            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::load::origin::run(args))?))
+        }
+        Command::Replay(args) => {
+            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::load::replay::run(args))?))
+        }
+        Command::Simulate(args) => bloomgate::sim::run(&args).map_err(Into::into),
+        Command::Trace(TraceCommand::Generate(args)) => {
+            bloomgate::trace::generate(&args).map_err(Into::into)
+        }
         Command::CheckConfig(args) => match config::check_config(&args) {
             Ok(summary) => {
                 println!("{summary}");

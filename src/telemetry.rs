@@ -26,7 +26,6 @@ pub const CACHE_WRITTEN_BYTES_TOTAL: &str = "bloomgate_cache_written_bytes_total
 pub const CACHE_EVICTIONS_TOTAL: &str = "bloomgate_cache_evictions_total";
 pub const CACHE_EXPIRATIONS_TOTAL: &str = "bloomgate_cache_expirations_total";
 pub const CACHE_HIT_BYTES_TOTAL: &str = "bloomgate_cache_hit_bytes_total";
-pub const RESPONSE_BYTES_TOTAL: &str = "bloomgate_response_bytes_total";
 pub const ORIGIN_REQUESTS_TOTAL: &str = "bloomgate_origin_requests_total";
 pub const ORIGIN_BYTES_TOTAL: &str = "bloomgate_origin_bytes_total";
 pub const CONNECTIONS_OPEN: &str = "bloomgate_connections_open";
@@ -125,11 +124,6 @@ fn describe() {
         CACHE_HIT_BYTES_TOTAL,
         Unit::Bytes,
         "Body bytes served from the cache."
-    );
-    describe_counter!(
-        RESPONSE_BYTES_TOTAL,
-        Unit::Bytes,
-        "Body bytes served to clients."
     );
     describe_counter!(
         ORIGIN_REQUESTS_TOTAL,

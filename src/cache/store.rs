@@ -86,8 +86,11 @@ impl Store {
     pub fn new(max_bytes: u64) -> Store {
         let counters = Arc::new(StoreCounters::default());
         let listener_counters = Arc::clone(&counters);
+        // Plain LRU: the doorkeeper is the admission policy, so moka's own TinyLFU admission would
+        // make "admission disabled" mean something else than storing every storable response.
         let cache = moka::sync::Cache::builder()
             .max_capacity(max_bytes)
+            .eviction_policy(moka::policy::EvictionPolicy::lru())
             .weigher(|_key: &CacheKey, value: &Arc<Variants>| value.weight)
             .expire_after(KeepFor)
             .eviction_listener(move |_key, _value, cause| match cause {

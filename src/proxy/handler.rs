@@ -105,7 +105,13 @@ impl Proxy {
         let flight = match self.flights.join(&key) {
             Role::Leader(flight) => Some(flight),
             Role::Follower(slot) => {
-                match coalesce::wait(slot).await {
+                // A leader whose client reads slowly must not hold its waiters for long.
+                let patience =
+                    self.config.origin.first_byte_timeout + self.config.origin.idle_timeout;
+                let outcome = tokio::time::timeout(patience, coalesce::wait(slot))
+                    .await
+                    .unwrap_or(FlightOutcome::FetchAlone);
+                match outcome {
                     FlightOutcome::Response(shared) if shared_matches(&shared, &parts.headers) => {
                         let mut status = CacheStatus::forward(fwd);
                         status.collapsed = true;
@@ -304,13 +310,18 @@ impl Proxy {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
         let max_object = self.config.cache.max_object_bytes;
-        let decision = storability(&parts.headers, &head.headers, &policy, now).and_then(|()| {
-            match content_length {
-                Some(length) if length > max_object => Err(NotStored::TooLarge),
-                _ => Ok(()),
-            }
-        });
+        let too_large = content_length.is_some_and(|length| length > max_object);
+        let size_rule = if too_large {
+            Err(NotStored::TooLarge)
+        } else {
+            Ok(())
+        };
+        let decision = storability(&parts.headers, &head.headers, &policy, now).and(size_rule);
 
+        if revalidating && decision.is_err() {
+            // The origin no longer lets this object be stored: drop the stale copy too.
+            self.store.purge(&key);
+        }
         let mut status = CacheStatus::forward(fwd);
         let shareable = decision.is_ok();
         let store_it = match decision {
@@ -522,7 +533,11 @@ impl Proxy {
 
     fn origin_host(&self, parts: &Parts) -> Option<HeaderValue> {
         if self.config.origin.preserve_host {
-            return parts.headers.get(header::HOST).cloned();
+            // The host the cache key was built from, so the origin answers for the same host.
+            return match parts.uri.authority() {
+                Some(authority) => HeaderValue::from_str(authority.as_str()).ok(),
+                None => parts.headers.get(header::HOST).cloned(),
+            };
         }
         self.origin
             .base()

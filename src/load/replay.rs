@@ -1,0 +1,707 @@
+//! The live replay client: sends a trace's requests to a running proxy and reports what it saw.
+//!
+//! Each request becomes `GET <target>/obj/<key>?size=<bytes>` (or `<target>/<key>`, see
+//! [`PathMode`]) on a pooled HTTP/1.1 keep-alive client, from `concurrency` workers that take
+//! requests in trace order. With a rate, request `i` is not sent before `i / rate` seconds (an
+//! open schedule: latency is measured from the send, so a late schedule is not hidden). The
+//! latency of a request runs from sending it to the end of its body.
+//!
+//! Responses are classified by their `Cache-Status` (the `bloomgate` member, or the last one):
+//! a hit, a miss with its reason, or no `Cache-Status` at all. Ratios count only successful
+//! responses (2xx and 304); other statuses and transport failures are errors.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http::Uri;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::LoadError;
+use super::cache_status::CacheStatus;
+use super::object_path::{PathMode, request_path};
+use crate::trace::{self, ReadOptions, SyntheticTrace, TraceError, TraceReader};
+
+/// The cache whose `Cache-Status` member is read when there are several.
+const CACHE_NAME: &str = "bloomgate";
+
+/// Latencies are recorded in microseconds up to this bound (an hour); longer ones saturate.
+const MAX_LATENCY_US: u64 = 3_600_000_000;
+
+/// Settings of a replay.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    /// Base URL of the proxy (`http://host:port`, optionally with a path prefix).
+    pub target: String,
+    /// Requests in flight at once. Default: 32.
+    pub concurrency: usize,
+    /// Requests per second over all workers; `None` sends as fast as responses come. Default: None.
+    pub rate: Option<f64>,
+    /// Stop after this many requests. Default: None (the whole trace).
+    pub limit: Option<u64>,
+    /// How a key becomes a path. Default: [`PathMode::Obj`].
+    pub path_mode: PathMode,
+    /// A request that has not completed (body included) in this time is an error. Default: 30 s.
+    pub timeout: Duration,
+    /// Show a progress bar on stderr. Default: false.
+    pub progress: bool,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            target: "http://127.0.0.1:8080".to_owned(),
+            concurrency: 32,
+            rate: None,
+            limit: None,
+            path_mode: PathMode::Obj,
+            timeout: Duration::from_secs(30),
+            progress: false,
+        }
+    }
+}
+
+/// What a replay measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReplayReport {
+    pub target: String,
+    /// Requests sent (successful or not).
+    pub requests: u64,
+    pub elapsed_secs: f64,
+    pub requests_per_sec: f64,
+    /// Latency of every request that got a response (any status).
+    pub latency_ms: LatencySummary,
+    /// Responses with a 2xx or 304 status: the base of the ratios below.
+    pub responses: u64,
+    pub hits: u64,
+    /// Responses whose `Cache-Status` says the request went forward.
+    pub misses: u64,
+    /// Responses without a `Cache-Status` (for example straight from the origin).
+    pub without_cache_status: u64,
+    pub hit_ratio: f64,
+    /// Body bytes received in successful responses.
+    pub bytes: u64,
+    pub hit_bytes: u64,
+    pub byte_hit_ratio: f64,
+    /// Misses whose response the cache stored.
+    pub stored: u64,
+    /// Misses by reason: the `detail`, else `stored`, else the `fwd` value.
+    pub misses_by_reason: BTreeMap<String, u64>,
+    pub errors: ErrorCounts,
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+/// Requests that failed.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ErrorCounts {
+    pub total: u64,
+    /// Responses with a status other than 2xx or 304, by status code.
+    pub by_status: BTreeMap<u16, u64>,
+    /// Connection failures and bodies cut short.
+    pub transport: u64,
+    /// Requests that did not complete within the timeout.
+    pub timeouts: u64,
+    /// Keys that make no valid URL.
+    pub invalid_keys: u64,
+}
+
+/// Sends `requests` to `opts.target` and reports what came back.
+pub async fn replay(
+    requests: impl Iterator<Item = trace::Request> + Send + 'static,
+    opts: ReplayOptions,
+) -> Result<ReplayReport, LoadError> {
+    let target = Target::parse(&opts.target)?;
+    if opts.concurrency == 0 {
+        return Err(LoadError::Options(
+            "replay: concurrency must be at least 1".to_owned(),
+        ));
+    }
+    let pacer = match opts.rate {
+        Some(rate) if !(rate.is_finite() && rate > 0.0) => {
+            return Err(LoadError::Options(format!(
+                "replay: rate {rate} must be a positive number"
+            )));
+        }
+        rate => rate.map(Pacer::new),
+    };
+    let limit = opts.limit.unwrap_or(u64::MAX);
+    let expected = match requests.size_hint() {
+        (lower, Some(upper)) if lower == upper => Some((upper as u64).min(limit)),
+        _ => opts.limit,
+    };
+
+    // Reading (and decompressing) the trace is blocking work: it runs on its own thread.
+    let (queue_in, queue) = mpsc::channel(opts.concurrency * 4);
+    let feeder = tokio::task::spawn_blocking(move || {
+        for request in requests.take(limit.try_into().unwrap_or(usize::MAX)) {
+            if queue_in.blocking_send(request).is_err() {
+                break;
+            }
+        }
+    });
+
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    let client = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(opts.concurrency)
+        .build(connector);
+    let shared = Arc::new(Shared {
+        target,
+        path_mode: opts.path_mode,
+        timeout: opts.timeout,
+        client,
+        queue: tokio::sync::Mutex::new(queue),
+        pacer,
+        completed: AtomicU64::new(0),
+    });
+
+    let progress = Progress::start(opts.progress, expected, Arc::clone(&shared));
+    let started = Instant::now();
+    let mut workers = JoinSet::new();
+    for _ in 0..opts.concurrency {
+        workers.spawn(worker(Arc::clone(&shared)));
+    }
+    let mut tally = Tally::new();
+    while let Some(finished) = workers.join_next().await {
+        tally.merge(finished.map_err(|error| LoadError::Worker(error.to_string()))?);
+    }
+    let elapsed = started.elapsed();
+    progress.finish();
+    feeder
+        .await
+        .map_err(|error| LoadError::Worker(error.to_string()))?;
+    Ok(tally.report(opts.target, elapsed))
+}
+
+/// Command line of `bloomgate replay`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplayArgs {
+    /// Trace file (CSV with a header, libCacheSim CSV, nginx combined log; plain, gzip or zstd).
+    /// Without it, a synthetic trace is replayed (see the synthetic options).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Base URL of the proxy, e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    pub target: String,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Requests per second over all workers (default: as fast as the target answers).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Stop after this many requests.
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// How a key becomes a path: obj = /obj/<key>?size=<bytes>, key = /<key>.
+    #[arg(long, value_enum, default_value_t = PathMode::Obj)]
+    pub path_mode: PathMode,
+    /// Per-request timeout in seconds, body included.
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Skip and count lines of the trace that cannot be parsed, instead of stopping.
+    #[arg(long)]
+    pub skip_bad_lines: bool,
+    /// Synthetic trace: number of requests.
+    #[arg(long, default_value_t = SyntheticTrace::default().requests, help_heading = "Synthetic trace (without --trace)")]
+    pub requests: u64,
+    /// Synthetic trace: distinct objects.
+    #[arg(long, default_value_t = SyntheticTrace::default().objects, help_heading = "Synthetic trace (without --trace)")]
+    pub objects: u64,
+    /// Synthetic trace: Zipf exponent of popularity.
+    #[arg(long, default_value_t = SyntheticTrace::default().alpha, help_heading = "Synthetic trace (without --trace)")]
+    pub alpha: f64,
+    /// Synthetic trace: share of objects requested exactly once.
+    #[arg(long, default_value_t = SyntheticTrace::default().one_hit_share, help_heading = "Synthetic trace (without --trace)")]
+    pub one_hit_share: f64,
+    /// Synthetic trace: seed.
+    #[arg(long, default_value_t = SyntheticTrace::default().seed, help_heading = "Synthetic trace (without --trace)")]
+    pub seed: u64,
+}
+
+/// Runs `bloomgate replay`: replays, then prints the report (a table, or JSON with `--json`).
+pub async fn run(args: ReplayArgs) -> Result<(), LoadError> {
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        return Err(LoadError::Options(format!(
+            "replay: --timeout {} must be a positive number of seconds",
+            args.timeout
+        )));
+    }
+    let opts = ReplayOptions {
+        target: args.target.clone(),
+        concurrency: args.concurrency,
+        rate: args.rate,
+        limit: args.limit,
+        path_mode: args.path_mode,
+        timeout: Duration::from_secs_f64(args.timeout),
+        progress: !args.json && std::io::stderr().is_terminal(),
+    };
+    let report = match &args.trace {
+        Some(path) => {
+            let reader = TraceReader::open(
+                path,
+                ReadOptions {
+                    skip_bad_lines: args.skip_bad_lines,
+                },
+            )?;
+            if reader.sizes_synthesized() {
+                eprintln!(
+                    "{}: no sizes in the trace; each key gets {}",
+                    path.display(),
+                    trace::SYNTHESIZED_SIZE_RULE
+                );
+            }
+            let failure = Arc::new(Mutex::new(None));
+            let requests = UntilError {
+                reader,
+                failure: Arc::clone(&failure),
+            };
+            let report = replay(requests, opts).await?;
+            if let Some(error) = failure
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+            {
+                return Err(error.into());
+            }
+            report
+        }
+        None => {
+            let synthetic = SyntheticTrace {
+                requests: args.requests,
+                objects: args.objects,
+                alpha: args.alpha,
+                one_hit_share: args.one_hit_share,
+                seed: args.seed,
+                ..SyntheticTrace::default()
+            };
+            replay(synthetic.iter(), opts).await?
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(())
+}
+
+/// A trace reader's requests up to its first error, which is kept for the caller.
+struct UntilError {
+    reader: TraceReader,
+    failure: Arc<Mutex<Option<TraceError>>>,
+}
+
+impl Iterator for UntilError {
+    type Item = trace::Request;
+
+    fn next(&mut self) -> Option<trace::Request> {
+        match self.reader.next()? {
+            Ok(request) => Some(request),
+            Err(error) => {
+                *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
+                None
+            }
+        }
+    }
+}
+
+/// Where requests go: scheme and authority, and a path prefix.
+#[derive(Debug)]
+struct Target {
+    origin: String,
+    prefix: String,
+}
+
+impl Target {
+    fn parse(target: &str) -> Result<Target, LoadError> {
+        let bad = |reason: &str| LoadError::Target {
+            target: target.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let uri: Uri = target.parse().map_err(|_| bad("not a URL"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some(_) => return Err(bad("only http:// is supported")),
+            None => return Err(bad("missing http://")),
+        }
+        let authority = uri.authority().ok_or_else(|| bad("missing host"))?;
+        if uri.query().is_some() {
+            return Err(bad("a query is not allowed"));
+        }
+        Ok(Target {
+            origin: format!("http://{authority}"),
+            prefix: uri.path().trim_end_matches('/').to_owned(),
+        })
+    }
+
+    fn uri_for(&self, path_mode: PathMode, request: &trace::Request) -> Option<Uri> {
+        let path = request_path(path_mode, &request.key, request.size);
+        format!("{}{}{}", self.origin, self.prefix, path)
+            .parse()
+            .ok()
+    }
+}
+
+/// Paces requests to a rate: request `i` waits until `i / rate` seconds after the start.
+#[derive(Debug)]
+struct Pacer {
+    start: tokio::time::Instant,
+    rate: f64,
+    issued: AtomicU64,
+}
+
+impl Pacer {
+    fn new(rate: f64) -> Pacer {
+        Pacer {
+            start: tokio::time::Instant::now(),
+            rate,
+            issued: AtomicU64::new(0),
+        }
+    }
+
+    async fn wait_turn(&self) {
+        let turn = self.issued.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep_until(self.start + Duration::from_secs_f64(turn as f64 / self.rate))
+            .await;
+    }
+}
+
+struct Shared {
+    target: Target,
+    path_mode: PathMode,
+    timeout: Duration,
+    client: Client<HttpConnector, Empty<Bytes>>,
+    queue: tokio::sync::Mutex<mpsc::Receiver<trace::Request>>,
+    pacer: Option<Pacer>,
+    completed: AtomicU64,
+}
+
+async fn worker(shared: Arc<Shared>) -> Tally {
+    let mut tally = Tally::new();
+    loop {
+        let next = shared.queue.lock().await.recv().await;
+        let Some(request) = next else {
+            return tally;
+        };
+        if let Some(pacer) = &shared.pacer {
+            pacer.wait_turn().await;
+        }
+        tally.requests += 1;
+        match shared.target.uri_for(shared.path_mode, &request) {
+            Some(uri) => {
+                let started = Instant::now();
+                let outcome =
+                    tokio::time::timeout(shared.timeout, fetch(&shared.client, uri)).await;
+                match outcome {
+                    Ok(Ok(fetched)) => tally.record(&fetched, started.elapsed()),
+                    Ok(Err(_)) => tally.errors.transport += 1,
+                    Err(_) => tally.errors.timeouts += 1,
+                }
+            }
+            None => tally.errors.invalid_keys += 1,
+        }
+        shared.completed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What one response said.
+struct Fetched {
+    status: http::StatusCode,
+    cache_status: Option<CacheStatus>,
+    body_bytes: u64,
+}
+
+async fn fetch(
+    client: &Client<HttpConnector, Empty<Bytes>>,
+    uri: Uri,
+) -> Result<Fetched, Box<dyn std::error::Error + Send + Sync>> {
+    let response = client.get(uri).await?;
+    let cache_status = CacheStatus::from_header_values(
+        response
+            .headers()
+            .get_all("cache-status")
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+        CACHE_NAME,
+    );
+    let status = response.status();
+    let mut body = response.into_body();
+    let mut body_bytes = 0;
+    // Counted frame by frame: a large body is never held whole.
+    while let Some(frame) = body.frame().await {
+        if let Some(data) = frame?.data_ref() {
+            body_bytes += data.len() as u64;
+        }
+    }
+    Ok(Fetched {
+        status,
+        cache_status,
+        body_bytes,
+    })
+}
+
+/// One worker's counts, merged at the end.
+struct Tally {
+    requests: u64,
+    latency_us: Histogram<u64>,
+    responses: u64,
+    hits: u64,
+    misses: u64,
+    without_cache_status: u64,
+    bytes: u64,
+    hit_bytes: u64,
+    stored: u64,
+    misses_by_reason: HashMap<String, u64>,
+    errors: ErrorCounts,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            requests: 0,
+            // 3 significant digits: 0.1% resolution at every scale.
+            latency_us: Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
+                .expect("constant histogram bounds are valid"),
+            responses: 0,
+            hits: 0,
+            misses: 0,
+            without_cache_status: 0,
+            bytes: 0,
+            hit_bytes: 0,
+            stored: 0,
+            misses_by_reason: HashMap::new(),
+            errors: ErrorCounts::default(),
+        }
+    }
+
+    fn record(&mut self, fetched: &Fetched, latency: Duration) {
+        self.latency_us
+            .saturating_record(latency.as_micros().try_into().unwrap_or(u64::MAX).max(1));
+        if !(fetched.status.is_success() || fetched.status == http::StatusCode::NOT_MODIFIED) {
+            *self
+                .errors
+                .by_status
+                .entry(fetched.status.as_u16())
+                .or_default() += 1;
+            return;
+        }
+        self.responses += 1;
+        self.bytes += fetched.body_bytes;
+        match &fetched.cache_status {
+            Some(status) if status.hit => {
+                self.hits += 1;
+                self.hit_bytes += fetched.body_bytes;
+            }
+            Some(status) => {
+                self.misses += 1;
+                self.stored += u64::from(status.stored);
+                *self
+                    .misses_by_reason
+                    .entry(status.miss_reason().to_owned())
+                    .or_default() += 1;
+            }
+            None => self.without_cache_status += 1,
+        }
+    }
+
+    fn merge(&mut self, other: Tally) {
+        self.requests += other.requests;
+        // Same bounds on both sides: adding cannot fail.
+        let _ = self.latency_us.add(&other.latency_us);
+        self.responses += other.responses;
+        self.hits += other.hits;
+        self.misses += other.misses;
+        self.without_cache_status += other.without_cache_status;
+        self.bytes += other.bytes;
+        self.hit_bytes += other.hit_bytes;
+        self.stored += other.stored;
+        for (reason, count) in other.misses_by_reason {
+            *self.misses_by_reason.entry(reason).or_default() += count;
+        }
+        for (status, count) in other.errors.by_status {
+            *self.errors.by_status.entry(status).or_default() += count;
+        }
+        self.errors.transport += other.errors.transport;
+        self.errors.timeouts += other.errors.timeouts;
+        self.errors.invalid_keys += other.errors.invalid_keys;
+    }
+
+    fn report(self, target: String, elapsed: Duration) -> ReplayReport {
+        let ratio = |part: u64, whole: u64| {
+            if whole == 0 {
+                0.0
+            } else {
+                part as f64 / whole as f64
+            }
+        };
+        let ms = |us: u64| us as f64 / 1000.0;
+        let latency = &self.latency_us;
+        let mut errors = self.errors;
+        errors.total = errors.by_status.values().sum::<u64>()
+            + errors.transport
+            + errors.timeouts
+            + errors.invalid_keys;
+        ReplayReport {
+            target,
+            requests: self.requests,
+            elapsed_secs: elapsed.as_secs_f64(),
+            requests_per_sec: self.requests as f64 / elapsed.as_secs_f64().max(1e-9),
+            latency_ms: LatencySummary {
+                count: latency.len(),
+                p50: ms(latency.value_at_quantile(0.50)),
+                p90: ms(latency.value_at_quantile(0.90)),
+                p99: ms(latency.value_at_quantile(0.99)),
+                max: ms(latency.max()),
+                mean: latency.mean() / 1000.0,
+            },
+            responses: self.responses,
+            hits: self.hits,
+            misses: self.misses,
+            without_cache_status: self.without_cache_status,
+            hit_ratio: ratio(self.hits, self.responses),
+            bytes: self.bytes,
+            hit_bytes: self.hit_bytes,
+            byte_hit_ratio: ratio(self.hit_bytes, self.bytes),
+            stored: self.stored,
+            misses_by_reason: self.misses_by_reason.into_iter().collect(),
+            errors,
+        }
+    }
+}
+
+/// The progress bar: on stderr, updated a few times a second from the shared counter.
+struct Progress {
+    bar: ProgressBar,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Progress {
+    fn start(show: bool, expected: Option<u64>, shared: Arc<Shared>) -> Progress {
+        if !show {
+            return Progress {
+                bar: ProgressBar::hidden(),
+                ticker: None,
+            };
+        }
+        let bar = match expected {
+            Some(total) => ProgressBar::new(total).with_style(
+                ProgressStyle::with_template("{bar:40} {pos}/{len} requests, {per_sec}, eta {eta}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ),
+            None => ProgressBar::new_spinner().with_style(
+                ProgressStyle::with_template("{spinner} {pos} requests, {per_sec}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            ),
+        };
+        let ticking = bar.clone();
+        let ticker = tokio::spawn(async move {
+            let mut interval = tokio::time::interval(Duration::from_millis(200));
+            loop {
+                interval.tick().await;
+                ticking.set_position(shared.completed.load(Ordering::Relaxed));
+            }
+        });
+        Progress {
+            bar,
+            ticker: Some(ticker),
+        }
+    }
+
+    fn finish(self) {
+        if let Some(ticker) = self.ticker {
+            ticker.abort();
+        }
+        self.bar.finish_and_clear();
+    }
+}
+
+impl fmt::Display for ReplayReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let percent = |ratio: f64| format!("{:.2}%", ratio * 100.0);
+        writeln!(
+            f,
+            "replay of {} requests against {}",
+            self.requests, self.target
+        )?;
+        writeln!(
+            f,
+            "  {:<22} {:.1} s, {:.0} requests/s",
+            "duration", self.elapsed_secs, self.requests_per_sec
+        )?;
+        let l = &self.latency_ms;
+        writeln!(
+            f,
+            "  {:<22} p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms ({} samples)",
+            "latency", l.p50, l.p90, l.p99, l.max, l.count
+        )?;
+        writeln!(
+            f,
+            "  {:<22} {} of {} responses",
+            "hit ratio",
+            percent(self.hit_ratio),
+            self.responses
+        )?;
+        writeln!(
+            f,
+            "  {:<22} {} of {} bytes",
+            "byte hit ratio",
+            percent(self.byte_hit_ratio),
+            self.bytes
+        )?;
+        writeln!(
+            f,
+            "  {:<22} {} ({} stored)",
+            "misses", self.misses, self.stored
+        )?;
+        for (reason, count) in &self.misses_by_reason {
+            writeln!(f, "    {:<20} {}", reason, count)?;
+        }
+        if self.without_cache_status > 0 {
+            writeln!(
+                f,
+                "  {:<22} {}",
+                "no Cache-Status", self.without_cache_status
+            )?;
+        }
+        let e = &self.errors;
+        writeln!(f, "  {:<22} {}", "errors", e.total)?;
+        for (status, count) in &e.by_status {
+            writeln!(f, "    {:<20} {}", format!("status {status}"), count)?;
+        }
+        for (kind, count) in [
+            ("transport", e.transport),
+            ("timeout", e.timeouts),
+            ("invalid key", e.invalid_keys),
+        ] {
+            if count > 0 {
+                writeln!(f, "    {:<20} {}", kind, count)?;
+            }
+        }
+        Ok(())
+    }
+}

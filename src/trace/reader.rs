@@ -1,0 +1,507 @@
+//! Reading traces: format and compression detection, line parsing, bad-line accounting.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use super::{Request, TraceError, synthesized_size};
+
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+const BUFFER_BYTES: usize = 256 * 1024;
+
+/// How to treat lines that cannot be parsed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Skip and count bad lines instead of returning an error for the first one. Default: `false`.
+    pub skip_bad_lines: bool,
+}
+
+/// The compression a trace file was found to have, from its magic bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+/// The line format a trace file was found to have, from its first line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TraceFormat {
+    /// CSV whose first line names its columns (`time,key,size` or `# time, object, size, ...`).
+    Csv,
+    /// nginx's `combined` access log: key = request URI, size = `$body_bytes_sent`.
+    NginxCombined,
+}
+
+/// What a reader has found out about its trace so far.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TraceInfo {
+    pub format: TraceFormat,
+    pub compression: Compression,
+    /// Requests returned so far.
+    pub requests: u64,
+    /// Bad lines skipped so far (only with [`ReadOptions::skip_bad_lines`]).
+    pub skipped_lines: u64,
+    /// Whether any request so far had no recorded size and got [`synthesized_size`] instead.
+    pub sizes_synthesized: bool,
+}
+
+/// A request borrowed from the reader's line buffer: the allocation-free way to read a trace.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RequestRef<'a> {
+    pub time: f64,
+    pub key: &'a str,
+    pub size: u64,
+}
+
+impl RequestRef<'_> {
+    /// An owned copy.
+    pub fn to_request(&self) -> Request {
+        Request {
+            time: self.time,
+            key: self.key.to_owned(),
+            size: self.size,
+        }
+    }
+}
+
+/// Where each field sits in a line of this trace.
+#[derive(Debug, Clone)]
+enum Layout {
+    Csv {
+        time: Option<usize>,
+        key: usize,
+        size: Option<usize>,
+    },
+    NginxCombined,
+}
+
+/// One parsed line, with the key as a range of the line buffer.
+struct Parsed {
+    time: Option<f64>,
+    key: Range<usize>,
+    size: Option<u64>,
+}
+
+/// Why one line could not be parsed: the field and the message.
+type LineError = (&'static str, String);
+
+/// Reads a trace file as an iterator of requests.
+///
+/// # Examples
+///
+/// ```no_run
+/// use bloomgate::trace::{ReadOptions, TraceReader};
+/// let mut reader = TraceReader::open("trace.csv.zst".as_ref(), ReadOptions::default())?;
+/// while let Some(request) = reader.next_ref() {
+///     let request = request?;
+///     println!("{} {}", request.key, request.size);
+/// }
+/// # Ok::<(), bloomgate::trace::TraceError>(())
+/// ```
+pub struct TraceReader {
+    path: PathBuf,
+    input: Box<dyn BufRead + Send>,
+    layout: Layout,
+    options: ReadOptions,
+    line: String,
+    line_number: u64,
+    /// The first line was read to detect the format and is still to be returned (nginx logs).
+    replay_line: bool,
+    finished: bool,
+    info: TraceInfo,
+}
+
+impl TraceReader {
+    /// Opens `path`, detects its compression and format, and reads its header.
+    pub fn open(path: &Path, options: ReadOptions) -> Result<TraceReader, TraceError> {
+        let open_error = |source| TraceError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file =
+            BufReader::with_capacity(BUFFER_BYTES, File::open(path).map_err(open_error)?);
+        let magic = file.fill_buf().map_err(open_error)?;
+        let (compression, input): (Compression, Box<dyn BufRead + Send>) =
+            if magic.starts_with(&ZSTD_MAGIC) {
+                let decoder = zstd::stream::read::Decoder::with_buffer(file).map_err(open_error)?;
+                (
+                    Compression::Zstd,
+                    Box::new(BufReader::with_capacity(BUFFER_BYTES, decoder)),
+                )
+            } else if magic.starts_with(&GZIP_MAGIC) {
+                let decoder = flate2::read::MultiGzDecoder::new(file);
+                (
+                    Compression::Gzip,
+                    Box::new(BufReader::with_capacity(BUFFER_BYTES, decoder)),
+                )
+            } else {
+                (Compression::None, Box::new(file))
+            };
+        let mut reader = TraceReader {
+            path: path.to_path_buf(),
+            input,
+            layout: Layout::NginxCombined,
+            options,
+            line: String::new(),
+            line_number: 0,
+            replay_line: false,
+            finished: false,
+            info: TraceInfo {
+                format: TraceFormat::Csv,
+                compression,
+                requests: 0,
+                skipped_lines: 0,
+                sizes_synthesized: false,
+            },
+        };
+        reader.detect_format()?;
+        Ok(reader)
+    }
+
+    /// The file being read.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Format, compression and counts so far.
+    pub fn info(&self) -> &TraceInfo {
+        &self.info
+    }
+
+    /// Bad lines skipped so far.
+    pub fn skipped_lines(&self) -> u64 {
+        self.info.skipped_lines
+    }
+
+    /// Whether any request so far got a [`synthesized_size`] because the trace had none for it.
+    pub fn sizes_synthesized(&self) -> bool {
+        self.info.sizes_synthesized
+    }
+
+    /// The next request, borrowed from the reader's buffer; `None` at the end of the trace.
+    ///
+    /// After an I/O or decompression error the reader returns `None`.
+    pub fn next_ref(&mut self) -> Option<Result<RequestRef<'_>, TraceError>> {
+        let parsed = loop {
+            if self.finished {
+                return None;
+            }
+            if self.replay_line {
+                self.replay_line = false;
+            } else {
+                match self.read_line() {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.finished = true;
+                        return None;
+                    }
+                    Err(error) => return Some(Err(error)),
+                }
+            }
+            if is_blank_or_comment(&self.line) {
+                continue;
+            }
+            match parse_line(&self.layout, &self.line) {
+                Ok(parsed) => break parsed,
+                Err(_) if self.options.skip_bad_lines => self.info.skipped_lines += 1,
+                Err((field, message)) => return Some(Err(self.field_error(field, message))),
+            }
+        };
+        let key = &self.line[parsed.key];
+        let size = match parsed.size {
+            Some(size) => size,
+            None => {
+                self.info.sizes_synthesized = true;
+                synthesized_size(key)
+            }
+        };
+        let time = parsed.time.unwrap_or(self.info.requests as f64);
+        self.info.requests += 1;
+        Some(Ok(RequestRef { time, key, size }))
+    }
+
+    /// Reads the next line into the buffer without its line ending; `false` at the end of input.
+    fn read_line(&mut self) -> Result<bool, TraceError> {
+        loop {
+            self.line.clear();
+            match self.input.read_line(&mut self.line) {
+                Ok(0) => return Ok(false),
+                Ok(_) => {
+                    self.line_number += 1;
+                    let trimmed = self.line.trim_end_matches(['\n', '\r']).len();
+                    self.line.truncate(trimmed);
+                    return Ok(true);
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::InvalidData => {
+                    // Not UTF-8: the rest of the line was consumed, so this is one bad line.
+                    self.line_number += 1;
+                    if self.options.skip_bad_lines {
+                        self.info.skipped_lines += 1;
+                        continue;
+                    }
+                    return Err(self.field_error("line", "not valid UTF-8".to_owned()));
+                }
+                Err(source) => {
+                    self.finished = true;
+                    return Err(TraceError::Read {
+                        path: self.path.clone(),
+                        line: self.line_number + 1,
+                        source,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Reads the first meaningful line and decides between a CSV header and an nginx log line.
+    fn detect_format(&mut self) -> Result<(), TraceError> {
+        loop {
+            if !self.read_line()? {
+                return Err(self.format_error("empty trace: no header line"));
+            }
+            if !self.line.trim().is_empty() {
+                break;
+            }
+        }
+        if parse_nginx_combined(&self.line).is_ok() {
+            self.layout = Layout::NginxCombined;
+            self.info.format = TraceFormat::NginxCombined;
+            self.replay_line = true;
+            return Ok(());
+        }
+        match csv_layout(&self.line) {
+            Some(layout) => {
+                self.layout = layout;
+                self.info.format = TraceFormat::Csv;
+                Ok(())
+            }
+            None => Err(self.format_error(
+                "unrecognized format: expected a CSV header naming a key column \
+                 (time,key,size or # time, object, size) or an nginx combined log line",
+            )),
+        }
+    }
+
+    fn format_error(&self, message: &str) -> TraceError {
+        TraceError::Format {
+            path: self.path.clone(),
+            line: self.line_number.max(1),
+            message: message.to_owned(),
+        }
+    }
+
+    fn field_error(&self, field: &'static str, message: String) -> TraceError {
+        TraceError::Field {
+            path: self.path.clone(),
+            line: self.line_number,
+            field,
+            message,
+        }
+    }
+}
+
+impl Iterator for TraceReader {
+    type Item = Result<Request, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_ref()
+            .map(|request| request.map(|request| request.to_request()))
+    }
+}
+
+fn is_blank_or_comment(line: &str) -> bool {
+    let line = line.trim_start();
+    line.is_empty() || line.starts_with('#')
+}
+
+/// The layout named by a CSV header line, or `None` if it names no key column.
+fn csv_layout(header: &str) -> Option<Layout> {
+    let header = header.trim_start().trim_start_matches('#');
+    let mut time = None;
+    let mut key = None;
+    let mut size = None;
+    for (index, name) in header.split(',').enumerate() {
+        let name = name.trim().to_ascii_lowercase();
+        match name.as_str() {
+            "time" | "timestamp" | "ts" | "clock_time" if time.is_none() => time = Some(index),
+            "key" | "object" | "obj" | "obj_id" | "object_id" | "id" | "url" | "uri"
+                if key.is_none() =>
+            {
+                key = Some(index)
+            }
+            "size" | "obj_size" | "object_size" | "bytes" if size.is_none() => size = Some(index),
+            _ => {}
+        }
+    }
+    Some(Layout::Csv {
+        time,
+        key: key?,
+        size,
+    })
+}
+
+fn parse_line(layout: &Layout, line: &str) -> Result<Parsed, LineError> {
+    match layout {
+        Layout::Csv { time, key, size } => parse_csv(line, *time, *key, *size),
+        Layout::NginxCombined => parse_nginx_combined(line),
+    }
+}
+
+fn parse_csv(
+    line: &str,
+    time_column: Option<usize>,
+    key_column: usize,
+    size_column: Option<usize>,
+) -> Result<Parsed, LineError> {
+    let mut parsed = Parsed {
+        time: None,
+        key: 0..0,
+        size: None,
+    };
+    let mut key_found = false;
+    let mut offset = 0;
+    for (index, field) in line.split(',').enumerate() {
+        let start = offset;
+        offset += field.len() + 1;
+        if Some(index) == time_column {
+            let field = field.trim();
+            if !field.is_empty() {
+                let time = field.parse::<f64>().map_err(|e| ("time", e.to_string()))?;
+                parsed.time = Some(time);
+            }
+        } else if index == key_column {
+            let leading = field.len() - field.trim_start().len();
+            let key = field.trim();
+            if key.is_empty() {
+                return Err(("key", "empty".to_owned()));
+            }
+            parsed.key = start + leading..start + leading + key.len();
+            key_found = true;
+        } else if Some(index) == size_column {
+            let field = field.trim();
+            if !field.is_empty() {
+                let size = field.parse::<u64>().map_err(|e| ("size", e.to_string()))?;
+                parsed.size = Some(size);
+            }
+        }
+    }
+    if !key_found {
+        return Err(("key", "missing column".to_owned()));
+    }
+    Ok(parsed)
+}
+
+/// `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$referer" "$ua"`
+fn parse_nginx_combined(line: &str) -> Result<Parsed, LineError> {
+    let open = line
+        .find(" [")
+        .ok_or(("time_local", "missing '['".to_owned()))?;
+    let close = line[open..]
+        .find("] \"")
+        .map(|i| open + i)
+        .ok_or(("time_local", "missing ']'".to_owned()))?;
+    let time = parse_nginx_time(&line[open + 2..close]).ok_or((
+        "time_local",
+        format!(
+            "{:?} is not dd/Mon/yyyy:hh:mm:ss +zzzz",
+            &line[open + 2..close]
+        ),
+    ))?;
+    let request_start = close + 3;
+    let request_len = line[request_start..]
+        .find('"')
+        .ok_or(("request", "missing closing '\"'".to_owned()))?;
+    let request = &line[request_start..request_start + request_len];
+    let mut words = request.split(' ');
+    let uri = match (words.next(), words.next()) {
+        (Some(_method), Some(uri)) if !uri.is_empty() => uri,
+        _ => return Err(("request", format!("{request:?} has no URI"))),
+    };
+    let uri_start = uri.as_ptr() as usize - line.as_ptr() as usize;
+    let mut after = line[request_start + request_len + 1..].split_ascii_whitespace();
+    after
+        .next()
+        .filter(|status| status.parse::<u16>().is_ok())
+        .ok_or(("status", "missing".to_owned()))?;
+    let size = after
+        .next()
+        .ok_or(("body_bytes_sent", "missing".to_owned()))?
+        .parse::<u64>()
+        .map_err(|e| ("body_bytes_sent", e.to_string()))?;
+    Ok(Parsed {
+        time: Some(time),
+        key: uri_start..uri_start + uri.len(),
+        size: Some(size),
+    })
+}
+
+/// Seconds since the Unix epoch of nginx's `$time_local`, e.g. `10/Oct/2000:13:55:36 -0700`.
+fn parse_nginx_time(text: &str) -> Option<f64> {
+    let (date_time, zone) = text.split_once(' ')?;
+    let mut parts = date_time.splitn(4, [':', '/']);
+    let day: i64 = parts.next()?.parse().ok()?;
+    let month = parts.next()?;
+    let year: i64 = parts.next()?.parse().ok()?;
+    let mut clock = parts.next()?.splitn(3, ':');
+    let hour: i64 = clock.next()?.parse().ok()?;
+    let minute: i64 = clock.next()?.parse().ok()?;
+    let second: i64 = clock.next()?.parse().ok()?;
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| *m == month)? as i64 + 1;
+    if zone.len() != 5 || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let sign = match &zone[..1] {
+        "+" => 1,
+        "-" => -1,
+        _ => return None,
+    };
+    let zone_hours: i64 = zone[1..3].parse().ok()?;
+    let zone_minutes: i64 = zone[3..5].parse().ok()?;
+    let offset = sign * (zone_hours * 3600 + zone_minutes * 60);
+    let days = days_from_civil(year, month, day);
+    Some((days * 86_400 + hour * 3600 + minute * 60 + second - offset) as f64)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nginx_time_is_utc_epoch_seconds() {
+        assert_eq!(parse_nginx_time("01/Jan/1970:00:00:00 +0000"), Some(0.0));
+        assert_eq!(
+            parse_nginx_time("10/Oct/2000:13:55:36 -0700"),
+            Some(971_211_336.0)
+        );
+        assert_eq!(parse_nginx_time("10/Foo/2000:13:55:36 -0700"), None);
+    }
+
+    #[test]
+    fn csv_header_names_columns_in_any_order() {
+        let Some(Layout::Csv { time, key, size }) = csv_layout("# time, object, size, next_vtime")
+        else {
+            panic!("no layout");
+        };
+        assert_eq!((time, key, size), (Some(0), 1, Some(2)));
+        assert!(csv_layout("a,b,c").is_none());
+    }
+}
