@@ -129,7 +129,7 @@ fn start_proxy(dir: &Path, origin: SocketAddr) -> Proxy {
              [admin]\nlisten = \"127.0.0.1:0\"\n\
              [origin]\nurl = \"http://{origin}\"\n\
              [cache]\nmax_bytes = \"64KiB\"\nmax_object_bytes = \"16KiB\"\n\
-             [admission]\ncapacity = 50\n\
+             [admission]\ncapacity = 30\n\
              [log]\nlevel = \"warn\"\n"
         ),
     )
