@@ -20,8 +20,8 @@ use super::origin::OUTCOMES;
 use super::status::METRIC_LABELS;
 use crate::config::Config;
 use crate::telemetry::{
-    ADMISSION_TOTAL, CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL, ORIGIN_REQUESTS_TOTAL,
-    REQUESTS_TOTAL, recorder,
+    ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL,
+    ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL, REQUESTS_TOTAL, recorder,
 };
 
 /// Why the proxy could not start.
@@ -200,6 +200,8 @@ fn register_series() {
         counter!(ADMISSION_TOTAL, "decision" => decision).increment(0);
     }
     counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
+    counter!(CACHE_HIT_BYTES_TOTAL).increment(0);
+    counter!(ORIGIN_BYTES_TOTAL).increment(0);
     gauge!(CONNECTIONS_OPEN).increment(0.0);
 }
 
