@@ -24,7 +24,7 @@ fn simulate(keys: &str, size: u64, cache_bytes: u64, capacity: u64) -> [PolicyRe
     for (time, key) in keys.split_whitespace().enumerate() {
         simulator.request_key(key, size, time as f64);
     }
-    let (_, mut reports) = simulator.finish();
+    let mut reports = simulator.finish();
     let reports = reports.remove(0);
     let find = |kind| reports.iter().find(|r| r.policy == kind).unwrap().clone();
     [
@@ -99,8 +99,8 @@ fn exact_and_bloom_agree_when_the_filter_is_nearly_empty() {
     for request in trace.iter() {
         simulator.request_key(&request.key, request.size, request.time);
     }
-    let (stats, reports) = simulator.finish();
-    assert_eq!(stats.distinct_objects, 300);
+    assert_eq!(simulator.stats().distinct_objects, 300);
+    let reports = simulator.finish();
     let [all, exact, bloom] = [0, 1, 2].map(|i| reports[0][i].clone());
     assert!(
         all.evictions > 1000,
@@ -129,7 +129,7 @@ fn max_age_rotates_on_trace_time() {
         simulator.request_key(&format!("x{i}"), 10, 5.0 + f64::from(i) * 0.1);
     }
     simulator.request_key("A", 10, 40.0);
-    let (_, reports) = simulator.finish();
+    let reports = simulator.finish();
     for report in &reports[0][1..] {
         assert!(report.rotations.max_age >= 2, "{report:?}");
         assert_eq!(report.writes, 0, "{:?}", report.policy);

@@ -77,13 +77,11 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
         None
     } else {
         let progress = progress_bar(None, "measuring footprint");
-        let mut simulator = Simulator::new(&[]);
-        pipeline::scan(&args.trace, options, |batch| {
-            batch.iter().for_each(|&request| simulator.request(request));
+        let (_, stats) = pipeline::scan(&args.trace, options, |batch| {
             progress.inc(batch.len() as u64);
         })?;
         progress.finish_and_clear();
-        Some(simulator.finish().0)
+        Some(stats)
     };
     let cache_sizes: Vec<u64> = match &prepass {
         Some(stats) if !args.cache_percent.is_empty() => args
@@ -110,23 +108,16 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
             },
         })
         .collect();
-    for setup in &setups {
-        setup
-            .doorkeeper
-            .validate()
-            .map_err(|e| SimError::Argument(e.to_string()))?;
-    }
-
     let progress = progress_bar(prepass.map(|s| s.requests), "simulating");
     let mut simulator = Simulator::new(&setups);
     let started = Instant::now();
-    let info = pipeline::scan(&args.trace, options, |batch| {
+    let (info, stats) = pipeline::scan(&args.trace, options, |batch| {
         batch.iter().for_each(|&request| simulator.request(request));
         progress.inc(batch.len() as u64);
     })?;
     let elapsed = started.elapsed().as_secs_f64();
     progress.finish_and_clear();
-    let (stats, reports) = simulator.finish();
+    let reports = simulator.finish();
     let caches = cache_sizes
         .iter()
         .zip(doorkeepers)
@@ -155,18 +146,15 @@ fn validate(args: &SimulateArgs) -> Result<(), SimError> {
     if args.cache_bytes.contains(&0) {
         return bad("--cache-bytes must be at least 1".to_owned());
     }
-    if args.capacity == Some(0) {
-        return bad("--capacity must be at least 1".to_owned());
+    // The capacity chosen later is at least 1, so this checks everything before reading the trace.
+    DoorkeeperConfig {
+        capacity: args.capacity.unwrap_or(1),
+        target_fpr: args.target_fpr,
+        rotate_at_fpr: args.rotate_at_fpr,
+        max_age: args.max_age.unwrap_or(NO_MAX_AGE),
     }
-    for (name, value) in [
-        ("--target-fpr", args.target_fpr),
-        ("--rotate-at-fpr", args.rotate_at_fpr),
-    ] {
-        if !(value > 0.0 && value < 1.0) {
-            return bad(format!("{name} {value} must be in (0, 1)"));
-        }
-    }
-    Ok(())
+    .validate()
+    .map_err(|e| SimError::Argument(e.to_string()))
 }
 
 /// The doorkeeper for one cache size: `--capacity`, or as many keys as the cache holds objects.

@@ -37,9 +37,10 @@ impl Hasher for FingerprintHasher {
     }
 }
 
-/// One request as the simulator sees it.
+/// One request as the simulator sees it: `id` from an [`Interner`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SimRequest {
+    pub id: u32,
     pub fingerprint: u64,
     pub size: u64,
     pub time: f64,
@@ -73,17 +74,48 @@ impl TraceStats {
     }
 }
 
-/// Replays requests through one `PolicySim` per setup and policy, all in one pass.
-pub struct Simulator {
+/// Maps key fingerprints to dense object ids (0, 1, 2, ...) and counts what it sees.
+#[derive(Default)]
+pub struct Interner {
     ids: HashMap<u64, u32, BuildHasherDefault<FingerprintHasher>>,
     request_counts: Vec<u32>,
     stats: TraceStats,
+}
+
+impl Interner {
+    /// The id of the object with this fingerprint, recording one request of `size` bytes for it.
+    #[inline]
+    pub fn intern(&mut self, fingerprint: u64, size: u64) -> u32 {
+        let next_id = self.ids.len() as u32;
+        let id = *self.ids.entry(fingerprint).or_insert(next_id);
+        self.stats.requests += 1;
+        if id == next_id {
+            self.request_counts.push(0);
+            self.stats.distinct_objects += 1;
+            self.stats.footprint_bytes += size;
+        }
+        let count = &mut self.request_counts[id as usize];
+        *count = count.saturating_add(1);
+        id
+    }
+
+    /// The statistics of everything interned so far.
+    pub fn stats(&self) -> TraceStats {
+        TraceStats {
+            one_hit_objects: self.request_counts.iter().filter(|&&c| c == 1).count() as u64,
+            ..self.stats
+        }
+    }
+}
+
+/// Replays requests through one policy simulation per setup and policy, all in one pass.
+pub struct Simulator {
+    interner: Interner,
     policies: Vec<(usize, PolicySim)>,
 }
 
 impl Simulator {
-    /// A simulator running all three policies for each setup; with no setups it only collects
-    /// [`TraceStats`].
+    /// A simulator running all three policies for each setup.
     ///
     /// # Panics
     /// Panics if a doorkeeper config is invalid (check with [`DoorkeeperConfig::validate`]).
@@ -101,43 +133,38 @@ impl Simulator {
             })
             .collect();
         Simulator {
-            ids: HashMap::default(),
-            request_counts: Vec::new(),
-            stats: TraceStats::default(),
+            interner: Interner::default(),
             policies,
         }
     }
 
-    /// Feeds one request to every policy.
+    /// Feeds one interned request to every policy.
     #[inline]
     pub fn request(&mut self, request: SimRequest) {
-        let next_id = self.ids.len() as u32;
-        let id = *self.ids.entry(request.fingerprint).or_insert(next_id);
-        self.stats.requests += 1;
-        if id == next_id {
-            self.request_counts.push(0);
-            self.stats.distinct_objects += 1;
-            self.stats.footprint_bytes += request.size;
-        }
-        self.request_counts[id as usize] = self.request_counts[id as usize].saturating_add(1);
         for (_, policy) in &mut self.policies {
-            policy.request(id, request.fingerprint, request.size, request.time);
+            policy.request(request.id, request.fingerprint, request.size, request.time);
         }
     }
 
-    /// Feeds a trace request, fingerprinting its key.
+    /// Fingerprints and interns a key with the simulator's own [`Interner`], then feeds it.
     pub fn request_key(&mut self, key: &str, size: u64, time: f64) {
+        let fingerprint = key_fingerprint(key);
+        let id = self.interner.intern(fingerprint, size);
         self.request(SimRequest {
-            fingerprint: key_fingerprint(key),
+            id,
+            fingerprint,
             size,
             time,
         });
     }
 
-    /// The trace's statistics and, per setup, one report per policy (in [`PolicyKind::ALL`] order).
-    pub fn finish(self) -> (TraceStats, Vec<Vec<PolicyReport>>) {
-        let mut stats = self.stats;
-        stats.one_hit_objects = self.request_counts.iter().filter(|&&c| c == 1).count() as u64;
+    /// Statistics of the requests fed through [`Self::request_key`].
+    pub fn stats(&self) -> TraceStats {
+        self.interner.stats()
+    }
+
+    /// Per setup, one report per policy (in [`PolicyKind::ALL`] order).
+    pub fn finish(self) -> Vec<Vec<PolicyReport>> {
         let mut reports: Vec<Vec<PolicyReport>> = Vec::new();
         for (index, policy) in self.policies {
             if reports.len() <= index {
@@ -145,6 +172,6 @@ impl Simulator {
             }
             reports[index].push(policy.finish());
         }
-        (stats, reports)
+        reports
     }
 }

@@ -12,8 +12,8 @@ mod pipeline;
 mod policy;
 mod report;
 
-pub use cli::{SimulateArgs, run};
-pub use engine::{CacheSetup, SimRequest, Simulator, TraceStats, key_fingerprint};
+pub use cli::{SimulateArgs, parse_bytes, run, simulate};
+pub use engine::{CacheSetup, Interner, SimRequest, Simulator, TraceStats, key_fingerprint};
 pub use lru::ByteLru;
 pub use pipeline::scan;
 pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, Rotations, TraceClock};

@@ -5,30 +5,34 @@ use std::sync::mpsc;
 
 use crate::trace::{ReadOptions, TraceError, TraceInfo, TraceReader};
 
-use super::engine::{SimRequest, key_fingerprint};
+use super::engine::{Interner, SimRequest, TraceStats, key_fingerprint};
 
 /// Requests per batch handed from the reading thread to the simulating thread.
 const BATCH: usize = 16 * 1024;
 /// Batches in flight: enough to smooth out decompression bursts.
 const BATCHES_IN_FLIGHT: usize = 8;
 
-/// Reads, decompresses, parses and fingerprints `path` in a second thread and calls `consume` on
-/// batches of requests in this one. Returns what the reader found out about the trace.
+/// Reads, decompresses, parses, fingerprints and interns `path` in a second thread and calls
+/// `consume` on batches of requests in this one. Returns what the reader and the interner found out
+/// about the trace.
 pub fn scan(
     path: &Path,
     options: ReadOptions,
     mut consume: impl FnMut(&[SimRequest]),
-) -> Result<TraceInfo, TraceError> {
+) -> Result<(TraceInfo, TraceStats), TraceError> {
     let mut reader = TraceReader::open(path, options)?;
     let (full_sender, full) = mpsc::sync_channel::<Vec<SimRequest>>(BATCHES_IN_FLIGHT);
     let (empty_sender, empty) = mpsc::channel::<Vec<SimRequest>>();
     std::thread::scope(|scope| {
-        let reading = scope.spawn(move || -> Result<TraceInfo, TraceError> {
+        let reading = scope.spawn(move || -> Result<(TraceInfo, TraceStats), TraceError> {
+            let mut interner = Interner::default();
             let mut batch = Vec::with_capacity(BATCH);
             while let Some(request) = reader.next_ref() {
                 let request = request?;
+                let fingerprint = key_fingerprint(request.key);
                 batch.push(SimRequest {
-                    fingerprint: key_fingerprint(request.key),
+                    id: interner.intern(fingerprint, request.size),
+                    fingerprint,
                     size: request.size,
                     time: request.time,
                 });
@@ -48,7 +52,7 @@ pub fn scan(
                 // The receiver only goes away once this thread is done.
                 let _ = full_sender.send(batch);
             }
-            Ok(reader.info().clone())
+            Ok((reader.info().clone(), interner.stats()))
         });
         for mut batch in full {
             consume(&batch);
