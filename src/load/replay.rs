@@ -633,10 +633,15 @@ impl Progress {
     }
 
     fn finish(self) {
-        if let Some(ticker) = self.ticker {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(ticker) = self.ticker.take() {
             ticker.abort();
         }
-        self.bar.finish_and_clear();
     }
 }
 
