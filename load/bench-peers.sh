@@ -218,8 +218,8 @@ warm() {
 
 # The mixed workload: 80% of requests to 2000 popular 4 KiB objects, 20% to objects never seen again.
 cat >"$WORK/mix.lua" <<'EOF'
+-- thread_id is a global: setup() sets it in each thread's own Lua state.
 local counter = 0
-local thread_id = 0
 local next_thread = 0
 setup = function(thread)
   thread:set("thread_id", next_thread)
