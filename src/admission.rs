@@ -1,1 +1,532 @@
 //! The doorkeeper: a rotating pair of Bloom filters that answers "seen before?".
+//!
+//! [`Doorkeeper::observe`] inserts a key into the `current` filter and reports whether it was in
+//! `current` or `previous` already. When `current` fills up (by the combined false-positive
+//! estimate or by its capacity) or grows old, the doorkeeper rotates: `previous = current`,
+//! `current` = a fresh filter with a fresh random key. A key is therefore remembered for between
+//! one and two generations.
+//!
+//! # Examples
+//! ```
+//! use std::time::Duration;
+//! use bloomgate::admission::{Admission, Doorkeeper, DoorkeeperConfig};
+//!
+//! let door = Doorkeeper::new(DoorkeeperConfig {
+//!     capacity: 100_000,
+//!     target_fpr: 0.01,
+//!     rotate_at_fpr: 0.02,
+//!     max_age: Duration::from_secs(3600),
+//! });
+//! assert_eq!(door.observe(b"https://example.com/a.jpg"), Admission::FirstSeen);
+//! assert_eq!(door.observe(b"https://example.com/a.jpg"), Admission::SeenBefore);
+//! ```
+//!
+//! # Concurrency
+//!
+//! Readers never lock: the pair lives in an [`ArcSwap`], and a rotation builds the next pair
+//! and swaps it in. A compare-and-swap on a flag plus a check of the generation number make sure
+//! exactly one thread performs a given rotation; threads that lose the race carry on with the
+//! pair they loaded.
+//!
+//! **No lost keys.** An observe takes effect at one instant between its call and its return: the
+//! last time it reads the generation number, which it does after inserting. If the number moved
+//! since the pair it inserted into was loaded, it inserts again into the newer `current` and
+//! reads again, so when it returns the key is in the `current` filter of the generation it last
+//! read, `g`. That filter stays readable (as `current`, then `previous`) until generation `g + 2`
+//! is installed. A later observe of the same key (ordered after the first by any
+//! synchronisation, so the bits are visible) that takes effect in generation `g` or `g + 1`
+//! therefore finds it: a key observed twice within one generation of each other is always
+//! [`Admission::SeenBefore`], however many rotations run meanwhile. Two racing first observes
+//! of one key may both be told [`Admission::FirstSeen`].
+
+mod clock;
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+
+use crate::bloom::{BloomFilter, Seed, Sizing};
+
+pub use clock::{Clock, ManualClock, SystemClock};
+
+/// How the doorkeeper sizes its filters and when it rotates them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DoorkeeperConfig {
+    /// Distinct keys one generation holds; each filter is sized for it.
+    pub capacity: u64,
+    /// False-positive rate of one filter at `capacity` keys.
+    pub target_fpr: f64,
+    /// Rotate when `1 - (1 - fpr(current)) * (1 - fpr(previous))` reaches this; above `target_fpr`.
+    pub rotate_at_fpr: f64,
+    /// Rotate when `current` is this old.
+    pub max_age: Duration,
+}
+
+/// Why a [`DoorkeeperConfig`] cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DoorkeeperConfigError {
+    /// `capacity` is 0.
+    #[error("doorkeeper capacity = 0 must be above 0")]
+    ZeroCapacity,
+    /// `target_fpr` is not in (0, 1).
+    #[error("doorkeeper target_fpr = {0} must be in (0, 1)")]
+    TargetFpr(f64),
+    /// `rotate_at_fpr` is not in (target_fpr, 1).
+    #[error("doorkeeper rotate_at_fpr = {rotate_at_fpr} must be in (target_fpr = {target_fpr}, 1)")]
+    RotateAtFpr {
+        /// The configured rotation threshold.
+        rotate_at_fpr: f64,
+        /// The configured per-filter target.
+        target_fpr: f64,
+    },
+    /// `max_age` is zero.
+    #[error("doorkeeper max_age = 0s must be above 0")]
+    ZeroMaxAge,
+}
+
+impl DoorkeeperConfig {
+    /// Checks the ranges documented on each field.
+    ///
+    /// `rotate_at_fpr` must exceed `target_fpr`: a generation that ended at its capacity leaves a
+    /// `previous` at about `target_fpr`, and a threshold below that would rotate on every insert.
+    pub fn validate(&self) -> Result<(), DoorkeeperConfigError> {
+        if self.capacity == 0 {
+            return Err(DoorkeeperConfigError::ZeroCapacity);
+        }
+        if !(self.target_fpr > 0.0 && self.target_fpr < 1.0) {
+            return Err(DoorkeeperConfigError::TargetFpr(self.target_fpr));
+        }
+        if !(self.rotate_at_fpr > self.target_fpr && self.rotate_at_fpr < 1.0) {
+            return Err(DoorkeeperConfigError::RotateAtFpr {
+                rotate_at_fpr: self.rotate_at_fpr,
+                target_fpr: self.target_fpr,
+            });
+        }
+        if self.max_age.is_zero() {
+            return Err(DoorkeeperConfigError::ZeroMaxAge);
+        }
+        Ok(())
+    }
+
+    /// The size and bits per key of each filter.
+    pub fn sizing(&self) -> Sizing {
+        Sizing::for_capacity(self.capacity, self.target_fpr)
+    }
+}
+
+/// What the doorkeeper says about a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Admission {
+    /// Not seen in the current or the previous generation.
+    FirstSeen,
+    /// Seen before (or a false positive).
+    SeenBefore,
+}
+
+/// Why the doorkeeper rotated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RotationReason {
+    /// The combined false-positive estimate reached `rotate_at_fpr`.
+    FprThreshold,
+    /// `current` reached its capacity.
+    Capacity,
+    /// `current` reached `max_age`.
+    MaxAge,
+}
+
+impl RotationReason {
+    /// Every reason, in label order.
+    pub const ALL: [RotationReason; 3] = [
+        RotationReason::FprThreshold,
+        RotationReason::Capacity,
+        RotationReason::MaxAge,
+    ];
+
+    /// The reason as a Prometheus label value.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RotationReason::FprThreshold => "fpr_threshold",
+            RotationReason::Capacity => "capacity",
+            RotationReason::MaxAge => "max_age",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Rotations since the doorkeeper started, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RotationCounts {
+    /// Rotations because the combined false-positive estimate reached `rotate_at_fpr`.
+    pub fpr_threshold: u64,
+    /// Rotations because `current` reached its capacity.
+    pub capacity: u64,
+    /// Rotations because `current` reached `max_age`.
+    pub max_age: u64,
+}
+
+impl RotationCounts {
+    /// The count for one reason.
+    pub fn get(&self, reason: RotationReason) -> u64 {
+        match reason {
+            RotationReason::FprThreshold => self.fpr_threshold,
+            RotationReason::Capacity => self.capacity,
+            RotationReason::MaxAge => self.max_age,
+        }
+    }
+
+    /// All rotations.
+    pub fn total(&self) -> u64 {
+        self.fpr_threshold + self.capacity + self.max_age
+    }
+}
+
+/// One filter's state.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GenerationStats {
+    /// Fraction of bits set.
+    pub fill_ratio: f64,
+    /// Estimated distinct keys.
+    pub estimated_items: f64,
+    /// Estimated false-positive rate.
+    pub estimated_fpr: f64,
+    /// Bits in the filter.
+    pub num_bits: u64,
+    /// Bytes the filter holds.
+    pub memory_bytes: usize,
+}
+
+impl GenerationStats {
+    fn of(filter: &BloomFilter) -> Self {
+        Self {
+            fill_ratio: filter.fill_ratio(),
+            estimated_items: filter.estimated_len(),
+            estimated_fpr: filter.estimated_fpr(),
+            num_bits: filter.num_bits(),
+            memory_bytes: filter.memory_bytes(),
+        }
+    }
+}
+
+/// The doorkeeper's state at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DoorkeeperStats {
+    /// Rotations so far; the first generation is 0.
+    pub generation: u64,
+    /// The filter taking inserts.
+    pub current: GenerationStats,
+    /// The read-only filter of the generation before, if there has been one.
+    pub previous: Option<GenerationStats>,
+    /// `1 - (1 - fpr(current)) * (1 - fpr(previous))`: the rate at which a new key is taken
+    /// for one seen before.
+    pub combined_fpr: f64,
+    /// Rotations by reason.
+    pub rotations: RotationCounts,
+    /// Bytes held by both filters.
+    pub memory_bytes: usize,
+    /// How long `current` has been taking inserts.
+    pub current_age: Duration,
+}
+
+/// One generation: the pair of filters and when `current` must rotate.
+struct Generation {
+    number: u64,
+    current: Arc<BloomFilter>,
+    previous: Option<Arc<BloomFilter>>,
+    /// Set bits of `current` at which the lower of its fpr and capacity limits is reached.
+    rotate_at_set_bits: u64,
+    rotate_reason: RotationReason,
+    started: Instant,
+    expires: Option<Instant>,
+}
+
+impl Generation {
+    fn new(
+        number: u64,
+        current: BloomFilter,
+        previous: Option<Arc<BloomFilter>>,
+        config: &DoorkeeperConfig,
+        started: Instant,
+    ) -> Self {
+        let previous_fpr = previous.as_ref().map_or(0.0, |p| p.estimated_fpr());
+        // The combined rate reaches rotate_at_fpr once fpr(current) reaches this.
+        let current_fpr_limit = 1.0 - (1.0 - config.rotate_at_fpr) / (1.0 - previous_fpr);
+        let fpr_limit = if current_fpr_limit > 0.0 {
+            current.set_bits_at_fpr(current_fpr_limit)
+        } else {
+            0
+        };
+        let capacity_limit = current.set_bits_at_len(config.capacity);
+        let (rotate_at_set_bits, rotate_reason) = if capacity_limit <= fpr_limit {
+            (capacity_limit, RotationReason::Capacity)
+        } else {
+            (fpr_limit, RotationReason::FprThreshold)
+        };
+        Self {
+            number,
+            current: Arc::new(current),
+            previous,
+            rotate_at_set_bits,
+            rotate_reason,
+            started,
+            expires: started.checked_add(config.max_age),
+        }
+    }
+}
+
+/// Answers "has this key been seen in the recent window?" for many threads at once.
+pub struct Doorkeeper {
+    config: DoorkeeperConfig,
+    sizing: Sizing,
+    clock: Arc<dyn Clock>,
+    generation: ArcSwap<Generation>,
+    rotating: AtomicBool,
+    rotations: [AtomicU64; 3],
+}
+
+/// Every this many observes a thread reads the clock for the max-age check (a clock read costs
+/// about as much as the rest of an observe); inserts that move the set-bit count also read it.
+const OBSERVES_PER_CLOCK_READ: u32 = 32;
+
+thread_local! {
+    static OBSERVES_UNTIL_CLOCK_READ: Cell<u32> = const { Cell::new(0) };
+}
+
+fn clock_read_due() -> bool {
+    OBSERVES_UNTIL_CLOCK_READ.with(|left| {
+        let due = left.get() == 0;
+        left.set(if due {
+            OBSERVES_PER_CLOCK_READ - 1
+        } else {
+            left.get() - 1
+        });
+        due
+    })
+}
+
+impl Doorkeeper {
+    /// A doorkeeper on the system clock.
+    ///
+    /// # Panics
+    /// Panics if the config is invalid (see [`DoorkeeperConfig::validate`]); use
+    /// [`Self::try_new`] for a config read from outside.
+    pub fn new(config: DoorkeeperConfig) -> Self {
+        Self::with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// A doorkeeper on the system clock, or why the config is invalid.
+    pub fn try_new(config: DoorkeeperConfig) -> Result<Self, DoorkeeperConfigError> {
+        Self::try_with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// A doorkeeper on the given clock.
+    ///
+    /// # Panics
+    /// Panics if the config is invalid (see [`DoorkeeperConfig::validate`]).
+    pub fn with_clock(config: DoorkeeperConfig, clock: Arc<dyn Clock>) -> Self {
+        match Self::try_with_clock(config, clock) {
+            Ok(door) => door,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A doorkeeper on the given clock, or why the config is invalid.
+    pub fn try_with_clock(
+        config: DoorkeeperConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, DoorkeeperConfigError> {
+        config.validate()?;
+        let sizing = config.sizing();
+        let first = Generation::new(0, fresh_filter(&config, sizing), None, &config, clock.now());
+        Ok(Self::from_generation(config, sizing, clock, first, [0; 3]))
+    }
+
+    fn from_generation(
+        config: DoorkeeperConfig,
+        sizing: Sizing,
+        clock: Arc<dyn Clock>,
+        generation: Generation,
+        rotations: [u64; 3],
+    ) -> Self {
+        Self {
+            config,
+            sizing,
+            clock,
+            generation: ArcSwap::from_pointee(generation),
+            rotating: AtomicBool::new(false),
+            rotations: rotations.map(AtomicU64::new),
+        }
+    }
+
+    /// Records a request for `key` and says whether it was seen in the current or previous
+    /// generation. May rotate the filters (see the module docs for the guarantees).
+    ///
+    /// Costs one keyed hash and one cache line when the key is in `current`; a key new to
+    /// `current` also costs a lookup in `previous`, which hashes with its own key.
+    pub fn observe(&self, key: &[u8]) -> Admission {
+        // A guard, not a clone of the Arc: cloning would bump one shared reference count from
+        // every thread on every request.
+        let mut generation = self.generation.load();
+        let mut seen = false;
+        let mut inserted_into: Option<Arc<BloomFilter>> = None;
+        loop {
+            let insertion = generation.current.insert_reporting(key);
+            seen |= insertion.was_present;
+            if !insertion.was_present
+                && let Some(previous) = &generation.previous
+                // Our own earlier insert is no sighting.
+                && !inserted_into.as_ref().is_some_and(|f| Arc::ptr_eq(f, previous))
+            {
+                seen |= previous.contains(key);
+            }
+            let check_clock = insertion.count_reported || clock_read_due();
+            if insertion.count_reported || check_clock {
+                self.rotate_if_due_in(&generation, insertion.count_reported, check_clock);
+            }
+            let latest = self.generation.load();
+            if latest.number == generation.number {
+                break;
+            }
+            // The filter just inserted into may soon be out of reach: insert again into the
+            // newer `current` (see "No lost keys" in the module docs).
+            inserted_into = Some(Arc::clone(&generation.current));
+            generation = latest;
+        }
+        if seen {
+            Admission::SeenBefore
+        } else {
+            Admission::FirstSeen
+        }
+    }
+
+    /// True if `key` is in the current or previous generation; inserts nothing (for tools).
+    pub fn contains(&self, key: &[u8]) -> bool {
+        let generation = self.generation.load();
+        generation.current.contains(key)
+            || generation
+                .previous
+                .as_ref()
+                .is_some_and(|p| p.contains(key))
+    }
+
+    /// Checks every rotation trigger now and rotates if one is due; returns the reason if this
+    /// call rotated. `observe` checks on its own; call this from a timer so that an idle
+    /// doorkeeper still rotates at `max_age`.
+    pub fn rotate_if_due(&self) -> Option<RotationReason> {
+        let generation = self.generation.load_full();
+        self.rotate_if_due_in(&generation, true, true)
+    }
+
+    fn rotate_if_due_in(
+        &self,
+        generation: &Generation,
+        check_bits: bool,
+        check_clock: bool,
+    ) -> Option<RotationReason> {
+        let reason = if check_bits && generation.current.set_bits() >= generation.rotate_at_set_bits
+        {
+            generation.rotate_reason
+        } else if check_clock && generation.expires.is_some_and(|e| self.clock.now() >= e) {
+            RotationReason::MaxAge
+        } else {
+            return None;
+        };
+        self.rotate(generation.number, reason).then_some(reason)
+    }
+
+    /// Rotates away from generation `from`, unless another thread is rotating or already has.
+    fn rotate(&self, from: u64, reason: RotationReason) -> bool {
+        if self
+            .rotating
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        let _release = ReleaseOnDrop(&self.rotating);
+        let old = self.generation.load_full();
+        if old.number != from {
+            return false;
+        }
+        let next = Generation::new(
+            old.number + 1,
+            fresh_filter(&self.config, self.sizing),
+            Some(Arc::clone(&old.current)),
+            &self.config,
+            self.clock.now(),
+        );
+        self.generation.store(Arc::new(next));
+        self.rotations[reason.index()].fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// The current generation number (rotations so far).
+    pub fn generation(&self) -> u64 {
+        self.generation.load().number
+    }
+
+    /// Fill, estimates and rotation counts. Cheap enough for every scrape, not for every request.
+    pub fn stats(&self) -> DoorkeeperStats {
+        let generation = self.generation.load_full();
+        let current = GenerationStats::of(&generation.current);
+        let previous = generation.previous.as_deref().map(GenerationStats::of);
+        let previous_fpr = previous.map_or(0.0, |p| p.estimated_fpr);
+        DoorkeeperStats {
+            generation: generation.number,
+            current,
+            previous,
+            combined_fpr: 1.0 - (1.0 - current.estimated_fpr) * (1.0 - previous_fpr),
+            rotations: self.rotation_counts(),
+            memory_bytes: current.memory_bytes + previous.map_or(0, |p| p.memory_bytes),
+            current_age: self
+                .clock
+                .now()
+                .saturating_duration_since(generation.started),
+        }
+    }
+
+    fn rotation_counts(&self) -> RotationCounts {
+        let [fpr_threshold, capacity, max_age] =
+            self.rotations.each_ref().map(|c| c.load(Ordering::Relaxed));
+        RotationCounts {
+            fpr_threshold,
+            capacity,
+            max_age,
+        }
+    }
+
+    /// The configuration the doorkeeper runs with.
+    pub fn config(&self) -> DoorkeeperConfig {
+        self.config.clone()
+    }
+}
+
+impl std::fmt::Debug for Doorkeeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Doorkeeper")
+            .field("config", &self.config)
+            .field("generation", &self.generation())
+            .finish_non_exhaustive()
+    }
+}
+
+fn fresh_filter(config: &DoorkeeperConfig, sizing: Sizing) -> BloomFilter {
+    BloomFilter::builder(config.capacity, config.target_fpr)
+        .num_bits(sizing.num_bits())
+        .num_hashes(sizing.num_hashes)
+        .seed(Seed::random())
+        .build()
+}
+
+struct ReleaseOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}

@@ -4,5 +4,11 @@
 
 pub mod admission;
 pub mod bloom;
+pub mod cache;
+pub mod config;
+pub mod demo;
 pub mod load;
+pub mod proxy;
+pub mod sim;
+pub mod telemetry;
 pub mod trace;

@@ -1,3 +1,130 @@
-fn main() {
-    println!("Hello, world!");
+//! The `bloomgate` command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use bloomgate::config::{self, CheckConfigArgs, Config};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "bloomgate",
+    version,
+    about = "A caching reverse proxy that stores an object on its second request"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Try everything on loopback: synthetic origin, proxy with and without admission, a replayed trace.
+    Demo(bloomgate::demo::DemoArgs),
+    /// Run the proxy in front of the configured origin.
+    Serve(ServeArgs),
+    /// Validate a config file: every error, each naming its key; exits non-zero on any.
+    CheckConfig(CheckConfigArgs),
+    /// Run a synthetic origin for load tests: `/obj/<key>?size=N` returns N deterministic bytes.
+    Origin(bloomgate::load::origin::OriginArgs),
+    /// Replay a request trace live against a running proxy and report what it did.
+    Replay(bloomgate::load::replay::ReplayArgs),
+    /// Replay a trace offline through admit-all, exact second-hit and Bloom admission side by side.
+    Simulate(bloomgate::sim::SimulateArgs),
+    /// Work with request traces.
+    #[command(subcommand)]
+    Trace(TraceCommand),
+}
+
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// Write a synthetic trace (Zipf popularity, one-hit wonders, log-normal sizes) as CSV.
+    Generate(bloomgate::trace::GenerateArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Config file; without it, `config/bloomgate.toml` if present, else the built-in defaults.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::Demo(args) => {
+            init_logging("warn");
+            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::demo::run(args))?))
+        }
+        Command::Origin(args) => {
+            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::load::origin::run(args))?))
+        }
+        Command::Replay(args) => {
+            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::load::replay::run(args))?))
+        }
+        Command::Simulate(args) => bloomgate::sim::run(&args).map_err(Into::into),
+        Command::Trace(TraceCommand::Generate(args)) => {
+            bloomgate::trace::generate(&args).map_err(Into::into)
+        }
+        Command::CheckConfig(args) => match config::check_config(&args) {
+            Ok(summary) => {
+                println!("{summary}");
+                Ok(())
+            }
+            Err(errors) => {
+                eprintln!("{errors}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("bloomgate: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
+    let loaded = match path {
+        Some(path) => Config::load(path),
+        None => Config::load_or_defaults(std::path::Path::new(config::DEFAULT_PATH)),
+    };
+    loaded.map_err(|errors| anyhow::anyhow!("{errors}"))
+}
+
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = load_config(args.config.as_ref())?;
+    init_logging(&config.log.level);
+    runtime()?.block_on(async {
+        let origin = config.origin.url.clone();
+        let running = bloomgate::proxy::start(config).await?;
+        // One line on stdout that scripts and tests read to find the ports.
+        println!(
+            "bloomgate listening on http://{} (admin http://{}/metrics) -> origin {}",
+            running.addr, running.admin_addr, origin
+        );
+        running.run_until_signal().await;
+        Ok(())
+    })
 }

@@ -6,12 +6,14 @@
 //! [`SyntheticTrace`] generates Zipf-popular traces with one-hit wonders and log-normal sizes, and
 //! [`TraceWriter`] saves any trace as CSV.
 
+mod cli;
 mod error;
 mod reader;
 mod size;
 mod synthetic;
 mod writer;
 
+pub use cli::{GenerateArgs, generate};
 pub use error::TraceError;
 pub use reader::{Compression, ReadOptions, RequestRef, TraceFormat, TraceInfo, TraceReader};
 pub use size::{SYNTHESIZED_SIZE_RULE, synthesized_size};

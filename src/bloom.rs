@@ -1,1 +1,0 @@
-//! Concurrent cache-line-blocked Bloom filter.

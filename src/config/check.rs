@@ -1,0 +1,43 @@
+//! `bloomgate check-config PATH`: validate a config file and summarise it.
+
+use std::path::PathBuf;
+
+use super::values::format_size;
+use super::{Config, ConfigErrors};
+
+/// Arguments of `bloomgate check-config`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct CheckConfigArgs {
+    /// The config file to validate.
+    pub path: PathBuf,
+}
+
+/// Validates the file: `"PATH: ok"` and a one-line summary, or every error found (one per line).
+pub fn check_config(args: &CheckConfigArgs) -> Result<String, ConfigErrors> {
+    let config = Config::load(&args.path)?;
+    Ok(format!("{}: ok\n{}", args.path.display(), summary(&config)))
+}
+
+fn summary(config: &Config) -> String {
+    let admission = &config.admission;
+    let admission = if admission.enabled {
+        format!(
+            "admission on second hit (capacity {}, fpr {}, rotate at {} or every {})",
+            admission.capacity,
+            admission.target_fpr,
+            admission.rotate_at_fpr,
+            humantime::format_duration(admission.max_age)
+        )
+    } else {
+        "admission off (every storable response is stored)".to_owned()
+    };
+    format!(
+        "listen {} -> origin {}, cache {} (objects up to {}), {admission}, admin {}, log {}",
+        config.server.listen,
+        config.origin.url,
+        format_size(config.cache.max_bytes),
+        format_size(config.cache.max_object_bytes),
+        config.admin.listen,
+        config.log.level,
+    )
+}

@@ -1,0 +1,235 @@
+//! Configuration: the TOML schema, its embedded defaults, loading, and validation that names the bad key.
+//!
+//! `config/bloomgate.toml` is the single source of the defaults: it is embedded in the binary and a
+//! user's file is laid over it, so a file may give any subset of keys. Parsing is a pure function of
+//! the text, so a live reload can re-run it and keep the old `Config` when the new text has errors.
+
+mod check;
+mod error;
+mod parse;
+mod values;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use toml::Table;
+
+pub use check::{CheckConfigArgs, check_config};
+pub use error::{ConfigError, ConfigErrors};
+pub use values::format_size;
+
+/// The annotated default configuration, as shipped in `config/bloomgate.toml`.
+pub const DEFAULT_TOML: &str = include_str!("../../config/bloomgate.toml");
+
+/// Where `serve` looks for its config file when none is given.
+pub const DEFAULT_PATH: &str = "config/bloomgate.toml";
+
+static DEFAULT_TABLE: LazyLock<Table> = LazyLock::new(|| {
+    DEFAULT_TOML
+        .parse()
+        .expect("the embedded config/bloomgate.toml is valid TOML (tested)")
+});
+
+static DEFAULTS: LazyLock<Config> = LazyLock::new(|| {
+    parse::read(&DEFAULT_TABLE)
+        .expect("the embedded config/bloomgate.toml is a valid config (tested)")
+});
+
+/// The whole configuration. Every field has a default from the embedded `config/bloomgate.toml`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub origin: OriginConfig,
+    pub cache: CacheConfig,
+    pub admission: AdmissionConfig,
+    pub admin: AdminConfig,
+    pub log: LogConfig,
+}
+
+/// `[server]`: the public listener.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerConfig {
+    /// Address the proxy listens on. Default `127.0.0.1:8080`.
+    pub listen: SocketAddr,
+    /// Open client connections beyond this are refused (closed). Default 10000.
+    pub max_connections: usize,
+    /// A request head must arrive within this (slowloris guard). Default 10s.
+    pub header_read_timeout: Duration,
+    /// Larger request heads get 431. At least 8KiB. Default 64KiB.
+    pub max_header_bytes: usize,
+    /// How long graceful shutdown waits for requests in flight. Default 10s.
+    pub shutdown_grace: Duration,
+    /// Networks allowed to send PURGE to the public listener. Default none.
+    pub purge_allowed_networks: Vec<ipnet::IpNet>,
+}
+
+/// `[origin]`: the server behind the proxy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OriginConfig {
+    /// `http://host:port`, no path. Default `http://127.0.0.1:8081`.
+    pub url: http::Uri,
+    /// Default 2s.
+    pub connect_timeout: Duration,
+    /// A silent origin gets the client a 504 within this. Default 15s.
+    pub first_byte_timeout: Duration,
+    /// Longest gap between body chunks before the response is aborted. Default 10s.
+    pub idle_timeout: Duration,
+    /// Idle pooled connections are closed after this. Default 90s.
+    pub pool_idle_timeout: Duration,
+    /// Idle connections kept per origin host; 0 disables pooling. Default 256.
+    pub pool_max_idle_per_host: usize,
+    /// False: send the origin's authority as Host; true: forward the client's Host. Default false.
+    pub preserve_host: bool,
+}
+
+/// `[cache]`: the in-memory store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheConfig {
+    /// Bytes of headers plus bodies the store may hold. Default 512MiB.
+    pub max_bytes: u64,
+    /// Larger responses are streamed through, never buffered or stored. At most `max_bytes`. Default 8MiB.
+    pub max_object_bytes: u64,
+    /// `[cache.key]`
+    pub key: CacheKeyConfig,
+}
+
+/// `[cache.key]`: which parts of a request make its cache key (the path always does).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheKeyConfig {
+    /// Default false.
+    pub include_scheme: bool,
+    /// Default true.
+    pub include_host: bool,
+    /// Default true.
+    pub include_query: bool,
+    /// Sort query parameters so `?a=1&b=2` and `?b=2&a=1` share an entry. Default false.
+    pub sort_query: bool,
+    /// Query parameters left out of the key (e.g. `utm_source`). Default none.
+    pub drop_query_params: Vec<String>,
+}
+
+/// `[admission]`: the doorkeeper that stores an object only on its second request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdmissionConfig {
+    /// False stores every storable response on its first request. Default true.
+    pub enabled: bool,
+    /// Distinct keys one filter generation is sized for. At least 1. Default 1000000.
+    pub capacity: u64,
+    /// False-positive rate a generation is sized for at `capacity`, in (0, 1). Default 0.01.
+    pub target_fpr: f64,
+    /// Rotate when the estimated combined false-positive rate crosses this, in (target_fpr, 1). Default 0.02.
+    pub rotate_at_fpr: f64,
+    /// Rotate a generation at least this often. Default 1h.
+    pub max_age: Duration,
+}
+
+/// `[admin]`: the metrics, health and purge listener.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdminConfig {
+    /// Default `127.0.0.1:9091` (loopback only).
+    pub listen: SocketAddr,
+}
+
+/// `[log]`
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogConfig {
+    /// A `tracing` level or `EnvFilter` directives (`"info,bloomgate=debug"`). Default `"info"`.
+    pub level: String,
+}
+
+impl Config {
+    /// Parses a config text laid over the defaults, collecting every error rather than the first.
+    pub fn from_toml_str(text: &str) -> Result<Config, ConfigErrors> {
+        let user: Table = text
+            .parse()
+            .map_err(|error| ConfigErrors::new(vec![ConfigError::syntax(text, &error)]))?;
+        let mut table = DEFAULT_TABLE.clone();
+        parse::overlay(&mut table, user);
+        parse::read(&table).map_err(ConfigErrors::new)
+    }
+
+    /// Reads and parses a config file; every error is prefixed with the file's path.
+    pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            ConfigErrors::new(vec![ConfigError::Unreadable {
+                reason: error.to_string(),
+            }])
+            .in_file(path)
+        })?;
+        Config::from_toml_str(&text).map_err(|errors| errors.in_file(path))
+    }
+
+    /// Like `load`, but a file that does not exist means the defaults (for `serve` without `--config`).
+    pub fn load_or_defaults(path: &Path) -> Result<Config, ConfigErrors> {
+        if path.exists() {
+            Config::load(path)
+        } else {
+            Ok(Config::defaults())
+        }
+    }
+
+    /// The embedded `config/bloomgate.toml`, parsed.
+    pub fn defaults() -> Config {
+        DEFAULTS.clone()
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::defaults()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_defaults_parse_without_errors() {
+        let table: Table = DEFAULT_TOML.parse().unwrap();
+        if let Err(errors) = parse::read(&table) {
+            panic!(
+                "config/bloomgate.toml has errors:\n{}",
+                ConfigErrors::new(errors)
+            );
+        }
+    }
+
+    #[test]
+    fn defaults_match_the_documented_values() {
+        let config = Config::defaults();
+        assert_eq!(config.server.listen, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(config.server.max_connections, 10_000);
+        assert_eq!(config.server.header_read_timeout, Duration::from_secs(10));
+        assert_eq!(config.server.max_header_bytes, 64 << 10);
+        assert_eq!(config.server.shutdown_grace, Duration::from_secs(10));
+        assert!(config.server.purge_allowed_networks.is_empty());
+        assert_eq!(config.origin.url, "http://127.0.0.1:8081");
+        assert_eq!(config.origin.connect_timeout, Duration::from_secs(2));
+        assert_eq!(config.origin.first_byte_timeout, Duration::from_secs(15));
+        assert_eq!(config.origin.idle_timeout, Duration::from_secs(10));
+        assert_eq!(config.origin.pool_idle_timeout, Duration::from_secs(90));
+        assert_eq!(config.origin.pool_max_idle_per_host, 256);
+        assert!(!config.origin.preserve_host);
+        assert_eq!(config.cache.max_bytes, 512 << 20);
+        assert_eq!(config.cache.max_object_bytes, 8 << 20);
+        let key = &config.cache.key;
+        assert!(!key.include_scheme && key.include_host && key.include_query && !key.sort_query);
+        assert!(key.drop_query_params.is_empty());
+        assert!(config.admission.enabled);
+        assert_eq!(config.admission.capacity, 1_000_000);
+        assert_eq!(config.admission.target_fpr, 0.01);
+        assert_eq!(config.admission.rotate_at_fpr, 0.02);
+        assert_eq!(config.admission.max_age, Duration::from_secs(3600));
+        assert_eq!(config.admin.listen, "127.0.0.1:9091".parse().unwrap());
+        assert_eq!(config.log.level, "info");
+    }
+
+    #[test]
+    fn a_silent_origin_gets_a_504_within_30_seconds_by_default() {
+        let origin = Config::defaults().origin;
+        assert!(origin.connect_timeout + origin.first_byte_timeout < Duration::from_secs(30));
+    }
+}

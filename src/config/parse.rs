@@ -1,0 +1,329 @@
+//! Reading a TOML table into a `Config`: defaults underneath, every error collected with its dotted key.
+
+use toml::{Table, Value};
+
+use super::error::ConfigError;
+use super::values::{self, format_size, shown};
+use super::{
+    AdminConfig, AdmissionConfig, CacheConfig, CacheKeyConfig, Config, LogConfig, OriginConfig,
+    ServerConfig,
+};
+
+/// Lays `user` over `base`: tables merge key by key, any other value replaces the base's.
+pub(super) fn overlay(base: &mut Table, user: Table) {
+    for (key, value) in user {
+        match (base.get_mut(&key), value) {
+            (Some(Value::Table(below)), Value::Table(above)) => overlay(below, above),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// Reads a complete table (defaults already laid underneath) into a `Config`, or every error found.
+pub(super) fn read(table: &Table) -> Result<Config, Vec<ConfigError>> {
+    let mut root = Section::new(String::new(), table);
+    let config = read_config(&mut root);
+    let errors = root.finish();
+    match config {
+        Some(config) if errors.is_empty() => Ok(config),
+        _ => Err(errors),
+    }
+}
+
+fn read_config(root: &mut Section) -> Option<Config> {
+    let server = root.child("server", read_server);
+    let origin = root.child("origin", read_origin);
+    let cache = root.child("cache", read_cache);
+    let admission = root.child("admission", read_admission);
+    let admin = root.child("admin", read_admin);
+    let log = root.child("log", read_log);
+    Some(Config {
+        server: server?,
+        origin: origin?,
+        cache: cache?,
+        admission: admission?,
+        admin: admin?,
+        log: log?,
+    })
+}
+
+// hyper panics if its HTTP/1 read buffer limit is below 8 KiB, so a smaller head limit cannot be honoured.
+const SMALLEST_HEADER_LIMIT: usize = 8 << 10;
+
+fn read_server(s: &mut Section) -> Option<ServerConfig> {
+    let listen = s.get("listen", values::socket_addr);
+    let max_connections = s.get("max_connections", at_least_one);
+    let header_read_timeout = s.get("header_read_timeout", values::positive_duration);
+    let max_header_bytes = s.get("max_header_bytes", |v| {
+        let bytes =
+            usize::try_from(values::size(v)?).map_err(|_| format!("{} is too large", shown(v)))?;
+        if bytes < SMALLEST_HEADER_LIMIT {
+            return Err(format!(
+                "must be at least {} (the HTTP/1 parser's smallest buffer), got {}",
+                format_size(SMALLEST_HEADER_LIMIT as u64),
+                shown(v)
+            ));
+        }
+        Ok(bytes)
+    });
+    let shutdown_grace = s.get("shutdown_grace", values::duration);
+    let purge_allowed_networks = s.get("purge_allowed_networks", values::networks);
+    Some(ServerConfig {
+        listen: listen?,
+        max_connections: max_connections?,
+        header_read_timeout: header_read_timeout?,
+        max_header_bytes: max_header_bytes?,
+        shutdown_grace: shutdown_grace?,
+        purge_allowed_networks: purge_allowed_networks?,
+    })
+}
+
+fn read_origin(s: &mut Section) -> Option<OriginConfig> {
+    let url = s.get("url", values::origin_url);
+    let connect_timeout = s.get("connect_timeout", values::positive_duration);
+    let first_byte_timeout = s.get("first_byte_timeout", values::positive_duration);
+    let idle_timeout = s.get("idle_timeout", values::positive_duration);
+    let pool_idle_timeout = s.get("pool_idle_timeout", values::positive_duration);
+    let pool_max_idle_per_host = s.get("pool_max_idle_per_host", values::count_usize);
+    let preserve_host = s.get("preserve_host", values::boolean);
+    Some(OriginConfig {
+        url: url?,
+        connect_timeout: connect_timeout?,
+        first_byte_timeout: first_byte_timeout?,
+        idle_timeout: idle_timeout?,
+        pool_idle_timeout: pool_idle_timeout?,
+        pool_max_idle_per_host: pool_max_idle_per_host?,
+        preserve_host: preserve_host?,
+    })
+}
+
+fn read_cache(s: &mut Section) -> Option<CacheConfig> {
+    let max_bytes = s.get("max_bytes", values::size);
+    let max_object_bytes = s.get("max_object_bytes", values::size);
+    let key = s.child("key", read_cache_key);
+    let (max_bytes, max_object_bytes) = (max_bytes?, max_object_bytes?);
+    if max_object_bytes > max_bytes {
+        s.report(
+            "max_object_bytes",
+            format!(
+                "{} is larger than cache.max_bytes ({})",
+                format_size(max_object_bytes),
+                format_size(max_bytes)
+            ),
+        );
+        return None;
+    }
+    Some(CacheConfig {
+        max_bytes,
+        max_object_bytes,
+        key: key?,
+    })
+}
+
+fn read_cache_key(s: &mut Section) -> Option<CacheKeyConfig> {
+    let include_scheme = s.get("include_scheme", values::boolean);
+    let include_host = s.get("include_host", values::boolean);
+    let include_query = s.get("include_query", values::boolean);
+    let sort_query = s.get("sort_query", values::boolean);
+    let drop_query_params = s.get("drop_query_params", values::names);
+    Some(CacheKeyConfig {
+        include_scheme: include_scheme?,
+        include_host: include_host?,
+        include_query: include_query?,
+        sort_query: sort_query?,
+        drop_query_params: drop_query_params?,
+    })
+}
+
+fn read_admission(s: &mut Section) -> Option<AdmissionConfig> {
+    let enabled = s.get("enabled", values::boolean);
+    let capacity = s.get("capacity", |v| {
+        let n = values::count(v)?;
+        if n == 0 {
+            return Err("must be at least 1, got 0".to_owned());
+        }
+        Ok(n)
+    });
+    let target_fpr = s.get("target_fpr", values::open_fraction);
+    let rotate_at_fpr = s.get("rotate_at_fpr", values::open_fraction);
+    let max_age = s.get("max_age", values::positive_duration);
+    let (target_fpr, rotate_at_fpr) = (target_fpr?, rotate_at_fpr?);
+    // The previous generation alone is near target_fpr when it rotates out full, so a threshold at or
+    // below it would rotate again at once, over and over.
+    if rotate_at_fpr <= target_fpr {
+        s.report(
+            "rotate_at_fpr",
+            format!("{rotate_at_fpr} must be greater than admission.target_fpr ({target_fpr})"),
+        );
+        return None;
+    }
+    Some(AdmissionConfig {
+        enabled: enabled?,
+        capacity: capacity?,
+        target_fpr,
+        rotate_at_fpr,
+        max_age: max_age?,
+    })
+}
+
+fn read_admin(s: &mut Section) -> Option<AdminConfig> {
+    let listen = s.get("listen", values::socket_addr);
+    Some(AdminConfig { listen: listen? })
+}
+
+const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+fn read_log(s: &mut Section) -> Option<LogConfig> {
+    let level = s.get("level", |v| {
+        let level = values::string(v)?;
+        let expected = || {
+            format!(
+                "expected a level ({}) or directives like \"info,bloomgate=debug\", got {}",
+                LEVELS.join(", "),
+                shown(v)
+            )
+        };
+        // EnvFilter reads a lone word as a target name ("inf" = everything from target "inf"), which
+        // would silently turn a mistyped level into no logging at all.
+        let lone_word = !level.contains(['=', ',', '[']);
+        if lone_word && !LEVELS.contains(&level.trim().to_ascii_lowercase().as_str()) {
+            return Err(expected());
+        }
+        match tracing_subscriber::EnvFilter::try_new(&level) {
+            Ok(_) => Ok(level),
+            Err(error) => Err(format!("{} ({error})", expected())),
+        }
+    });
+    Some(LogConfig { level: level? })
+}
+
+fn at_least_one(value: &Value) -> Result<usize, String> {
+    match values::count_usize(value)? {
+        0 => Err("must be at least 1, got 0".to_owned()),
+        n => Ok(n),
+    }
+}
+
+/// One table being read: remembers which keys were read so the rest can be reported as unknown.
+struct Section<'t> {
+    path: String,
+    table: &'t Table,
+    read: Vec<&'static str>,
+    errors: Vec<ConfigError>,
+}
+
+impl<'t> Section<'t> {
+    fn new(path: String, table: &'t Table) -> Self {
+        Self {
+            path,
+            table,
+            read: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    fn dotted(&self, key: &str) -> String {
+        if self.path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{}.{key}", self.path)
+        }
+    }
+
+    fn report(&mut self, key: &str, problem: impl Into<String>) {
+        let key = self.dotted(key);
+        self.errors.push(ConfigError::invalid(key, problem));
+    }
+
+    fn value(&mut self, key: &'static str) -> Option<&'t Value> {
+        self.read.push(key);
+        let value = self.table.get(key);
+        if value.is_none() {
+            // Only reachable if the embedded defaults lack the key; its unit test guards that.
+            self.report(key, "missing, and absent from the built-in defaults");
+        }
+        value
+    }
+
+    fn get<T>(
+        &mut self,
+        key: &'static str,
+        read: impl FnOnce(&Value) -> Result<T, String>,
+    ) -> Option<T> {
+        let value = self.value(key)?;
+        read(value)
+            .map_err(|problem| self.report(key, problem))
+            .ok()
+    }
+
+    fn child<T>(
+        &mut self,
+        key: &'static str,
+        read: impl FnOnce(&mut Section<'t>) -> Option<T>,
+    ) -> Option<T> {
+        let table = match self.value(key)? {
+            Value::Table(table) => table,
+            other => {
+                self.report(key, format!("expected a table, got {}", shown(other)));
+                return None;
+            }
+        };
+        let mut child = Section::new(self.dotted(key), table);
+        let value = read(&mut child);
+        self.errors.extend(child.finish());
+        value
+    }
+
+    /// Returns the errors found, plus one for each key that was never read.
+    fn finish(mut self) -> Vec<ConfigError> {
+        for (key, value) in self.table {
+            if !self.read.contains(&key.as_str()) {
+                let key = self.dotted(key);
+                self.errors.push(match value {
+                    Value::Table(_) => ConfigError::UnknownTable { key },
+                    _ => ConfigError::UnknownKey { key },
+                });
+            }
+        }
+        self.errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlay_merges_tables_and_replaces_values() {
+        let mut base: Table = "a = 1\n[t]\nx = 1\ny = 2\n".parse().unwrap();
+        let user: Table = "a = 5\n[t]\ny = 3\n".parse().unwrap();
+        overlay(&mut base, user);
+        let expected: Table = "a = 5\n[t]\nx = 1\ny = 3\n".parse().unwrap();
+        assert_eq!(base, expected);
+    }
+
+    #[test]
+    fn every_missing_key_is_reported_against_an_empty_table() {
+        let errors = read(&Table::new()).unwrap_err();
+        assert_eq!(errors.len(), 6, "{errors:?}");
+    }
+
+    #[test]
+    fn a_mistyped_log_level_is_not_taken_for_a_target() {
+        let mut table: Table = super::super::DEFAULT_TOML.parse().unwrap();
+        overlay(&mut table, "[log]\nlevel = \"inf\"\n".parse().unwrap());
+        let errors = read(&table).unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].key(), Some("log.level"));
+        for ok in ["debug", "WARN", "info,bloomgate=debug", "bloomgate=trace"] {
+            let mut table: Table = super::super::DEFAULT_TOML.parse().unwrap();
+            overlay(
+                &mut table,
+                format!("[log]\nlevel = \"{ok}\"\n").parse().unwrap(),
+            );
+            assert!(read(&table).is_ok(), "{ok} should be accepted");
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! Config values: sizes, durations, addresses, networks and the origin URL, read from TOML values.
+//!
+//! Each reader returns the problem as text without the key; the caller prefixes the dotted key.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use http::Uri;
+use ipnet::IpNet;
+use toml::Value;
+
+/// Reads a byte size: an integer (bytes) or a string such as `"512MiB"`, `"64KiB"`, `"1.5GB"`, `"100"`.
+///
+/// KiB, MiB, GiB and TiB are powers of 1024; KB, MB, GB and TB are powers of 1000. Units are
+/// case-insensitive and may be separated from the number by spaces.
+pub fn size(value: &Value) -> Result<u64, String> {
+    let expected = || format!("expected a size like \"512MiB\", got {}", shown(value));
+    match value {
+        Value::Integer(bytes) => u64::try_from(*bytes).map_err(|_| expected()),
+        Value::String(text) => parse_size(text).ok_or_else(expected),
+        _ => Err(expected()),
+    }
+}
+
+fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let unit_start = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(unit_start);
+    let multiplier: u64 = match unit.trim_start().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => return None,
+    };
+    match number.split_once('.') {
+        None => number.parse::<u64>().ok()?.checked_mul(multiplier),
+        Some(_) => {
+            // Fractional sizes ("1.5GB") round down to whole bytes.
+            let bytes = number.parse::<f64>().ok()? * multiplier as f64;
+            (bytes < u64::MAX as f64).then_some(bytes as u64)
+        }
+    }
+}
+
+/// Reads a duration string such as `"2s"`, `"150ms"` or `"1h 30m"` (humantime syntax).
+pub fn duration(value: &Value) -> Result<Duration, String> {
+    let expected = || {
+        format!(
+            "expected a duration like \"10s\" or \"150ms\", got {}",
+            shown(value)
+        )
+    };
+    match value {
+        Value::String(text) => humantime::parse_duration(text.trim()).map_err(|_| expected()),
+        Value::Integer(_) | Value::Float(_) => {
+            Err(format!("{} (a duration needs a unit)", expected()))
+        }
+        _ => Err(expected()),
+    }
+}
+
+/// Reads a duration that must be longer than zero (timeouts, ages).
+pub fn positive_duration(value: &Value) -> Result<Duration, String> {
+    let duration = duration(value)?;
+    if duration.is_zero() {
+        return Err(format!("must be greater than 0, got {}", shown(value)));
+    }
+    Ok(duration)
+}
+
+/// Reads a socket address such as `"127.0.0.1:8080"` or `"[::1]:8080"`.
+pub fn socket_addr(value: &Value) -> Result<SocketAddr, String> {
+    let expected = || {
+        format!(
+            "expected a socket address like \"127.0.0.1:8080\" or \"[::1]:8080\", got {}",
+            shown(value)
+        )
+    };
+    let text = value.as_str().ok_or_else(expected)?;
+    text.trim().parse().map_err(|_| expected())
+}
+
+/// Reads a list of networks in CIDR notation (`"127.0.0.0/8"`, `"::1/128"`); a bare address is one host.
+pub fn networks(value: &Value) -> Result<Vec<IpNet>, String> {
+    list(
+        value,
+        "networks like [\"127.0.0.0/8\", \"::1/128\"]",
+        |item| {
+            let text = item.as_str()?.trim();
+            text.parse::<IpNet>()
+                .ok()
+                .or_else(|| text.parse::<IpAddr>().ok().map(IpNet::from))
+        },
+    )
+}
+
+/// Reads a list of non-empty strings.
+pub fn names(value: &Value) -> Result<Vec<String>, String> {
+    list(value, "a list of names like [\"utm_source\"]", |item| {
+        item.as_str()
+            .filter(|name| !name.is_empty())
+            .map(str::to_owned)
+    })
+}
+
+fn list<T>(
+    value: &Value,
+    expected: &str,
+    read: impl Fn(&Value) -> Option<T>,
+) -> Result<Vec<T>, String> {
+    let Value::Array(items) = value else {
+        return Err(format!("expected {expected}, got {}", shown(value)));
+    };
+    items
+        .iter()
+        .map(|item| {
+            read(item)
+                .ok_or_else(|| format!("expected {expected}, got {} in the list", shown(item)))
+        })
+        .collect()
+}
+
+/// Reads the origin URL: `http://host:port`, with an empty or `/` path and no query.
+pub fn origin_url(value: &Value) -> Result<Uri, String> {
+    let expected = || {
+        format!(
+            "expected a URL like \"http://127.0.0.1:8081\", got {}",
+            shown(value)
+        )
+    };
+    let text = value.as_str().ok_or_else(expected)?;
+    let uri: Uri = text.trim().parse().map_err(|_| expected())?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") => return Err("https origins are not supported yet".to_owned()),
+        _ => return Err(expected()),
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(expected());
+    }
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err(format!(
+            "the origin URL must not have a path or query (requests keep their own), got {}",
+            shown(value)
+        ));
+    }
+    Ok(uri)
+}
+
+/// Reads a boolean.
+pub fn boolean(value: &Value) -> Result<bool, String> {
+    value
+        .as_bool()
+        .ok_or_else(|| format!("expected true or false, got {}", shown(value)))
+}
+
+/// Reads a non-negative integer that fits a `u64`.
+pub fn count(value: &Value) -> Result<u64, String> {
+    value
+        .as_integer()
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| format!("expected a non-negative integer, got {}", shown(value)))
+}
+
+/// Reads a non-negative integer that fits a `usize`.
+pub fn count_usize(value: &Value) -> Result<usize, String> {
+    let n = count(value)?;
+    usize::try_from(n).map_err(|_| format!("{n} is too large"))
+}
+
+/// Reads a probability strictly between 0 and 1.
+pub fn open_fraction(value: &Value) -> Result<f64, String> {
+    let p = match value {
+        Value::Float(p) => *p,
+        Value::Integer(n) => *n as f64,
+        _ => {
+            return Err(format!(
+                "expected a number in (0, 1) like 0.01, got {}",
+                shown(value)
+            ));
+        }
+    };
+    if p > 0.0 && p < 1.0 {
+        Ok(p)
+    } else {
+        Err(format!("{} must be in (0, 1)", shown(value)))
+    }
+}
+
+/// Reads a string.
+pub fn string(value: &Value) -> Result<String, String> {
+    value
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("expected a string, got {}", shown(value)))
+}
+
+/// Shows a value as the user wrote it (`"lots"`, `1.5`), or its kind when it is a table or array.
+pub fn shown(value: &Value) -> String {
+    match value {
+        Value::Table(_) => "a table".to_owned(),
+        Value::Array(_) => "an array".to_owned(),
+        _ => value.to_string(),
+    }
+}
+
+/// Formats a byte count with the largest binary unit that divides it, as the config file writes it.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ];
+    UNITS
+        .iter()
+        .find(|(unit, _)| bytes >= *unit && bytes.is_multiple_of(*unit))
+        .map_or_else(
+            || format!("{bytes}B"),
+            |(unit, name)| format!("{}{name}", bytes / unit),
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> Value {
+        Value::String(s.to_owned())
+    }
+
+    #[test]
+    fn sizes_accept_binary_and_decimal_units() {
+        assert_eq!(size(&text("512MiB")), Ok(512 << 20));
+        assert_eq!(size(&text("64KiB")), Ok(64 << 10));
+        assert_eq!(size(&text("1GiB")), Ok(1 << 30));
+        assert_eq!(size(&text("1.5GB")), Ok(1_500_000_000));
+        assert_eq!(size(&text("100")), Ok(100));
+        assert_eq!(size(&text("100B")), Ok(100));
+        assert_eq!(size(&text("8 mib")), Ok(8 << 20));
+        assert_eq!(size(&text("2KB")), Ok(2_000));
+        assert_eq!(size(&Value::Integer(4096)), Ok(4096));
+        assert_eq!(size(&text("0.5KiB")), Ok(512));
+    }
+
+    #[test]
+    fn bad_sizes_are_quoted_in_the_error() {
+        assert_eq!(
+            size(&text("lots")),
+            Err("expected a size like \"512MiB\", got \"lots\"".to_owned())
+        );
+        for bad in [
+            "",
+            "MiB",
+            "5XB",
+            "1.2.3MB",
+            ".",
+            "-5MiB",
+            "99999999999999TiB",
+            "1e3",
+        ] {
+            assert!(size(&text(bad)).is_err(), "{bad:?} should be rejected");
+        }
+        assert!(size(&Value::Integer(-1)).is_err());
+        assert!(size(&Value::Float(1.5)).is_err());
+        assert!(size(&Value::Boolean(true)).is_err());
+    }
+
+    #[test]
+    fn durations_use_humantime() {
+        assert_eq!(duration(&text("2s")), Ok(Duration::from_secs(2)));
+        assert_eq!(duration(&text("150ms")), Ok(Duration::from_millis(150)));
+        assert_eq!(duration(&text("1h")), Ok(Duration::from_secs(3600)));
+        assert_eq!(duration(&text("1m 30s")), Ok(Duration::from_secs(90)));
+    }
+
+    #[test]
+    fn durations_without_a_unit_are_rejected() {
+        let err = duration(&Value::Integer(10)).unwrap_err();
+        assert!(err.contains("needs a unit"), "{err}");
+        assert!(duration(&text("10")).is_err());
+        assert!(duration(&text("soon")).is_err());
+        assert!(
+            positive_duration(&text("0s"))
+                .unwrap_err()
+                .contains("greater than 0")
+        );
+    }
+
+    #[test]
+    fn socket_addresses_take_v4_and_v6() {
+        assert_eq!(
+            socket_addr(&text("127.0.0.1:8080")),
+            Ok("127.0.0.1:8080".parse().unwrap())
+        );
+        assert_eq!(
+            socket_addr(&text("[::1]:8080")),
+            Ok("[::1]:8080".parse().unwrap())
+        );
+        assert!(socket_addr(&text("localhost:8080")).is_err());
+        assert!(socket_addr(&text("127.0.0.1")).is_err());
+        assert!(socket_addr(&Value::Integer(8080)).is_err());
+    }
+
+    #[test]
+    fn networks_take_cidr_and_bare_addresses() {
+        let value: Value =
+            Value::Array(vec![text("127.0.0.0/8"), text("::1/128"), text("10.1.2.3")]);
+        let nets = networks(&value).unwrap();
+        assert_eq!(nets.len(), 3);
+        assert!(nets[0].contains(&"127.9.9.9".parse::<IpAddr>().unwrap()));
+        assert_eq!(nets[2], "10.1.2.3/32".parse::<IpNet>().unwrap());
+        let err = networks(&Value::Array(vec![text("10.0.0.0/33")])).unwrap_err();
+        assert!(err.contains("\"10.0.0.0/33\""), "{err}");
+        assert!(networks(&text("10.0.0.0/8")).is_err());
+    }
+
+    #[test]
+    fn origin_url_must_be_plain_http() {
+        let uri = origin_url(&text("http://127.0.0.1:8081")).unwrap();
+        assert_eq!(uri.port_u16(), Some(8081));
+        assert!(origin_url(&text("http://origin.internal/")).is_ok());
+        assert_eq!(
+            origin_url(&text("https://example.com")),
+            Err("https origins are not supported yet".to_owned())
+        );
+        assert!(
+            origin_url(&text("http://example.com/api"))
+                .unwrap_err()
+                .contains("path")
+        );
+        assert!(origin_url(&text("http://example.com/?a=1")).is_err());
+        assert!(origin_url(&text("127.0.0.1:8081")).is_err());
+        assert!(origin_url(&text("ftp://example.com")).is_err());
+        assert!(origin_url(&text("/just/a/path")).is_err());
+    }
+
+    #[test]
+    fn fractions_are_open_interval() {
+        assert_eq!(open_fraction(&Value::Float(0.01)), Ok(0.01));
+        assert_eq!(
+            open_fraction(&Value::Float(1.5)),
+            Err("1.5 must be in (0, 1)".to_owned())
+        );
+        assert!(open_fraction(&Value::Float(0.0)).is_err());
+        assert!(open_fraction(&Value::Integer(1)).is_err());
+        assert!(open_fraction(&Value::Float(f64::NAN)).is_err());
+        assert!(open_fraction(&text("0.5")).is_err());
+    }
+
+    #[test]
+    fn sizes_format_with_the_largest_exact_unit() {
+        assert_eq!(format_size(512 << 20), "512MiB");
+        assert_eq!(format_size(64 << 10), "64KiB");
+        assert_eq!(format_size(1_500_000_000), "1500000000B");
+        assert_eq!(format_size(0), "0B");
+    }
+}

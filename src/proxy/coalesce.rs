@@ -1,0 +1,146 @@
+//! Request coalescing: one origin fetch per cache key in flight; later requests wait for its result.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use dashmap::mapref::entry::Entry;
+use http::{HeaderMap, StatusCode};
+use tokio::sync::watch;
+
+use crate::cache::CacheKey;
+
+/// A complete response the leader of a flight hands to the requests that waited for it.
+#[derive(Debug)]
+pub struct SharedResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// The request headers the response was fetched with, so a waiter can check `Vary`.
+    pub vary: Vec<(http::HeaderName, Option<http::HeaderValue>)>,
+    pub stored: bool,
+    pub detail: Option<&'static str>,
+}
+
+/// How a flight ended, as its waiters see it.
+#[derive(Clone, Debug)]
+pub enum FlightOutcome {
+    Response(Arc<SharedResponse>),
+    /// The origin failed before sending a response head: waiters answer with this status.
+    Failed(StatusCode),
+    /// The leader's response cannot be shared (not storable, too large, aborted): fetch alone.
+    FetchAlone,
+}
+
+type Slot = watch::Receiver<Option<FlightOutcome>>;
+
+/// The fetches in flight, by cache key.
+#[derive(Default)]
+pub struct Coalescer {
+    flights: DashMap<CacheKey, Slot>,
+}
+
+/// The role a request takes for its key.
+pub enum Role {
+    Leader(Flight),
+    Follower(Slot),
+}
+
+impl Coalescer {
+    /// Joins the flight for `key`, or starts one and leads it.
+    pub fn join(self: &Arc<Self>, key: &CacheKey) -> Role {
+        match self.flights.entry(key.clone()) {
+            Entry::Occupied(entry) => Role::Follower(entry.get().clone()),
+            Entry::Vacant(entry) => {
+                let (sender, receiver) = watch::channel(None);
+                entry.insert(receiver);
+                Role::Leader(Flight {
+                    coalescer: Arc::clone(self),
+                    key: key.clone(),
+                    sender: Some(sender),
+                })
+            }
+        }
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.flights.len()
+    }
+}
+
+/// A flight being led; dropping it without finishing tells the waiters to fetch alone.
+pub struct Flight {
+    coalescer: Arc<Coalescer>,
+    key: CacheKey,
+    sender: Option<watch::Sender<Option<FlightOutcome>>>,
+}
+
+impl Flight {
+    /// Ends the flight: the key is free for the next miss, and every waiter receives the outcome.
+    pub fn finish(mut self, outcome: FlightOutcome) {
+        self.end(outcome);
+    }
+
+    fn end(&mut self, outcome: FlightOutcome) {
+        if let Some(sender) = self.sender.take() {
+            self.coalescer.flights.remove(&self.key);
+            sender.send_replace(Some(outcome));
+        }
+    }
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        self.end(FlightOutcome::FetchAlone);
+    }
+}
+
+/// Waits for the flight's outcome; a leader that vanished counts as `FetchAlone`.
+pub async fn wait(mut slot: Slot) -> FlightOutcome {
+    match slot.wait_for(Option::is_some).await {
+        Ok(outcome) => outcome.clone().unwrap_or(FlightOutcome::FetchAlone),
+        Err(_) => FlightOutcome::FetchAlone,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn followers_get_the_leaders_outcome_and_the_key_is_released() {
+        let coalescer = Arc::new(Coalescer::default());
+        let key = CacheKey::from_string("h/a".into());
+        let Role::Leader(flight) = coalescer.join(&key) else {
+            panic!("first request leads")
+        };
+        let Role::Follower(slot) = coalescer.join(&key) else {
+            panic!("second request follows")
+        };
+        let waiter = tokio::spawn(wait(slot));
+        flight.finish(FlightOutcome::Response(Arc::new(SharedResponse {
+            status: StatusCode::OK,
+            headers: HeaderMap::new(),
+            body: Bytes::from_static(b"x"),
+            vary: Vec::new(),
+            stored: false,
+            detail: None,
+        })));
+        let outcome = waiter.await.expect("waiter");
+        assert!(matches!(outcome, FlightOutcome::Response(r) if r.body == "x"));
+        assert_eq!(coalescer.in_flight(), 0);
+        assert!(matches!(coalescer.join(&key), Role::Leader(_)));
+    }
+
+    #[tokio::test]
+    async fn dropped_leader_releases_followers() {
+        let coalescer = Arc::new(Coalescer::default());
+        let key = CacheKey::from_string("h/b".into());
+        let leader = coalescer.join(&key);
+        let Role::Follower(slot) = coalescer.join(&key) else {
+            panic!("second request follows")
+        };
+        drop(leader);
+        assert!(matches!(wait(slot).await, FlightOutcome::FetchAlone));
+    }
+}

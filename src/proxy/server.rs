@@ -1,0 +1,222 @@
+//! The public listener: HTTP/1.1 with keep-alive and HTTP/2 cleartext, a connection limit, a
+//! header-read timeout, and graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use metrics::{counter, gauge};
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
+
+use super::Proxy;
+use super::admin;
+use super::origin::OUTCOMES;
+use super::status::METRIC_LABELS;
+use crate::config::Config;
+use crate::telemetry::{
+    ADMISSION_TOTAL, CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL, ORIGIN_REQUESTS_TOTAL,
+    REQUESTS_TOTAL, recorder,
+};
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr} ({what}): {source}")]
+    Bind {
+        what: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// hyper refuses read buffers below 8 KiB.
+const MIN_HEADER_BUFFER: usize = 8192;
+
+/// A started proxy: where it listens, and how to stop it.
+pub struct RunningProxy {
+    pub addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub proxy: Arc<Proxy>,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl RunningProxy {
+    /// Stops accepting, lets requests in flight finish within `server.shutdown_grace`, and returns
+    /// once every connection is closed or the grace period is over.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+
+    /// Runs until the process receives SIGTERM or SIGINT, then shuts down gracefully.
+    pub async fn run_until_signal(self) {
+        wait_for_signal().await;
+        tracing::info!("shutting down: no new connections, finishing requests in flight");
+        self.shutdown().await;
+    }
+}
+
+/// Binds both listeners and starts serving in the background.
+pub async fn start(config: Config) -> Result<RunningProxy, ServeError> {
+    let _ = recorder();
+    register_series();
+    let listener = TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            what: "proxy",
+            addr: config.server.listen,
+            source,
+        })?;
+    let admin_listener = TcpListener::bind(config.admin.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            what: "admin",
+            addr: config.admin.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        what: "proxy",
+        addr: config.server.listen,
+        source,
+    })?;
+    let admin_addr = admin_listener
+        .local_addr()
+        .map_err(|source| ServeError::Bind {
+            what: "admin",
+            addr: config.admin.listen,
+            source,
+        })?;
+    let proxy = Arc::new(Proxy::new(config));
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let admin_task = tokio::spawn(admin::serve(
+        admin_listener,
+        Arc::clone(&proxy),
+        shutdown_rx.clone(),
+    ));
+    let task = tokio::spawn({
+        let proxy = Arc::clone(&proxy);
+        async move {
+            accept_loop(listener, proxy, shutdown_rx).await;
+            admin_task.abort();
+        }
+    });
+    tracing::info!(%addr, %admin_addr, "bloomgate listening");
+    Ok(RunningProxy {
+        addr,
+        admin_addr,
+        proxy,
+        shutdown,
+        task,
+    })
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    proxy: Arc<Proxy>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let server = &proxy.config().server;
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .header_read_timeout(server.header_read_timeout)
+        .max_buf_size(server.max_header_bytes.max(MIN_HEADER_BUFFER));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(256)
+        .max_header_list_size(u32::try_from(server.max_header_bytes).unwrap_or(u32::MAX));
+    let limit = Arc::new(Semaphore::new(server.max_connections));
+    let graceful = GracefulShutdown::new();
+    let grace = server.shutdown_grace;
+
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        // Out of descriptors or similar: back off instead of spinning.
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = Arc::clone(&limit).try_acquire_owned() else {
+                    counter!(CONNECTIONS_REFUSED_TOTAL).increment(1);
+                    drop(stream);
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let proxy = Arc::clone(&proxy);
+                let service = service_fn(move |request| {
+                    let proxy = Arc::clone(&proxy);
+                    async move { Ok::<_, std::convert::Infallible>(proxy.handle(request, peer).await) }
+                });
+                let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+                let connection = graceful.watch(connection);
+                tokio::spawn(async move {
+                    gauge!(CONNECTIONS_OPEN).increment(1.0);
+                    if let Err(error) = connection.await {
+                        tracing::debug!(%peer, error = %error, "connection ended with an error");
+                    }
+                    gauge!(CONNECTIONS_OPEN).decrement(1.0);
+                    drop(permit);
+                });
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?grace,
+            "connections still open after the shutdown grace period; closing them"
+        );
+    }
+}
+
+/// Creates every labelled series at zero, so dashboards and alerts see them before the first event.
+fn register_series() {
+    for label in METRIC_LABELS {
+        counter!(REQUESTS_TOTAL, "cache_status" => *label).increment(0);
+    }
+    for outcome in OUTCOMES {
+        counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => *outcome).increment(0);
+    }
+    for decision in ["admitted", "first_hit", "not_storable", "too_large"] {
+        counter!(ADMISSION_TOTAL, "decision" => decision).increment(0);
+    }
+    counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
+    gauge!(CONNECTIONS_OPEN).increment(0.0);
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! The body of an origin response on its way to the client: an idle timeout between chunks, byte
+//! counting, and an optional capture of the whole body for the store and for coalesced requests.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use metrics::counter;
+use tokio::time::{Instant, Sleep};
+
+use crate::telemetry::{ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why an origin body ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("origin sent nothing for {0:?} in the middle of a body")]
+    Idle(Duration),
+    #[error("origin body failed: {0}")]
+    Origin(#[from] hyper::Error),
+}
+
+/// Called with the complete body once the origin has sent all of it, and only then.
+pub type OnComplete = Box<dyn FnOnce(Bytes) + Send>;
+
+/// Collects a body up to a limit; dropping it unfinished discards what it holds.
+pub struct Capture {
+    buffer: BytesMut,
+    limit: usize,
+    on_complete: OnComplete,
+}
+
+impl Capture {
+    pub fn new(expected: Option<u64>, limit: u64, on_complete: OnComplete) -> Capture {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let reserve = expected
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(16 * 1024)
+            .min(limit);
+        Capture {
+            buffer: BytesMut::with_capacity(reserve),
+            limit,
+            on_complete,
+        }
+    }
+}
+
+pub struct OriginStream {
+    inner: Incoming,
+    idle_timeout: Duration,
+    idle: Pin<Box<Sleep>>,
+    capture: Option<Capture>,
+}
+
+impl OriginStream {
+    pub fn new(inner: Incoming, idle_timeout: Duration, capture: Option<Capture>) -> OriginStream {
+        OriginStream {
+            inner,
+            idle_timeout,
+            idle: Box::pin(tokio::time::sleep(idle_timeout)),
+            capture,
+        }
+    }
+
+    fn complete(&mut self) {
+        if let Some(capture) = self.capture.take() {
+            (capture.on_complete)(capture.buffer.freeze());
+        }
+    }
+
+    fn fail(&mut self, error: BodyError) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        // Dropping the capture drops its flight: waiters fetch alone, and nothing is stored.
+        self.capture = None;
+        counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => "body_error").increment(1);
+        tracing::warn!(%error, "origin body aborted");
+        Poll::Ready(Some(Err(Box::new(error))))
+    }
+}
+
+impl Body for OriginStream {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let deadline = Instant::now() + this.idle_timeout;
+                this.idle.as_mut().reset(deadline);
+                if let Some(data) = frame.data_ref() {
+                    counter!(ORIGIN_BYTES_TOTAL).increment(data.len() as u64);
+                    if let Some(capture) = this.capture.as_mut() {
+                        if capture.buffer.len() + data.len() > capture.limit {
+                            this.capture = None;
+                        } else {
+                            capture.buffer.extend_from_slice(data);
+                        }
+                    }
+                }
+                // A server that knows the length stops polling once it has sent it, so the last
+                // frame of a length-delimited body is where the capture completes.
+                if this.inner.is_end_stream() {
+                    this.complete();
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(error))) => this.fail(BodyError::Origin(error)),
+            Poll::Ready(None) => {
+                this.complete();
+                Poll::Ready(None)
+            }
+            Poll::Pending => {
+                if this.idle.as_mut().poll(cx).is_ready() {
+                    let timeout = this.idle_timeout;
+                    return this.fail(BodyError::Idle(timeout));
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream() && self.capture.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

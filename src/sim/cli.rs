@@ -1,0 +1,271 @@
+//! `bloomgate simulate`: its arguments and the run that ties reading, simulating and reporting.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::admission::DoorkeeperConfig;
+use crate::trace::{ReadOptions, SYNTHESIZED_SIZE_RULE, TraceInfo};
+
+use super::engine::{CacheSetup, Simulator, TraceStats};
+use super::report::{CacheReport, DoorkeeperSummary, SimReport, TraceSummary};
+use super::{SimError, pipeline};
+
+/// The smallest default doorkeeper capacity, so tiny caches still get a meaningful window.
+const MIN_DEFAULT_CAPACITY: u64 = 1000;
+/// `max_age` when none is given: a century of trace time, i.e. no age limit.
+const NO_MAX_AGE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Replay a trace offline through admit-all, second-hit-exact and bloom admission.
+#[derive(Debug, Clone, clap::Args)]
+#[command(group(clap::ArgGroup::new("size").required(true).args(["cache_bytes", "cache_percent"])))]
+pub struct SimulateArgs {
+    /// The trace: CSV with a header (time,key,size), or an nginx combined log; plain, gzip or zstd.
+    #[arg(long)]
+    pub trace: PathBuf,
+    /// Cache size(s) in bytes, with an optional unit (KiB, MiB, GiB, or K, M, G): 64MiB,1GiB.
+    #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
+    pub cache_bytes: Vec<u64>,
+    /// Cache size(s) as percent of the trace's footprint (sum of distinct objects' sizes): 1,5,10.
+    /// Reads the trace twice.
+    #[arg(long, value_delimiter = ',')]
+    pub cache_percent: Vec<f64>,
+    /// Doorkeeper capacity (distinct keys per generation). Default: as many keys as the cache
+    /// holds objects of the trace's mean size, at least 1000 (reads the trace twice).
+    #[arg(long)]
+    pub capacity: Option<u64>,
+    /// The false-positive rate each filter is sized for at capacity.
+    #[arg(long, default_value_t = 0.01)]
+    pub target_fpr: f64,
+    /// Rotate when the combined false-positive estimate of both generations crosses this.
+    #[arg(long, default_value_t = 0.02)]
+    pub rotate_at_fpr: f64,
+    /// Rotate after this much trace time (e.g. 1h), read from the trace's time column.
+    /// Default: no age limit, since many traces' time is a sequence number.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub max_age: Option<Duration>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Skip and count lines that cannot be parsed instead of stopping at the first.
+    #[arg(long)]
+    pub skip_bad_lines: bool,
+}
+
+/// Runs `bloomgate simulate` and prints its report to stdout.
+pub fn run(args: &SimulateArgs) -> Result<(), SimError> {
+    let report = simulate(args)?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut stdout, &report)?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{report}")?;
+    }
+    Ok(())
+}
+
+/// Runs the simulation that `args` describe and returns its report.
+pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
+    validate(args)?;
+    let options = ReadOptions {
+        skip_bad_lines: args.skip_bad_lines,
+    };
+    let prepass = if args.cache_percent.is_empty() && args.capacity.is_some() {
+        None
+    } else {
+        let progress = progress_bar(None, "measuring footprint");
+        let mut simulator = Simulator::new(&[]);
+        pipeline::scan(&args.trace, options, |batch| {
+            batch.iter().for_each(|&request| simulator.request(request));
+            progress.inc(batch.len() as u64);
+        })?;
+        progress.finish_and_clear();
+        Some(simulator.finish().0)
+    };
+    let cache_sizes: Vec<u64> = match &prepass {
+        Some(stats) if !args.cache_percent.is_empty() => args
+            .cache_percent
+            .iter()
+            .map(|percent| ((stats.footprint_bytes as f64 * percent / 100.0).round() as u64).max(1))
+            .collect(),
+        _ => args.cache_bytes.clone(),
+    };
+    let doorkeepers: Vec<DoorkeeperSummary> = cache_sizes
+        .iter()
+        .map(|&cache_bytes| doorkeeper_summary(args, cache_bytes, prepass.as_ref()))
+        .collect();
+    let setups: Vec<CacheSetup> = cache_sizes
+        .iter()
+        .zip(&doorkeepers)
+        .map(|(&cache_bytes, door)| CacheSetup {
+            cache_bytes,
+            doorkeeper: DoorkeeperConfig {
+                capacity: door.capacity,
+                target_fpr: door.target_fpr,
+                rotate_at_fpr: door.rotate_at_fpr,
+                max_age: args.max_age.unwrap_or(NO_MAX_AGE),
+            },
+        })
+        .collect();
+    for setup in &setups {
+        setup
+            .doorkeeper
+            .validate()
+            .map_err(|e| SimError::Argument(e.to_string()))?;
+    }
+
+    let progress = progress_bar(prepass.map(|s| s.requests), "simulating");
+    let mut simulator = Simulator::new(&setups);
+    let started = Instant::now();
+    let info = pipeline::scan(&args.trace, options, |batch| {
+        batch.iter().for_each(|&request| simulator.request(request));
+        progress.inc(batch.len() as u64);
+    })?;
+    let elapsed = started.elapsed().as_secs_f64();
+    progress.finish_and_clear();
+    let (stats, reports) = simulator.finish();
+    let caches = cache_sizes
+        .iter()
+        .zip(doorkeepers)
+        .zip(reports)
+        .map(|((&cache_bytes, door), policies)| {
+            CacheReport::new(cache_bytes, stats.footprint_bytes, door, policies)
+        })
+        .collect();
+    Ok(SimReport {
+        trace: trace_summary(args, &info, stats),
+        caches,
+        elapsed_seconds: elapsed,
+        requests_per_second: stats.requests as f64 / elapsed.max(1e-9),
+    })
+}
+
+fn validate(args: &SimulateArgs) -> Result<(), SimError> {
+    let bad = |message: String| Err(SimError::Argument(message));
+    if let Some(&percent) = args
+        .cache_percent
+        .iter()
+        .find(|p| !(**p > 0.0 && **p <= 100.0))
+    {
+        return bad(format!("--cache-percent {percent} must be in (0, 100]"));
+    }
+    if args.cache_bytes.contains(&0) {
+        return bad("--cache-bytes must be at least 1".to_owned());
+    }
+    if args.capacity == Some(0) {
+        return bad("--capacity must be at least 1".to_owned());
+    }
+    for (name, value) in [
+        ("--target-fpr", args.target_fpr),
+        ("--rotate-at-fpr", args.rotate_at_fpr),
+    ] {
+        if !(value > 0.0 && value < 1.0) {
+            return bad(format!("{name} {value} must be in (0, 1)"));
+        }
+    }
+    Ok(())
+}
+
+/// The doorkeeper for one cache size: `--capacity`, or as many keys as the cache holds objects.
+fn doorkeeper_summary(
+    args: &SimulateArgs,
+    cache_bytes: u64,
+    stats: Option<&TraceStats>,
+) -> DoorkeeperSummary {
+    let (capacity, capacity_source) = match (args.capacity, stats) {
+        (Some(capacity), _) => (capacity, "--capacity".to_owned()),
+        (None, Some(stats)) => (
+            (cache_bytes / stats.mean_object_bytes()).max(MIN_DEFAULT_CAPACITY),
+            format!(
+                "default: cache bytes / mean object size {} B, at least {MIN_DEFAULT_CAPACITY}",
+                stats.mean_object_bytes()
+            ),
+        ),
+        (None, None) => unreachable!("a prepass runs whenever --capacity is absent"),
+    };
+    DoorkeeperSummary {
+        capacity,
+        capacity_source,
+        target_fpr: args.target_fpr,
+        rotate_at_fpr: args.rotate_at_fpr,
+        max_age_seconds: args.max_age.map(|age| age.as_secs_f64()),
+    }
+}
+
+fn trace_summary(args: &SimulateArgs, info: &TraceInfo, stats: TraceStats) -> TraceSummary {
+    TraceSummary {
+        path: args.trace.display().to_string(),
+        format: info.format,
+        compression: info.compression,
+        skipped_lines: info.skipped_lines,
+        synthesized_sizes: info.sizes_synthesized.then_some(SYNTHESIZED_SIZE_RULE),
+        stats,
+        one_hit_share: if stats.distinct_objects == 0 {
+            0.0
+        } else {
+            stats.one_hit_objects as f64 / stats.distinct_objects as f64
+        },
+    }
+}
+
+/// A progress bar on stderr if it is a terminal, else a hidden one.
+fn progress_bar(total: Option<u64>, message: &'static str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = match total {
+        Some(total) => ProgressBar::new(total).with_style(
+            ProgressStyle::with_template(
+                "{msg} [{bar:40}] {human_pos}/{human_len} requests, {per_sec}, eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ),
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{spinner} {msg}: {human_pos} requests, {per_sec}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ),
+    };
+    bar.with_message(message)
+}
+
+/// Parses a byte count with an optional unit: `1000`, `64KiB`, `64K`, `1.5GiB`.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (use KiB, MiB, GiB)"
+            ));
+        }
+    };
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte count like 64MiB"))?;
+    Ok((number * multiplier as f64).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_take_binary_units() {
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        assert_eq!(parse_bytes("64KiB"), Ok(65_536));
+        assert_eq!(parse_bytes("1.5G"), Ok(1_610_612_736));
+        assert!(parse_bytes("12 parsecs").is_err());
+        assert!(parse_bytes("MiB").is_err());
+    }
+}

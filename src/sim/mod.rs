@@ -1,0 +1,36 @@
+//! The offline simulator: replays a trace through admission policies in front of a byte-bounded cache.
+//!
+//! Every policy gets its own cache with the same eviction ([`ByteLru`]: least recently used, by
+//! bytes), so only admission differs: `admit-all` stores every miss, `second-hit-exact` stores a
+//! miss whose key it remembers exactly from the same window as the doorkeeper, and `bloom` asks the
+//! real [`crate::admission::Doorkeeper`]. Admission is consulted only on misses, as in the proxy.
+
+mod cli;
+mod engine;
+mod lru;
+mod pipeline;
+mod policy;
+mod report;
+
+pub use cli::{SimulateArgs, run};
+pub use engine::{CacheSetup, SimRequest, Simulator, TraceStats, key_fingerprint};
+pub use lru::ByteLru;
+pub use pipeline::scan;
+pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, Rotations, TraceClock};
+pub use report::{
+    BloomVsAdmitAll, BloomVsExact, CacheReport, DoorkeeperSummary, SimReport, TraceSummary,
+};
+
+/// Why a simulation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Trace(#[from] crate::trace::TraceError),
+    /// A command-line value out of range, named as the user typed it.
+    #[error("simulate: {0}")]
+    Argument(String),
+    #[error("simulate: writing the report: {0}")]
+    Output(#[from] std::io::Error),
+    #[error("simulate: encoding the JSON report: {0}")]
+    Json(#[from] serde_json::Error),
+}

@@ -1,0 +1,322 @@
+//! The admission policies compared by the simulator, each in front of its own byte-bounded LRU.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::admission::{Admission, Clock, Doorkeeper, DoorkeeperConfig};
+
+use super::lru::ByteLru;
+
+/// What nginx keeps per key for `proxy_cache_min_uses` ("one megabyte zone can store about
+/// 8 thousand keys", the `proxy_cache_path keys_zone` documentation): 128 bytes.
+pub const NGINX_BYTES_PER_KEY: u64 = 128;
+
+/// Which admission policy a cache runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyKind {
+    /// Store every cacheable miss.
+    AdmitAll,
+    /// Store on the second miss within the window, remembering keys exactly.
+    SecondHitExact,
+    /// Store on the second miss as the real [`Doorkeeper`] decides.
+    Bloom,
+}
+
+impl PolicyKind {
+    pub const ALL: [PolicyKind; 3] = [
+        PolicyKind::AdmitAll,
+        PolicyKind::SecondHitExact,
+        PolicyKind::Bloom,
+    ];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PolicyKind::AdmitAll => "admit-all",
+            PolicyKind::SecondHitExact => "second-hit-exact",
+            PolicyKind::Bloom => "bloom",
+        }
+    }
+}
+
+/// Rotations by reason, as the doorkeeper counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Rotations {
+    pub fpr_threshold: u64,
+    pub capacity: u64,
+    pub max_age: u64,
+}
+
+/// The outcome of one policy over the whole trace.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PolicyReport {
+    pub policy: PolicyKind,
+    pub requests: u64,
+    pub hits: u64,
+    pub hit_ratio: f64,
+    pub requested_bytes: u64,
+    pub hit_bytes: u64,
+    pub byte_hit_ratio: f64,
+    /// Objects stored (cache writes) and their bytes.
+    pub writes: u64,
+    pub written_bytes: u64,
+    /// Bytes fetched from the origin: every miss.
+    pub origin_bytes: u64,
+    pub evictions: u64,
+    /// Misses not stored because admission said first seen.
+    pub first_hits: u64,
+    /// Misses not stored because the object is larger than the whole cache.
+    pub too_large: u64,
+    pub rotations: Rotations,
+    /// Memory of the admission state, in bytes: for `bloom` both filters; for `second-hit-exact`
+    /// the peak number of keys in the window times [`NGINX_BYTES_PER_KEY`]; 0 for `admit-all`.
+    pub admission_memory_bytes: u64,
+    /// Memory the simulator's own model of the admission state used (for `second-hit-exact` a
+    /// 4-byte generation stamp per distinct object of the trace).
+    pub simulator_admission_bytes: u64,
+    /// `second-hit-exact` only: the peak number of keys in its window (both generations).
+    pub window_keys_peak: u64,
+}
+
+/// A clock driven by the trace's time column, so that `max_age` means trace seconds.
+pub struct TraceClock {
+    start: Instant,
+    first_time: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl TraceClock {
+    pub fn new() -> TraceClock {
+        TraceClock {
+            start: Instant::now(),
+            first_time: AtomicU64::new(f64::NAN.to_bits()),
+            nanos: AtomicU64::new(0),
+        }
+    }
+
+    /// Moves the clock to trace time `time` (seconds); it never goes backwards.
+    pub fn set(&self, time: f64) {
+        let mut first = f64::from_bits(self.first_time.load(Ordering::Relaxed));
+        if first.is_nan() {
+            first = time;
+            self.first_time.store(time.to_bits(), Ordering::Relaxed);
+        }
+        let elapsed = (time - first).max(0.0);
+        if elapsed.is_finite() {
+            self.nanos
+                .fetch_max((elapsed * 1e9) as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Default for TraceClock {
+    fn default() -> Self {
+        TraceClock::new()
+    }
+}
+
+impl Clock for TraceClock {
+    fn now(&self) -> Instant {
+        self.start + Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
+    }
+}
+
+/// Exact "seen before" over two generations of `capacity` distinct keys each, rotating like the
+/// doorkeeper (when the current generation holds `capacity` keys, or after `max_age` of trace time),
+/// so that its window matches the Bloom doorkeeper's and only false positives differ.
+struct ExactWindow {
+    capacity: u64,
+    max_age_seconds: f64,
+    /// Generation in which each object id was last observed; 0 = never. Generations start at 1.
+    last_seen: Vec<u32>,
+    generation: u32,
+    generation_started: Option<f64>,
+    current_keys: u64,
+    /// Keys of the previous generation not observed again since (so not counted in `current_keys`).
+    previous_only_keys: u64,
+    peak_keys: u64,
+    rotations: Rotations,
+}
+
+impl ExactWindow {
+    fn new(capacity: u64, max_age: Duration) -> ExactWindow {
+        ExactWindow {
+            capacity: capacity.max(1),
+            max_age_seconds: max_age.as_secs_f64(),
+            last_seen: Vec::new(),
+            generation: 1,
+            generation_started: None,
+            current_keys: 0,
+            previous_only_keys: 0,
+            peak_keys: 0,
+            rotations: Rotations::default(),
+        }
+    }
+
+    fn observe(&mut self, id: u32, time: f64) -> Admission {
+        let started = *self.generation_started.get_or_insert(time);
+        if time - started >= self.max_age_seconds {
+            self.rotations.max_age += 1;
+            self.rotate(time);
+        }
+        let index = id as usize;
+        if index >= self.last_seen.len() {
+            self.last_seen.resize(index + 1, 0);
+        }
+        let last = self.last_seen[index];
+        let seen = last != 0 && last + 1 >= self.generation;
+        if last != self.generation {
+            if last != 0 && last + 1 == self.generation {
+                self.previous_only_keys -= 1;
+            }
+            self.last_seen[index] = self.generation;
+            self.current_keys += 1;
+            self.peak_keys = self
+                .peak_keys
+                .max(self.current_keys + self.previous_only_keys);
+            if self.current_keys >= self.capacity {
+                self.rotations.capacity += 1;
+                self.rotate(time);
+            }
+        }
+        if seen {
+            Admission::SeenBefore
+        } else {
+            Admission::FirstSeen
+        }
+    }
+
+    fn rotate(&mut self, time: f64) {
+        self.generation += 1;
+        self.generation_started = Some(time);
+        self.previous_only_keys = self.current_keys;
+        self.current_keys = 0;
+    }
+}
+
+enum AdmissionState {
+    AdmitAll,
+    Exact(ExactWindow),
+    Bloom {
+        doorkeeper: Doorkeeper,
+        clock: Arc<TraceClock>,
+    },
+}
+
+/// One policy and its cache, fed every request of the trace.
+pub struct PolicySim {
+    cache: ByteLru,
+    admission: AdmissionState,
+    report: PolicyReport,
+}
+
+impl PolicySim {
+    pub fn new(kind: PolicyKind, cache_bytes: u64, doorkeeper: &DoorkeeperConfig) -> PolicySim {
+        let admission = match kind {
+            PolicyKind::AdmitAll => AdmissionState::AdmitAll,
+            PolicyKind::SecondHitExact => {
+                AdmissionState::Exact(ExactWindow::new(doorkeeper.capacity, doorkeeper.max_age))
+            }
+            PolicyKind::Bloom => {
+                let clock = Arc::new(TraceClock::new());
+                let doorkeeper = Doorkeeper::with_clock(doorkeeper.clone(), clock.clone());
+                AdmissionState::Bloom { doorkeeper, clock }
+            }
+        };
+        PolicySim {
+            cache: ByteLru::new(cache_bytes),
+            admission,
+            report: PolicyReport {
+                policy: kind,
+                requests: 0,
+                hits: 0,
+                hit_ratio: 0.0,
+                requested_bytes: 0,
+                hit_bytes: 0,
+                byte_hit_ratio: 0.0,
+                writes: 0,
+                written_bytes: 0,
+                origin_bytes: 0,
+                evictions: 0,
+                first_hits: 0,
+                too_large: 0,
+                rotations: Rotations::default(),
+                admission_memory_bytes: 0,
+                simulator_admission_bytes: 0,
+                window_keys_peak: 0,
+            },
+        }
+    }
+
+    /// One request: a hit refreshes the object; a miss goes to the origin and, if admission
+    /// agrees (consulted only on misses, as the proxy does) and it fits, is stored.
+    /// `id` is the object's dense id, `fingerprint` the 64-bit hash of its key.
+    #[inline]
+    pub fn request(&mut self, id: u32, fingerprint: u64, size: u64, time: f64) {
+        let report = &mut self.report;
+        report.requests += 1;
+        report.requested_bytes += size;
+        if self.cache.touch(id) {
+            report.hits += 1;
+            report.hit_bytes += size;
+            return;
+        }
+        report.origin_bytes += size;
+        let admission = match &mut self.admission {
+            AdmissionState::AdmitAll => Admission::SeenBefore,
+            AdmissionState::Exact(window) => window.observe(id, time),
+            AdmissionState::Bloom { doorkeeper, clock } => {
+                clock.set(time);
+                doorkeeper.observe(&fingerprint.to_le_bytes())
+            }
+        };
+        if admission == Admission::FirstSeen {
+            report.first_hits += 1;
+            return;
+        }
+        match self.cache.insert(id, size) {
+            Some(evictions) => {
+                report.writes += 1;
+                report.written_bytes += size;
+                report.evictions += evictions;
+            }
+            None => report.too_large += 1,
+        }
+    }
+
+    /// The report, with ratios and admission memory filled in.
+    pub fn finish(mut self) -> PolicyReport {
+        let report = &mut self.report;
+        report.hit_ratio = ratio(report.hits, report.requests);
+        report.byte_hit_ratio = ratio(report.hit_bytes, report.requested_bytes);
+        match &self.admission {
+            AdmissionState::AdmitAll => {}
+            AdmissionState::Exact(window) => {
+                report.rotations = window.rotations;
+                report.window_keys_peak = window.peak_keys;
+                report.admission_memory_bytes = window.peak_keys * NGINX_BYTES_PER_KEY;
+                report.simulator_admission_bytes = (window.last_seen.capacity() * 4) as u64;
+            }
+            AdmissionState::Bloom { doorkeeper, .. } => {
+                let stats = doorkeeper.stats();
+                report.rotations = Rotations {
+                    fpr_threshold: stats.rotations.fpr_threshold,
+                    capacity: stats.rotations.capacity,
+                    max_age: stats.rotations.max_age,
+                };
+                report.admission_memory_bytes = stats.memory_bytes as u64;
+                report.simulator_admission_bytes = stats.memory_bytes as u64;
+            }
+        }
+        self.report
+    }
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}

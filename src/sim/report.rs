@@ -1,0 +1,244 @@
+//! The simulation report: per cache size, per policy, and the comparisons the operator asks for.
+
+use std::fmt;
+
+use super::engine::TraceStats;
+use super::policy::{PolicyKind, PolicyReport};
+use crate::trace::{Compression, TraceFormat};
+
+/// The whole run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SimReport {
+    pub trace: TraceSummary,
+    pub caches: Vec<CacheReport>,
+    /// Wall time of the simulating pass (not of a footprint prepass, if one ran).
+    pub elapsed_seconds: f64,
+    /// Requests per second of that pass, through all policies of all cache sizes together.
+    pub requests_per_second: f64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TraceSummary {
+    pub path: String,
+    pub format: TraceFormat,
+    pub compression: Compression,
+    pub skipped_lines: u64,
+    /// How sizes were made up for requests that had none, if any had none.
+    pub synthesized_sizes: Option<&'static str>,
+    #[serde(flatten)]
+    pub stats: TraceStats,
+    pub one_hit_share: f64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DoorkeeperSummary {
+    pub capacity: u64,
+    /// Why this capacity: "--capacity" or the default rule.
+    pub capacity_source: String,
+    pub target_fpr: f64,
+    pub rotate_at_fpr: f64,
+    /// `None`: no age limit (trace time is often a sequence number).
+    pub max_age_seconds: Option<f64>,
+}
+
+/// One cache size under every policy.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CacheReport {
+    pub cache_bytes: u64,
+    pub cache_percent_of_footprint: f64,
+    pub doorkeeper: DoorkeeperSummary,
+    pub policies: Vec<PolicyReport>,
+    pub bloom_vs_admit_all: BloomVsAdmitAll,
+    pub bloom_vs_exact: BloomVsExact,
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct BloomVsAdmitAll {
+    /// Share of admit-all's cache writes that bloom did not make.
+    pub writes_avoided: f64,
+    pub written_bytes_avoided: f64,
+    /// Byte hit ratio of bloom minus admit-all, in percentage points.
+    pub byte_hit_ratio_change_points: f64,
+    pub hit_ratio_change_points: f64,
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct BloomVsExact {
+    /// Hit ratio of bloom minus second-hit-exact, in percentage points.
+    pub hit_ratio_difference_points: f64,
+    pub byte_hit_ratio_difference_points: f64,
+    /// Bloom's admission memory over the exact policy's (nginx-like estimate).
+    pub memory_ratio: f64,
+}
+
+impl CacheReport {
+    pub fn policy(&self, kind: PolicyKind) -> Option<&PolicyReport> {
+        self.policies.iter().find(|p| p.policy == kind)
+    }
+
+    pub(crate) fn new(
+        cache_bytes: u64,
+        footprint_bytes: u64,
+        doorkeeper: DoorkeeperSummary,
+        policies: Vec<PolicyReport>,
+    ) -> CacheReport {
+        let find = |kind| policies.iter().find(|p: &&PolicyReport| p.policy == kind);
+        let (bloom_vs_admit_all, bloom_vs_exact) = match (
+            find(PolicyKind::AdmitAll),
+            find(PolicyKind::SecondHitExact),
+            find(PolicyKind::Bloom),
+        ) {
+            (Some(all), Some(exact), Some(bloom)) => (
+                BloomVsAdmitAll {
+                    writes_avoided: 1.0 - share(bloom.writes, all.writes),
+                    written_bytes_avoided: 1.0 - share(bloom.written_bytes, all.written_bytes),
+                    byte_hit_ratio_change_points: 100.0
+                        * (bloom.byte_hit_ratio - all.byte_hit_ratio),
+                    hit_ratio_change_points: 100.0 * (bloom.hit_ratio - all.hit_ratio),
+                },
+                BloomVsExact {
+                    hit_ratio_difference_points: 100.0 * (bloom.hit_ratio - exact.hit_ratio),
+                    byte_hit_ratio_difference_points: 100.0
+                        * (bloom.byte_hit_ratio - exact.byte_hit_ratio),
+                    memory_ratio: share(bloom.admission_memory_bytes, exact.admission_memory_bytes),
+                },
+            ),
+            _ => unreachable!("every cache runs all three policies"),
+        };
+        CacheReport {
+            cache_bytes,
+            cache_percent_of_footprint: 100.0 * share(cache_bytes, footprint_bytes),
+            doorkeeper,
+            policies,
+            bloom_vs_admit_all,
+            bloom_vs_exact,
+        }
+    }
+}
+
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// Bytes with a binary unit, for tables.
+pub(crate) struct HumanBytes(pub u64);
+
+impl fmt::Display for HumanBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+        let mut value = self.0 as f64;
+        let mut unit = 0;
+        while value >= 1024.0 && unit + 1 < UNITS.len() {
+            value /= 1024.0;
+            unit += 1;
+        }
+        if unit == 0 {
+            write!(f, "{} B", self.0)
+        } else {
+            write!(f, "{value:.1} {}", UNITS[unit])
+        }
+    }
+}
+
+impl fmt::Display for SimReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let trace = &self.trace;
+        let stats = &trace.stats;
+        writeln!(
+            f,
+            "trace {} ({:?}, {:?}): {} requests, {} distinct objects, {:.1}% requested once, footprint {}",
+            trace.path,
+            trace.format,
+            trace.compression,
+            stats.requests,
+            stats.distinct_objects,
+            100.0 * trace.one_hit_share,
+            HumanBytes(stats.footprint_bytes),
+        )?;
+        if trace.skipped_lines > 0 {
+            writeln!(f, "skipped {} bad lines", trace.skipped_lines)?;
+        }
+        if let Some(rule) = trace.synthesized_sizes {
+            writeln!(f, "sizes missing from the trace were synthesized: {rule}")?;
+        }
+        writeln!(
+            f,
+            "eviction: LRU by bytes, same for every policy; objects larger than the cache are never stored"
+        )?;
+        for cache in &self.caches {
+            let door = &cache.doorkeeper;
+            writeln!(f)?;
+            writeln!(
+                f,
+                "cache {} ({:.2}% of footprint); doorkeeper capacity {} ({}), target fpr {}, rotate at fpr {}, max age {}",
+                HumanBytes(cache.cache_bytes),
+                cache.cache_percent_of_footprint,
+                door.capacity,
+                door.capacity_source,
+                door.target_fpr,
+                door.rotate_at_fpr,
+                door.max_age_seconds
+                    .map_or("none".to_owned(), |s| format!("{s} s")),
+            )?;
+            writeln!(
+                f,
+                "{:<17} {:>7} {:>7} {:>10} {:>11} {:>11} {:>9} {:>11}",
+                "policy",
+                "hit%",
+                "byte%",
+                "writes",
+                "written",
+                "origin",
+                "rotations",
+                "adm. memory"
+            )?;
+            for p in &cache.policies {
+                let rotations =
+                    p.rotations.fpr_threshold + p.rotations.capacity + p.rotations.max_age;
+                writeln!(
+                    f,
+                    "{:<17} {:>7.2} {:>7.2} {:>10} {:>11} {:>11} {:>9} {:>11}",
+                    p.policy.as_str(),
+                    100.0 * p.hit_ratio,
+                    100.0 * p.byte_hit_ratio,
+                    p.writes,
+                    HumanBytes(p.written_bytes).to_string(),
+                    HumanBytes(p.origin_bytes).to_string(),
+                    rotations,
+                    HumanBytes(p.admission_memory_bytes).to_string(),
+                )?;
+            }
+            let all = &cache.bloom_vs_admit_all;
+            let exact = &cache.bloom_vs_exact;
+            writeln!(
+                f,
+                "bloom vs admit-all: {:.1}% of writes avoided ({:.1}% of written bytes), byte hit ratio {:+.2} points, hit ratio {:+.2} points",
+                100.0 * all.writes_avoided,
+                100.0 * all.written_bytes_avoided,
+                all.byte_hit_ratio_change_points,
+                all.hit_ratio_change_points,
+            )?;
+            writeln!(
+                f,
+                "bloom vs second-hit-exact: hit ratio {:+.2} points, byte hit ratio {:+.2} points, memory 1/{:.0} (exact at {} B/key, nginx's keys_zone)",
+                exact.hit_ratio_difference_points,
+                exact.byte_hit_ratio_difference_points,
+                1.0 / exact.memory_ratio,
+                super::NGINX_BYTES_PER_KEY,
+            )?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "simulated {} requests x {} policies in {:.2} s: {:.2} million requests/s",
+            stats.requests,
+            self.caches.len() * PolicyKind::ALL.len(),
+            self.elapsed_seconds,
+            self.requests_per_second / 1e6,
+        )
+    }
+}

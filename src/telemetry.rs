@@ -1,0 +1,190 @@
+//! Metric names in one place, the Prometheus exporter, and the gauges refreshed at each scrape.
+
+use std::sync::OnceLock;
+
+use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::admission::DoorkeeperStats;
+
+pub const REQUESTS_TOTAL: &str = "bloomgate_requests_total";
+pub const REQUEST_DURATION_SECONDS: &str = "bloomgate_request_duration_seconds";
+pub const ADMISSION_TOTAL: &str = "bloomgate_admission_total";
+pub const FILTER_FILL_RATIO: &str = "bloomgate_filter_fill_ratio";
+pub const FILTER_ESTIMATED_ITEMS: &str = "bloomgate_filter_estimated_items";
+pub const FILTER_ESTIMATED_FPR: &str = "bloomgate_filter_estimated_fpr";
+pub const FILTER_ROTATE_AT_FPR: &str = "bloomgate_filter_rotate_at_fpr";
+pub const FILTER_CAPACITY: &str = "bloomgate_filter_capacity";
+pub const FILTER_BYTES: &str = "bloomgate_filter_bytes";
+pub const FILTER_GENERATION: &str = "bloomgate_filter_generation";
+pub const FILTER_ROTATIONS_TOTAL: &str = "bloomgate_filter_rotations_total";
+pub const CACHE_ENTRIES: &str = "bloomgate_cache_entries";
+pub const CACHE_BYTES: &str = "bloomgate_cache_bytes";
+pub const CACHE_MAX_BYTES: &str = "bloomgate_cache_max_bytes";
+pub const CACHE_WRITES_TOTAL: &str = "bloomgate_cache_writes_total";
+pub const CACHE_WRITTEN_BYTES_TOTAL: &str = "bloomgate_cache_written_bytes_total";
+pub const CACHE_EVICTIONS_TOTAL: &str = "bloomgate_cache_evictions_total";
+pub const CACHE_EXPIRATIONS_TOTAL: &str = "bloomgate_cache_expirations_total";
+pub const CACHE_HIT_BYTES_TOTAL: &str = "bloomgate_cache_hit_bytes_total";
+pub const ORIGIN_REQUESTS_TOTAL: &str = "bloomgate_origin_requests_total";
+pub const ORIGIN_BYTES_TOTAL: &str = "bloomgate_origin_bytes_total";
+pub const CONNECTIONS_OPEN: &str = "bloomgate_connections_open";
+pub const CONNECTIONS_REFUSED_TOTAL: &str = "bloomgate_connections_refused_total";
+
+/// Latency buckets in seconds: from a fast hit (100 µs) to the origin timeouts (30 s).
+const DURATION_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0,
+];
+
+/// The process-wide Prometheus recorder, installed on first use.
+///
+/// `metrics` has one global recorder per process, so every proxy started in a process shares it.
+pub fn recorder() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(
+                Matcher::Full(REQUEST_DURATION_SECONDS.to_string()),
+                DURATION_BUCKETS,
+            )
+            .map(PrometheusBuilder::build_recorder)
+            .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
+        let handle = recorder.handle();
+        // Fails only if another recorder was installed first; ours then simply renders nothing new.
+        let _ = metrics::set_global_recorder(recorder);
+        describe();
+        handle
+    })
+}
+
+fn describe() {
+    describe_counter!(
+        REQUESTS_TOTAL,
+        "Client requests answered, by RFC 9211 outcome."
+    );
+    describe_histogram!(
+        REQUEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "Time from request to response headers."
+    );
+    describe_counter!(
+        ADMISSION_TOTAL,
+        "Cache admission decisions for responses from the origin, by decision."
+    );
+    describe_gauge!(
+        FILTER_FILL_RATIO,
+        "Share of the doorkeeper filter's bits that are set, by generation."
+    );
+    describe_gauge!(
+        FILTER_ESTIMATED_ITEMS,
+        "Distinct keys in the doorkeeper filter (Swamidass-Baldi estimate), by generation."
+    );
+    describe_gauge!(
+        FILTER_ESTIMATED_FPR,
+        "Estimated false-positive rate of the doorkeeper (both generations combined)."
+    );
+    describe_gauge!(
+        FILTER_ROTATE_AT_FPR,
+        "Combined false-positive rate at which the filters rotate."
+    );
+    describe_gauge!(
+        FILTER_CAPACITY,
+        "Keys one doorkeeper generation is sized for."
+    );
+    describe_gauge!(
+        FILTER_BYTES,
+        Unit::Bytes,
+        "Memory held by the doorkeeper filters."
+    );
+    describe_gauge!(
+        FILTER_GENERATION,
+        "Number of the doorkeeper's current generation."
+    );
+    describe_counter!(FILTER_ROTATIONS_TOTAL, "Doorkeeper rotations, by reason.");
+    describe_gauge!(CACHE_ENTRIES, "Keys held in the cache.");
+    describe_gauge!(
+        CACHE_BYTES,
+        Unit::Bytes,
+        "Bytes held in the cache (headers, bodies, bookkeeping)."
+    );
+    describe_gauge!(CACHE_MAX_BYTES, Unit::Bytes, "Configured cache size.");
+    describe_counter!(CACHE_WRITES_TOTAL, "Responses written to the cache.");
+    describe_counter!(
+        CACHE_WRITTEN_BYTES_TOTAL,
+        Unit::Bytes,
+        "Body bytes written to the cache."
+    );
+    describe_counter!(CACHE_EVICTIONS_TOTAL, "Entries evicted to make room.");
+    describe_counter!(
+        CACHE_EXPIRATIONS_TOTAL,
+        "Entries removed because they expired."
+    );
+    describe_counter!(
+        CACHE_HIT_BYTES_TOTAL,
+        Unit::Bytes,
+        "Body bytes served from the cache."
+    );
+    describe_counter!(
+        ORIGIN_REQUESTS_TOTAL,
+        "Requests sent to the origin, by outcome."
+    );
+    describe_counter!(
+        ORIGIN_BYTES_TOTAL,
+        Unit::Bytes,
+        "Body bytes received from the origin."
+    );
+    describe_gauge!(CONNECTIONS_OPEN, "Client connections open.");
+    describe_counter!(
+        CONNECTIONS_REFUSED_TOTAL,
+        "Client connections closed at accept because the connection limit was reached."
+    );
+}
+
+/// The state sampled at scrape time, so the gauges cost nothing on the request path.
+pub struct ScrapeState {
+    pub doorkeeper: Option<(DoorkeeperStats, f64, u64)>,
+    pub cache_entries: u64,
+    pub cache_bytes: u64,
+    pub cache_max_bytes: u64,
+    pub cache_writes: u64,
+    pub cache_written_bytes: u64,
+    pub cache_evictions: u64,
+    pub cache_expirations: u64,
+}
+
+/// Sets every gauge from the sampled state and renders the Prometheus text exposition.
+pub fn render(state: &ScrapeState) -> String {
+    let handle = recorder();
+    if let Some((stats, rotate_at_fpr, capacity)) = &state.doorkeeper {
+        gauge!(FILTER_FILL_RATIO, "generation" => "current").set(stats.current.fill_ratio);
+        gauge!(FILTER_ESTIMATED_ITEMS, "generation" => "current")
+            .set(stats.current.estimated_items);
+        let previous = stats.previous.as_ref();
+        gauge!(FILTER_FILL_RATIO, "generation" => "previous")
+            .set(previous.map_or(0.0, |p| p.fill_ratio));
+        gauge!(FILTER_ESTIMATED_ITEMS, "generation" => "previous")
+            .set(previous.map_or(0.0, |p| p.estimated_items));
+        gauge!(FILTER_ESTIMATED_FPR).set(stats.combined_fpr);
+        gauge!(FILTER_ROTATE_AT_FPR).set(*rotate_at_fpr);
+        gauge!(FILTER_CAPACITY).set(*capacity as f64);
+        gauge!(FILTER_BYTES).set(stats.memory_bytes as f64);
+        gauge!(FILTER_GENERATION).set(stats.generation as f64);
+        for (reason, count) in [
+            ("fpr_threshold", stats.rotations.fpr_threshold),
+            ("capacity", stats.rotations.capacity),
+            ("max_age", stats.rotations.max_age),
+        ] {
+            counter!(FILTER_ROTATIONS_TOTAL, "reason" => reason).absolute(count);
+        }
+    }
+    gauge!(CACHE_ENTRIES).set(state.cache_entries as f64);
+    gauge!(CACHE_BYTES).set(state.cache_bytes as f64);
+    gauge!(CACHE_MAX_BYTES).set(state.cache_max_bytes as f64);
+    counter!(CACHE_WRITES_TOTAL).absolute(state.cache_writes);
+    counter!(CACHE_WRITTEN_BYTES_TOTAL).absolute(state.cache_written_bytes);
+    counter!(CACHE_EVICTIONS_TOTAL).absolute(state.cache_evictions);
+    counter!(CACHE_EXPIRATIONS_TOTAL).absolute(state.cache_expirations);
+    handle.run_upkeep();
+    handle.render()
+}

@@ -1,0 +1,71 @@
+//! `bloomgate check-config PATH`, run as the user runs it.
+//!
+//! Ignored until main.rs wires the subcommand: enabled when main.rs wires check-config.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn write_temp(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bloomgate-check-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn check_config(path: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+        .arg("check-config")
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_bad_file_fails_with_every_key_named() {
+    let path = write_temp(
+        "bad.toml",
+        "[server]\nlistn = \"127.0.0.1:80\"\n[cache]\nmax_bytes = \"lots\"\n[admission]\ntarget_fpr = 1.5\n",
+    );
+    let output = check_config(&path);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "exit status {:?}, stderr:\n{stderr}",
+        output.status
+    );
+    for expected in [
+        "server.listn: unknown key",
+        r#"cache.max_bytes: expected a size like "512MiB", got "lots""#,
+        "admission.target_fpr: 1.5 must be in (0, 1)",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in stderr:\n{stderr}"
+        );
+    }
+    assert!(
+        stderr.contains(&path.display().to_string()),
+        "the file is not named:\n{stderr}"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn the_shipped_file_checks_ok() {
+    let path = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/bloomgate.toml"
+    ));
+    let output = check_config(&path);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.starts_with(&format!("{}: ok", path.display())),
+        "{stdout}"
+    );
+}

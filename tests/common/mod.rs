@@ -1,0 +1,25 @@
+//! Shared pieces of the end-to-end tests: a programmable origin, the proxy process, clients.
+
+// Each test file uses a different part of this module.
+#![allow(dead_code, unused_imports)]
+
+pub mod client;
+pub mod origin;
+pub mod proxy;
+
+pub use client::{
+    Client, Reply as ClientReply, has_member, raw_exchange, raw_status, read_available,
+};
+pub use origin::{Fault, Origin, Received, Reply, refusing_addr};
+pub use proxy::{ProxyConfig, ProxyProcess};
+
+/// Metric value of the series `name{labels}` in a Prometheus text scrape (0 when absent).
+pub fn metric(scrape: &str, series: &str) -> f64 {
+    scrape
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.rsplit_once(' '))
+        .find(|(name, _)| *name == series)
+        .and_then(|(_, value)| value.parse().ok())
+        .unwrap_or(0.0)
+}

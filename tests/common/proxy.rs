@@ -1,0 +1,174 @@
+//! The real `bloomgate serve` binary, started on ports chosen by the system, stopped when dropped.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek};
+use std::net::SocketAddr;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A config file for one proxy: the keys a test sets, by table; everything else is the default.
+pub struct ProxyConfig {
+    origin: String,
+    tables: Vec<(&'static str, Vec<String>)>,
+}
+
+impl ProxyConfig {
+    /// Listeners on 127.0.0.1:0, the given origin, admission on, 1 s origin timeouts.
+    pub fn new(origin_url: &str) -> ProxyConfig {
+        let mut config = ProxyConfig {
+            origin: origin_url.to_string(),
+            tables: Vec::new(),
+        };
+        config
+            .set("server", "listen", "\"127.0.0.1:0\"")
+            .set("server", "shutdown_grace", "\"0s\"")
+            .set("admin", "listen", "\"127.0.0.1:0\"")
+            .set("origin", "connect_timeout", "\"1s\"")
+            .set("origin", "first_byte_timeout", "\"1s\"")
+            .set("origin", "idle_timeout", "\"1s\"")
+            .set("log", "level", "\"warn\"");
+        config
+    }
+
+    /// Sets `table.key = value`, where `value` is TOML (strings quoted).
+    pub fn set(&mut self, table: &'static str, key: &str, value: &str) -> &mut ProxyConfig {
+        let line = format!("{key} = {value}");
+        match self.tables.iter_mut().find(|(name, _)| *name == table) {
+            Some((_, lines)) => {
+                lines.retain(|l| !l.starts_with(&format!("{key} =")));
+                lines.push(line);
+            }
+            None => self.tables.push((table, vec![line])),
+        }
+        self
+    }
+
+    pub fn admission(&mut self, enabled: bool) -> &mut ProxyConfig {
+        self.set(
+            "admission",
+            "enabled",
+            if enabled { "true" } else { "false" },
+        )
+    }
+
+    fn render(&self) -> String {
+        let mut text = String::new();
+        let mut origin_written = false;
+        for (table, lines) in &self.tables {
+            text.push_str(&format!("[{table}]\n"));
+            if *table == "origin" {
+                text.push_str(&format!("url = \"{}\"\n", self.origin));
+                origin_written = true;
+            }
+            for line in lines {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        if !origin_written {
+            text.push_str(&format!("[origin]\nurl = \"{}\"\n", self.origin));
+        }
+        text
+    }
+
+    /// Writes the config and starts the proxy with it.
+    pub fn start(&self) -> ProxyProcess {
+        ProxyProcess::start(&self.render())
+    }
+}
+
+/// A running `bloomgate serve`. Dropping it (or the test process ending) stops the proxy.
+pub struct ProxyProcess {
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    /// The proxy's stderr, already unlinked so that nothing is left behind in the temp dir.
+    log: File,
+}
+
+static STARTED: AtomicUsize = AtomicUsize::new(0);
+
+impl ProxyProcess {
+    fn start(config: &str) -> ProxyProcess {
+        let unique = format!(
+            "bloomgate-e2e-{}-{}",
+            std::process::id(),
+            STARTED.fetch_add(1, Ordering::Relaxed)
+        );
+        let config_path = std::env::temp_dir().join(format!("{unique}.toml"));
+        let log_path = std::env::temp_dir().join(format!("{unique}.log"));
+        std::fs::write(&config_path, config).expect("write proxy config");
+        let log = std::fs::File::create(&log_path).expect("create proxy log");
+        // A shell holds the proxy: it kills the proxy when its stdin closes, which happens when this
+        // guard is dropped or when the test process exits for any reason (a shared proxy in a
+        // static is never dropped). The shell hands its stdout to the proxy alone, so the pipe
+        // reaches end-of-file if the proxy dies before printing its addresses.
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg("\"$0\" serve --config \"$1\" & exec >/dev/null; read _; kill $!")
+            .arg(env!("CARGO_BIN_EXE_bloomgate"))
+            .arg(&config_path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn bloomgate");
+        let stdin = child.stdin.take();
+        let mut stdout = BufReader::new(child.stdout.take().expect("proxy stdout"));
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let addresses = parse_listening_line(&line);
+        // The proxy has read its config; a shared proxy is never dropped, so clean up now.
+        let _ = std::fs::remove_file(&config_path);
+        let log = File::open(&log_path).expect("open proxy log");
+        let _ = std::fs::remove_file(&log_path);
+        let Some((addr, admin)) = addresses else {
+            let mut log = log;
+            let mut text = String::new();
+            let _ = log.read_to_string(&mut text);
+            let log = text;
+            panic!("bloomgate did not start; stdout {line:?}; stderr:\n{log}\nconfig:\n{config}");
+        };
+        ProxyProcess {
+            addr,
+            admin,
+            child,
+            stdin,
+            log,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.admin)
+    }
+
+    /// What the proxy wrote to stderr so far.
+    pub fn log(&self) -> String {
+        let mut log = &self.log;
+        let mut text = String::new();
+        let _ = log.rewind();
+        let _ = log.read_to_string(&mut text);
+        text
+    }
+}
+
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads `bloomgate listening on http://A (admin http://B/metrics) -> origin ...`.
+fn parse_listening_line(line: &str) -> Option<(SocketAddr, SocketAddr)> {
+    let rest = line.strip_prefix("bloomgate listening on http://")?;
+    let (addr, rest) = rest.split_once(' ')?;
+    let rest = rest.strip_prefix("(admin http://")?;
+    let (admin, _) = rest.split_once('/')?;
+    Some((addr.parse().ok()?, admin.parse().ok()?))
+}

@@ -1,0 +1,137 @@
+//! The simulator on tiny hand-made traces whose answer per policy is known.
+
+use std::time::Duration;
+
+use bloomgate::admission::DoorkeeperConfig;
+use bloomgate::sim::{CacheSetup, PolicyKind, PolicyReport, Simulator};
+use bloomgate::trace::SyntheticTrace;
+
+fn doorkeeper(capacity: u64) -> DoorkeeperConfig {
+    DoorkeeperConfig {
+        capacity,
+        target_fpr: 0.01,
+        rotate_at_fpr: 0.02,
+        max_age: Duration::from_secs(3600),
+    }
+}
+
+/// Runs `keys` (each of `size` bytes, one per trace second) and returns the reports by policy.
+fn simulate(keys: &str, size: u64, cache_bytes: u64, capacity: u64) -> [PolicyReport; 3] {
+    let mut simulator = Simulator::new(&[CacheSetup {
+        cache_bytes,
+        doorkeeper: doorkeeper(capacity),
+    }]);
+    for (time, key) in keys.split_whitespace().enumerate() {
+        simulator.request_key(key, size, time as f64);
+    }
+    let (_, mut reports) = simulator.finish();
+    let reports = reports.remove(0);
+    let find = |kind| reports.iter().find(|r| r.policy == kind).unwrap().clone();
+    [
+        find(PolicyKind::AdmitAll),
+        find(PolicyKind::SecondHitExact),
+        find(PolicyKind::Bloom),
+    ]
+}
+
+#[test]
+fn admit_all_stores_every_miss_and_second_hit_stores_on_the_second_request() {
+    let [all, exact, bloom] = simulate("A B A A C A", 10, 1000, 1000);
+    // admit-all: A B stored, A A hit, C stored, A hit.
+    assert_eq!((all.hits, all.writes, all.first_hits), (3, 3, 0));
+    // second hit: A B C first seen, the second A stored, then A A hit.
+    assert_eq!((exact.hits, exact.writes, exact.first_hits), (2, 1, 3));
+    assert_eq!((bloom.hits, bloom.writes, bloom.first_hits), (2, 1, 3));
+    assert_eq!(all.origin_bytes, 30);
+    assert_eq!(exact.origin_bytes, 40);
+    assert_eq!(exact.written_bytes, 10);
+    assert!((all.hit_ratio - 0.5).abs() < 1e-12);
+    assert!((exact.byte_hit_ratio - 2.0 / 6.0).abs() < 1e-12);
+}
+
+#[test]
+fn least_recently_used_object_is_evicted_by_bytes() {
+    // 25 bytes hold two 10-byte objects: C evicts A, then A evicts B.
+    let [all, _, _] = simulate("A B C A", 10, 25, 1000);
+    assert_eq!((all.hits, all.writes, all.evictions), (0, 4, 2));
+    // A B A hits once B is the one evicted: A was touched after B.
+    let [all, _, _] = simulate("A B A C A", 10, 25, 1000);
+    assert_eq!((all.hits, all.writes, all.evictions), (2, 3, 1));
+}
+
+#[test]
+fn object_larger_than_the_cache_is_never_stored() {
+    let [all, exact, bloom] = simulate("A A A", 30, 25, 1000);
+    for report in [&all, &exact, &bloom] {
+        assert_eq!(report.hits, 0, "{:?}", report.policy);
+        assert_eq!(report.writes, 0, "{:?}", report.policy);
+    }
+    assert_eq!(all.too_large, 3);
+    // Second hit: the first request is a first hit, the next two would be stored but do not fit.
+    assert_eq!((exact.first_hits, exact.too_large), (1, 2));
+}
+
+#[test]
+fn exact_window_forgets_keys_after_two_generations() {
+    // Capacity 2: generations {A, B}, {C, D}, then A is two generations old and first seen again.
+    let [_, exact, _] = simulate("A B C D A", 10, 1000, 2);
+    assert_eq!((exact.writes, exact.first_hits), (0, 5));
+    assert_eq!(exact.rotations.capacity, 2);
+    // {A, B}, {C, ...}: A is in the previous generation and stored.
+    let [_, exact, _] = simulate("A B C A", 10, 1000, 2);
+    assert_eq!((exact.writes, exact.first_hits), (1, 3));
+    assert_eq!(exact.window_keys_peak, 3);
+}
+
+#[test]
+fn exact_and_bloom_agree_when_the_filter_is_nearly_empty() {
+    // 300 objects against a doorkeeper sized for 100,000: a false positive is out of reach, and the
+    // small cache keeps evicting, so admission is consulted thousands of times.
+    let trace = SyntheticTrace {
+        requests: 20_000,
+        objects: 300,
+        ..SyntheticTrace::default()
+    };
+    let mut simulator = Simulator::new(&[CacheSetup {
+        cache_bytes: 256 * 1024,
+        doorkeeper: doorkeeper(100_000),
+    }]);
+    for request in trace.iter() {
+        simulator.request_key(&request.key, request.size, request.time);
+    }
+    let (stats, reports) = simulator.finish();
+    assert_eq!(stats.distinct_objects, 300);
+    let [all, exact, bloom] = [0, 1, 2].map(|i| reports[0][i].clone());
+    assert!(
+        all.evictions > 1000,
+        "the cache must be under pressure: {all:?}"
+    );
+    assert_eq!(
+        (bloom.hits, bloom.writes, bloom.evictions),
+        (exact.hits, exact.writes, exact.evictions)
+    );
+    assert!(bloom.writes < all.writes);
+}
+
+#[test]
+fn max_age_rotates_on_trace_time() {
+    let mut simulator = Simulator::new(&[CacheSetup {
+        cache_bytes: 1000,
+        doorkeeper: DoorkeeperConfig {
+            max_age: Duration::from_secs(10),
+            ..doorkeeper(1000)
+        },
+    }]);
+    // A at t=0 and again at t=40, with two 10 s generations in between: first seen again.
+    simulator.request_key("A", 10, 0.0);
+    for i in 0..200 {
+        // Other keys keep the doorkeeper observing (it reads the clock every few observes).
+        simulator.request_key(&format!("x{i}"), 10, 5.0 + f64::from(i) * 0.1);
+    }
+    simulator.request_key("A", 10, 40.0);
+    let (_, reports) = simulator.finish();
+    for report in &reports[0][1..] {
+        assert!(report.rotations.max_age >= 2, "{report:?}");
+        assert_eq!(report.writes, 0, "{:?}", report.policy);
+    }
+}
