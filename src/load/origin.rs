@@ -400,7 +400,9 @@ impl ObjectRequest {
             Some(fault @ (Fault::ResetMidBody | Fault::ShortBody | Fault::BadChunked)) => {
                 let (raw, sent) = self.raw_response(fault, &headers, chunks, is_head);
                 takeover.set(raw);
-                (OriginBody::empty(), sent)
+                state.stats.bytes.fetch_add(sent, Ordering::Relaxed);
+                // Replaced on the wire by the raw bytes; kept well-formed so hyper writes it.
+                return Response::new(OriginBody::empty());
             }
             Some(Fault::Trickle) if !is_head => {
                 let first = chunks
