@@ -11,6 +11,7 @@
 # Environment:
 #   PEERS="bloomgate nginx varnish ats"   which proxies to run, in this order
 #   DURATION=10 CONNECTIONS=64 THREADS=2 CACHE_MIB=256
+#   ROUNDS=1                              rounds of every workload; the best round is shown
 #   BLOOMGATE=path/to/bloomgate           skip the build and use this binary
 #   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+9 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
@@ -22,6 +23,7 @@ DURATION=${DURATION:-10}
 CONNECTIONS=${CONNECTIONS:-64}
 THREADS=${THREADS:-2}
 CACHE_MIB=${CACHE_MIB:-256}
+ROUNDS=${ROUNDS:-1}
 BASE_PORT=${BASE_PORT:-18100}
 ORIGIN_PORT=$BASE_PORT
 declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)))
@@ -198,12 +200,6 @@ start_ats() {
   PIDS+=("$SERVER_PID")
 }
 
-stop_server() {
-  kill "$SERVER_PID" 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || return 0; sleep 0.1; done
-  kill -9 "$SERVER_PID" 2>/dev/null || true
-}
-
 # Requests a URL until the peer serves it without the origin (at most 10 tries).
 warm() {
   local url=$1 before after
@@ -217,16 +213,18 @@ warm() {
 }
 
 # The mixed workload: 80% of requests to 2000 popular 4 KiB objects, 20% to objects never seen again.
+# thread_id and round are globals: setup() and init() set them in each thread's own Lua state.
 cat >"$WORK/mix.lua" <<'EOF'
--- thread_id is a global: setup() sets it in each thread's own Lua state.
 local counter = 0
 local next_thread = 0
 setup = function(thread)
   thread:set("thread_id", next_thread)
   next_thread = next_thread + 1
 end
+-- args[1] is the round: each round has its own one-hit keys.
 init = function(args)
-  math.randomseed(1234 + thread_id)
+  round = args[1] or "1"
+  math.randomseed(1234 + thread_id + 100 * tonumber(round))
 end
 request = function()
   counter = counter + 1
@@ -234,7 +232,7 @@ request = function()
   if math.random() < 0.8 then
     key = "hot-" .. math.random(2000)
   else
-    key = "once-" .. thread_id .. "-" .. counter
+    key = "once-" .. round .. "-" .. thread_id .. "-" .. counter
   end
   return wrk.format("GET", "/obj/" .. key .. "?size=4096")
 end
@@ -270,40 +268,55 @@ if [[ -z "${BLOOMGATE:-}" ]]; then
 fi
 
 start_origin
-RESULTS="$WORK/results"
-: >"$RESULTS"
+# All peers run at once and take turns per workload, so that load from elsewhere on the machine
+# hits them alike; an idle peer costs next to nothing.
+declare -A SERVER
+RUNNING=()
 for peer in $PEERS; do
   log "starting $peer on port ${PORT[$peer]}"
   "start_$peer"
-  if ! wait_for_http "${PORT[$peer]}"; then
-    log "$peer did not start; its log is in $WORK (set KEEP=1 to keep it)"
-    stop_server
-    continue
+  SERVER[$peer]=$SERVER_PID
+  if wait_for_http "${PORT[$peer]}"; then
+    RUNNING+=("$peer")
+    warm "http://127.0.0.1:${PORT[$peer]}/obj/small?size=1024"
+    warm "http://127.0.0.1:${PORT[$peer]}/obj/large?size=65536"
+  else
+    log "$peer did not start; skipped (KEEP=1 keeps its log in $WORK)"
   fi
-  base="http://127.0.0.1:${PORT[$peer]}"
-  for workload in 1KiB 64KiB mix; do
-    case $workload in
-      1KiB) url="$base/obj/small?size=1024"; warm "$url"; args=("$url") ;;
-      64KiB) url="$base/obj/large?size=65536"; warm "$url"; args=("$url") ;;
-      mix) args=(-s "$WORK/mix.lua" "$base") ;;
-    esac
-    before=$(origin_requests)
-    read -r rps p50 p99 errors < <(drive "${args[@]}")
-    after=$(origin_requests)
-    echo "$peer $workload $rps $p50 $p99 $errors $((after - before))" >>"$RESULTS"
-    log "$peer $workload: $rps requests/s, p50 $p50 ms, p99 $p99 ms"
-  done
-  echo "$peer rss $(peak_rss_mib "$SERVER_PID")" >>"$RESULTS"
-  stop_server
 done
 
-awk -v duration="$DURATION" -v connections="$CONNECTIONS" -v threads="$THREADS" -v cache="$CACHE_MIB" '
+RESULTS="$WORK/results"
+: >"$RESULTS"
+for round in $(seq "$ROUNDS"); do
+  for workload in 1KiB 64KiB mix; do
+    for peer in "${RUNNING[@]}"; do
+      base="http://127.0.0.1:${PORT[$peer]}"
+      case $workload in
+        1KiB) args=("$base/obj/small?size=1024") ;;
+        64KiB) args=("$base/obj/large?size=65536") ;;
+        mix) args=(-s "$WORK/mix.lua" "$base" -- "$round") ;;
+      esac
+      before=$(origin_requests)
+      read -r rps p50 p99 errors < <(drive "${args[@]}")
+      after=$(origin_requests)
+      echo "$peer $workload $rps $p50 $p99 $errors $((after - before))" >>"$RESULTS"
+      log "round $round, $peer $workload: $rps requests/s, p50 $p50 ms, p99 $p99 ms"
+    done
+  done
+done
+for peer in "${RUNNING[@]}"; do
+  echo "$peer rss $(peak_rss_mib "${SERVER[$peer]}")" >>"$RESULTS"
+done
+
+awk -v duration="$DURATION" -v rounds="$ROUNDS" -v connections="$CONNECTIONS" -v threads="$THREADS" -v cache="$CACHE_MIB" '
   $2 == "rss" { rss[$1] = $3; next }
-  { key = $1 " " $2; rps[key] = $3; p50[key] = $4; p99[key] = $5; err[key] = $6; origin[key] = $7
+  # With several rounds, the round with the most requests/s stands for the pair.
+  { key = $1 " " $2
+    if (!(key in rps) || $3 > rps[key]) { rps[key] = $3; p50[key] = $4; p99[key] = $5; err[key] = $6; origin[key] = $7 }
     if (!($1 in seen)) { seen[$1] = 1; peers[++npeers] = $1 }
     if (!($2 in wseen)) { wseen[$2] = 1; workloads[++nworkloads] = $2 } }
   END {
-    printf "wrk -t%d -c%d -d%ds on 127.0.0.1, cache %d MiB each\n\n", threads, connections, duration, cache
+    printf "wrk -t%d -c%d -d%ds on 127.0.0.1, cache %d MiB each, best of %d round(s)\n\n", threads, connections, duration, cache, rounds
     printf "%-10s %-6s %10s %9s %9s %8s %8s %7s %9s\n", "peer", "load", "req/s", "p50 ms", "p99 ms", "vs bg", "origin", "errors", "peak MiB"
     for (w = 1; w <= nworkloads; w++) {
       base = rps["bloomgate " workloads[w]]
