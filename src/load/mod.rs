@@ -1,11 +1,11 @@
 //! Load tools: the synthetic origin and the live replay client.
 //!
 //! [`origin`] serves deterministic objects of any size and counts what reaches it, with faults on
-//! command; [`replay`] sends a trace's requests to a running proxy and reports what its
+//! command; [`replay`](mod@replay) sends a trace's requests to a running proxy and reports what its
 //! `Cache-Status` headers said.
 
 pub mod cache_status;
-pub mod fault;
+mod fault;
 pub mod object_path;
 pub mod origin;
 pub mod pattern;

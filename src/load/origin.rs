@@ -26,7 +26,7 @@
 //! - `fault=silence`: reads the request and never answers (the connection stays open).
 //! - `fault=trickle`: head and the first 16 body bytes, then stalls forever.
 //!
-//! Faults are per request, also on a reused keep-alive connection (see [`super::fault`]).
+//! Faults are per request, also on a reused keep-alive connection (the `fault` module says how).
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
@@ -165,8 +165,11 @@ pub struct OriginArgs {
     /// max-age of every object's Cache-Control, in seconds.
     #[arg(long, default_value_t = 3600)]
     pub max_age: u64,
-    /// Size in bytes of objects named by a path other than /obj/<key>?size=N.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(
+        long,
+        default_value_t = 1024,
+        help = "Size in bytes of objects named by a path other than /obj/<key>?size=N"
+    )]
     pub default_size: u64,
 }
 
@@ -397,7 +400,9 @@ impl ObjectRequest {
             Some(fault @ (Fault::ResetMidBody | Fault::ShortBody | Fault::BadChunked)) => {
                 let (raw, sent) = self.raw_response(fault, &headers, chunks, is_head);
                 takeover.set(raw);
-                (OriginBody::empty(), sent)
+                state.stats.bytes.fetch_add(sent, Ordering::Relaxed);
+                // Replaced on the wire by the raw bytes; kept well-formed so hyper writes it.
+                return Response::new(OriginBody::empty());
             }
             Some(Fault::Trickle) if !is_head => {
                 let first = chunks
@@ -479,7 +484,7 @@ impl ObjectRequest {
             Fault::BadChunked => {
                 if let Some(chunk) = chunks.next().filter(|_| !is_head) {
                     let chunk = &chunk[..chunk.len().min(1024)];
-                    let _ = write!(SliceWriter(&mut bytes), "{:x}\r\n", chunk.len());
+                    bytes.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
                     bytes.extend_from_slice(chunk);
                     bytes.extend_from_slice(b"\r\n");
                     sent = chunk.len() as u64;
@@ -509,16 +514,6 @@ impl ObjectRequest {
             },
             sent,
         )
-    }
-}
-
-/// `fmt::Write` into a byte vector.
-struct SliceWriter<'a>(&'a mut Vec<u8>);
-
-impl std::fmt::Write for SliceWriter<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
     }
 }
 

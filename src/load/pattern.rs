@@ -1,4 +1,5 @@
-//! Deterministic object bytes: the same key and size always give the same body.
+//! Deterministic object bytes (the same key and size always give the same body), and the
+//! origin's response bodies that carry them.
 //!
 //! One shared pseudo-random buffer of `2 * PERIOD` bytes is made once; an object's body is the
 //! repeating `PERIOD`-byte pattern starting at an offset chosen by a hash of its key. Every chunk

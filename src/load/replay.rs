@@ -217,8 +217,12 @@ pub struct ReplayArgs {
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// How a key becomes a path: obj = /obj/<key>?size=<bytes>, key = /<key>.
-    #[arg(long, value_enum, default_value_t = PathMode::Obj)]
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = PathMode::Obj,
+        help = "How a key becomes a path: obj = /obj/<key>?size=<bytes>, key = /<key>"
+    )]
     pub path_mode: PathMode,
     /// Per-request timeout in seconds, body included.
     #[arg(long, default_value_t = 30.0)]
@@ -633,10 +637,15 @@ impl Progress {
     }
 
     fn finish(self) {
-        if let Some(ticker) = self.ticker {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(ticker) = self.ticker.take() {
             ticker.abort();
         }
-        self.bar.finish_and_clear();
     }
 }
 

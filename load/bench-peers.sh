@@ -1,0 +1,332 @@
+#!/usr/bin/env bash
+# Benchmark bloomgate against nginx, Varnish and Apache Traffic Server, in one run, on loopback.
+#
+# Starts `bloomgate origin`, then each proxy in front of it with the same cache size, each admitting
+# on the second request where it can (nginx proxy_cache_min_uses 2; ATS cache_promote --hits=2;
+# Varnish has no such policy and caches on the first). Drives each in turn with wrk: a 1 KiB and a
+# 64 KiB cached object, and a mix of popular objects and one-hit misses. Prints requests/s, p50, p99,
+# requests that reached the origin, and each proxy's peak memory (VmHWM summed over its processes).
+#
+# Usage: load/bench-peers.sh            (from the repository root; builds the release binary)
+# Environment:
+#   PEERS="bloomgate nginx varnish ats"   which proxies to run, in this order
+#   DURATION=10 CONNECTIONS=64 THREADS=2 CACHE_MIB=256
+#   ROUNDS=1                              rounds of every workload; the best round is shown
+#   BLOOMGATE=path/to/bloomgate           skip the build and use this binary
+#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+9 on 127.0.0.1
+#   KEEP=1                                keep the work directory (configs, logs)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+PEERS=${PEERS:-"bloomgate nginx varnish ats"}
+DURATION=${DURATION:-10}
+CONNECTIONS=${CONNECTIONS:-64}
+THREADS=${THREADS:-2}
+CACHE_MIB=${CACHE_MIB:-256}
+ROUNDS=${ROUNDS:-1}
+BASE_PORT=${BASE_PORT:-18100}
+ORIGIN_PORT=$BASE_PORT
+declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)))
+ADMIN_PORT=$((BASE_PORT + 9))
+ORIGIN="127.0.0.1:$ORIGIN_PORT"
+
+WORK=$(mktemp -d /tmp/bloomgate-bench.XXXXXX)
+# Caches that live in files get a memory-backed directory, so no peer pays for a disk.
+SHM=$(mktemp -d /dev/shm/bloomgate-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  sleep 0.5
+  for pid in "${PIDS[@]}"; do
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  rm -rf "$SHM"
+  if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { echo "bench-peers: $*" >&2; }
+
+install_missing() {
+  local missing=()
+  command -v wrk >/dev/null || missing+=(wrk)
+  command -v nginx >/dev/null || missing+=(nginx)
+  command -v varnishd >/dev/null || missing+=(varnish)
+  command -v traffic_server >/dev/null || missing+=(trafficserver)
+  if ((${#missing[@]})); then
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# Waits until something answers HTTP on 127.0.0.1:$1 (any status), at most 20 s.
+wait_for_http() {
+  for _ in $(seq 200); do
+    if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$1/"; then return 0; fi
+    sleep 0.1
+  done
+  log "nothing answers on port $1"
+  return 1
+}
+
+# Peak resident memory in MiB of a process and its descendants (VmHWM summed).
+peak_rss_mib() {
+  local pids=("$1") queue=("$1") pid child
+  while ((${#queue[@]})); do
+    pid=${queue[0]}
+    queue=("${queue[@]:1}")
+    for child in $(pgrep -P "$pid" || true); do
+      pids+=("$child")
+      queue+=("$child")
+    done
+  done
+  local kib=0 hwm
+  for pid in "${pids[@]}"; do
+    hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
+    kib=$((kib + ${hwm:-0}))
+  done
+  echo $((kib / 1024))
+}
+
+origin_requests() { curl -s "http://$ORIGIN/_origin/stats" | sed -E 's/.*"requests": ?([0-9]+).*/\1/'; }
+
+start_origin() {
+  "$BLOOMGATE" origin --listen "$ORIGIN" >"$WORK/origin.log" 2>&1 &
+  PIDS+=($!)
+  wait_for_http "$ORIGIN_PORT"
+}
+
+start_bloomgate() {
+  cat >"$WORK/bloomgate.toml" <<EOF
+[server]
+listen = "127.0.0.1:${PORT[bloomgate]}"
+[origin]
+url = "http://$ORIGIN"
+[cache]
+max_bytes = "${CACHE_MIB}MiB"
+[admin]
+listen = "127.0.0.1:$ADMIN_PORT"
+[admission]
+enabled = true
+[log]
+level = "warn"
+EOF
+  "$BLOOMGATE" serve --config "$WORK/bloomgate.toml" >"$WORK/bloomgate.log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+}
+
+start_nginx() {
+  local dir="$WORK/nginx"
+  mkdir -p "$dir/logs" "$dir/temp" "$SHM/nginx"
+  cat >"$dir/nginx.conf" <<EOF
+user root;
+worker_processes auto;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $dir/temp/body;
+  proxy_temp_path $dir/temp/proxy;
+  fastcgi_temp_path $dir/temp/fastcgi;
+  uwsgi_temp_path $dir/temp/uwsgi;
+  scgi_temp_path $dir/temp/scgi;
+  proxy_cache_path $SHM/nginx levels=1:2 keys_zone=bench:32m max_size=${CACHE_MIB}m inactive=1h use_temp_path=off;
+  upstream origin { server $ORIGIN; keepalive 128; }
+  server {
+    listen 127.0.0.1:${PORT[nginx]};
+    location / {
+      proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_cache bench;
+      proxy_cache_min_uses 2;
+      proxy_cache_lock on;
+      add_header X-Cache-Status \$upstream_cache_status;
+    }
+  }
+}
+EOF
+  nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+}
+
+start_varnish() {
+  local dir="$WORK/varnish"
+  mkdir -p "$dir"
+  # -j none: no privilege separation, so root can run it from a private directory.
+  varnishd -F -j none -n "$dir" -a "127.0.0.1:${PORT[varnish]}" -b "$ORIGIN" \
+    -s "malloc,${CACHE_MIB}m" -s "Transient=malloc,64m" >"$WORK/varnish.log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+}
+
+start_ats() {
+  local dir="$WORK/ats"
+  mkdir -p "$dir/etc" "$dir/log" "$dir/run" "$SHM/ats"
+  cp -r /etc/trafficserver/. "$dir/etc/"
+  echo "$SHM/ats ${CACHE_MIB}M" >"$dir/etc/storage.config"
+  echo "map http://127.0.0.1:${PORT[ats]}/ http://$ORIGIN/ @plugin=cache_promote.so @pparam=--policy=lru @pparam=--hits=2" \
+    >"$dir/etc/remap.config"
+  : >"$dir/etc/plugin.config"
+  local overrides=(
+    "proxy.config.http.server_ports STRING ${PORT[ats]}"
+    "proxy.config.admin.user_id STRING #-1"
+    "proxy.config.log.logfile_dir STRING $dir/log"
+    "proxy.config.local_state_dir STRING $dir/run"
+    "proxy.config.log.logging_enabled INT 0"
+    "proxy.config.reverse_proxy.enabled INT 1"
+    "proxy.config.url_remap.remap_required INT 1"
+    "proxy.config.cache.ram_cache.size INT ${CACHE_MIB}M"
+    "proxy.config.http.cache.required_headers INT 0"
+    "proxy.config.http.insert_response_via_str INT 0"
+    "proxy.config.exec_thread.autoconfig INT 1"
+    "proxy.config.exec_thread.limit INT 2"
+    "proxy.config.diags.debug.enabled INT 0"
+  )
+  local names
+  names=$(printf '%s\n' "${overrides[@]}" | awk '{print $1}' | paste -sd'|')
+  grep -vE "^CONFIG ($names) " /etc/trafficserver/records.config >"$dir/etc/records.config" || true
+  printf 'CONFIG %s\n' "${overrides[@]}" >>"$dir/etc/records.config"
+  PROXY_CONFIG_CONFIG_DIR="$dir/etc" traffic_server >"$WORK/ats.log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+}
+
+# Requests a URL until the peer serves it without the origin (at most 10 tries).
+warm() {
+  local url=$1 before after
+  for _ in $(seq 10); do
+    before=$(origin_requests)
+    curl -s -o /dev/null "$url"
+    after=$(origin_requests)
+    [[ "$before" == "$after" ]] && return 0
+  done
+  log "warning: $url is still fetched from the origin after 10 requests"
+}
+
+# The mixed workload: 80% of requests to 2000 popular 4 KiB objects, 20% to objects never seen again.
+# thread_id and round are globals: setup() and init() set them in each thread's own Lua state.
+cat >"$WORK/mix.lua" <<'EOF'
+local counter = 0
+local next_thread = 0
+setup = function(thread)
+  thread:set("thread_id", next_thread)
+  next_thread = next_thread + 1
+end
+-- args[1] is the round: each round has its own one-hit keys.
+init = function(args)
+  round = args[1] or "1"
+  math.randomseed(1234 + thread_id + 100 * tonumber(round))
+end
+request = function()
+  counter = counter + 1
+  local key
+  if math.random() < 0.8 then
+    key = "hot-" .. math.random(2000)
+  else
+    key = "once-" .. round .. "-" .. thread_id .. "-" .. counter
+  end
+  return wrk.format("GET", "/obj/" .. key .. "?size=4096")
+end
+EOF
+
+# wrk latency in ms from a value like 812.00us, 1.23ms, 1.02s.
+to_ms() {
+  awk -v v="$1" 'BEGIN {
+    n = v + 0
+    if (v ~ /us$/) n = n / 1000; else if (v ~ /ms$/) n = n; else if (v ~ /s$/) n = n * 1000
+    printf "%.3f", n
+  }'
+}
+
+# Runs wrk; prints "requests/s p50_ms p99_ms errors".
+drive() {
+  local out
+  out=$(wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" --latency "$@" 2>&1)
+  echo "$out" >>"$WORK/wrk.log"
+  local rps p50 p99 errors
+  rps=$(echo "$out" | awk '/^Requests\/sec:/ {printf "%.0f", $2}')
+  p50=$(to_ms "$(echo "$out" | awk '$1 == "50%" {print $2}')")
+  p99=$(to_ms "$(echo "$out" | awk '$1 == "99%" {print $2}')")
+  errors=$(echo "$out" | awk '/Non-2xx or 3xx responses:/ {n += $NF} /Socket errors:/ {for (i = 4; i <= NF; i += 2) n += $i} END {print n + 0}')
+  echo "${rps:-0} $p50 $p99 $errors"
+}
+
+install_missing
+if [[ -z "${BLOOMGATE:-}" ]]; then
+  log "building the release binary"
+  cargo build --release --quiet
+  BLOOMGATE="${CARGO_TARGET_DIR:-target}/release/bloomgate"
+fi
+
+start_origin
+# All peers run at once and take turns per workload, so that load from elsewhere on the machine
+# hits them alike; an idle peer costs next to nothing.
+declare -A SERVER
+RUNNING=()
+for peer in $PEERS; do
+  log "starting $peer on port ${PORT[$peer]}"
+  "start_$peer"
+  SERVER[$peer]=$SERVER_PID
+  if wait_for_http "${PORT[$peer]}"; then
+    RUNNING+=("$peer")
+    warm "http://127.0.0.1:${PORT[$peer]}/obj/small?size=1024"
+    warm "http://127.0.0.1:${PORT[$peer]}/obj/large?size=65536"
+  else
+    log "$peer did not start; skipped (KEEP=1 keeps its log in $WORK)"
+  fi
+done
+
+RESULTS="$WORK/results"
+: >"$RESULTS"
+for round in $(seq "$ROUNDS"); do
+  for workload in 1KiB 64KiB mix; do
+    for peer in "${RUNNING[@]}"; do
+      base="http://127.0.0.1:${PORT[$peer]}"
+      case $workload in
+        1KiB) args=("$base/obj/small?size=1024") ;;
+        64KiB) args=("$base/obj/large?size=65536") ;;
+        mix) args=(-s "$WORK/mix.lua" "$base" -- "$round") ;;
+      esac
+      before=$(origin_requests)
+      read -r rps p50 p99 errors < <(drive "${args[@]}")
+      after=$(origin_requests)
+      echo "$peer $workload $rps $p50 $p99 $errors $((after - before))" >>"$RESULTS"
+      log "round $round, $peer $workload: $rps requests/s, p50 $p50 ms, p99 $p99 ms"
+    done
+  done
+done
+for peer in "${RUNNING[@]}"; do
+  echo "$peer rss $(peak_rss_mib "${SERVER[$peer]}")" >>"$RESULTS"
+done
+
+awk -v duration="$DURATION" -v rounds="$ROUNDS" -v connections="$CONNECTIONS" -v threads="$THREADS" -v cache="$CACHE_MIB" '
+  $2 == "rss" { rss[$1] = $3; next }
+  # With several rounds, the round with the most requests/s stands for the pair.
+  { key = $1 " " $2
+    if (!(key in rps) || $3 > rps[key]) { rps[key] = $3; p50[key] = $4; p99[key] = $5; err[key] = $6; origin[key] = $7 }
+    if (!($1 in seen)) { seen[$1] = 1; peers[++npeers] = $1 }
+    if (!($2 in wseen)) { wseen[$2] = 1; workloads[++nworkloads] = $2 } }
+  END {
+    printf "wrk -t%d -c%d -d%ds on 127.0.0.1, cache %d MiB each, best of %d round(s)\n\n", threads, connections, duration, cache, rounds
+    printf "%-10s %-6s %10s %9s %9s %8s %8s %7s %9s\n", "peer", "load", "req/s", "p50 ms", "p99 ms", "vs bg", "origin", "errors", "peak MiB"
+    for (w = 1; w <= nworkloads; w++) {
+      base = rps["bloomgate " workloads[w]]
+      for (p = 1; p <= npeers; p++) {
+        key = peers[p] " " workloads[w]
+        if (!(key in rps)) continue
+        ratio = base > 0 ? sprintf("%.2fx", rps[key] / base) : "-"
+        printf "%-10s %-6s %10d %9.3f %9.3f %8s %8d %7d %9s\n", peers[p], workloads[w], rps[key], p50[key], p99[key], ratio, origin[key], err[key], rss[peers[p]]
+      }
+    }
+    print "\nvs bg: requests/s relative to bloomgate. origin: requests that reached the origin during the run."
+    print "peak MiB: VmHWM summed over the peer'"'"'s processes (nginx and ATS keep cached bodies in files under /dev/shm, not counted)."
+  }' "$RESULTS"
