@@ -160,7 +160,7 @@ pub async fn start_origin(opts: OriginOptions) -> std::io::Result<OriginHandle> 
 #[derive(Debug, Clone, clap::Args)]
 pub struct OriginArgs {
     /// Address to listen on (port 0 picks a free port; the address is printed).
-    #[arg(long, default_value = "127.0.0.1:8000")]
+    #[arg(long, default_value = "127.0.0.1:8081")]
     pub listen: SocketAddr,
     /// max-age of every object's Cache-Control, in seconds.
     #[arg(long, default_value_t = 3600)]
