@@ -425,13 +425,19 @@ impl BloomFilterBuilder {
 
     /// The size and bits per key the filter will have.
     pub fn sizing(&self) -> Sizing {
-        let sizing = match self.num_bits {
-            Some(bits) => Sizing::for_bits(self.capacity, bits),
-            None => Sizing::for_capacity(self.capacity, self.target_fpr),
-        };
-        Sizing {
-            num_hashes: self.num_hashes.unwrap_or(sizing.num_hashes),
-            ..sizing
+        match (self.num_bits, self.num_hashes) {
+            (Some(bits), Some(num_hashes)) => Sizing {
+                num_blocks: bits.div_ceil(BLOCK_BITS).max(1),
+                num_hashes,
+            },
+            (Some(bits), None) => Sizing::for_bits(self.capacity, bits),
+            (None, num_hashes) => {
+                let sizing = Sizing::for_capacity(self.capacity, self.target_fpr);
+                Sizing {
+                    num_hashes: num_hashes.unwrap_or(sizing.num_hashes),
+                    ..sizing
+                }
+            }
         }
     }
 
