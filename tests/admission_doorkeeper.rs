@@ -255,14 +255,15 @@ proptest! {
         let door = Doorkeeper::new(config(100, 0.02));
         let mut last_seen_in: std::collections::HashMap<u64, u64> = Default::default();
         for key in requests {
-            let before = door.generation();
             let admission = door.observe(&url(key));
-            if let Some(generation) = last_seen_in.get(&key) {
-                if door.generation() <= generation + 1 {
-                    prop_assert_eq!(admission, Admission::SeenBefore);
-                }
+            // With one thread, the generation read after an observe is the one it took
+            // effect in, even when the observe itself rotated.
+            if let Some(generation) = last_seen_in.get(&key)
+                && door.generation() <= generation + 1
+            {
+                prop_assert_eq!(admission, Admission::SeenBefore);
             }
-            last_seen_in.insert(key, before.max(door.generation()));
+            last_seen_in.insert(key, door.generation());
         }
     }
 }
