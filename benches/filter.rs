@@ -9,7 +9,9 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use bloomgate::bloom::BloomFilter;
-use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use criterion::{
+    BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
+};
 use fastbloom::AtomicBloomFilter;
 
 const KEY_LEN: usize = 48;
@@ -160,7 +162,12 @@ fn bench_filter<F: Filter>(c: &mut Criterion, n: usize, present: &[Key], absent:
                         filling = F::with_bits(num_bits, n);
                         cursor = 0;
                     }
-                    total += run(&filling, &present[cursor..cursor + CHUNK], threads, Op::Insert);
+                    total += run(
+                        &filling,
+                        &present[cursor..cursor + CHUNK],
+                        threads,
+                        Op::Insert,
+                    );
                     cursor += CHUNK;
                 }
                 total

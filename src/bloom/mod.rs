@@ -27,7 +27,7 @@
 mod counter;
 mod hash;
 mod math;
-mod snapshot;
+pub(crate) mod snapshot;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
