@@ -267,3 +267,9 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_doorkeeper_can_be_shared_across_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Doorkeeper>();
+}

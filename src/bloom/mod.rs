@@ -239,7 +239,8 @@ impl BloomFilter {
     }
 
     /// Estimated number of distinct keys inserted, from the fill ratio (Swamidass and Baldi's
-    /// estimator, with the blocked layout's per-block rate; see [`Sizing`]).
+    /// estimator, with the blocked layout's per-block rate; see [`Sizing`]). Infinite once every
+    /// bit is set.
     pub fn estimated_len(&self) -> f64 {
         self.estimated_len_at(self.set_bits())
     }
