@@ -9,9 +9,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use bloomgate::bloom::BloomFilter;
-use criterion::{
-    BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
-};
+use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use fastbloom::AtomicBloomFilter;
 
 const KEY_LEN: usize = 48;
@@ -126,35 +124,40 @@ fn run<F: Filter>(filter: &F, keys: &[Key], threads: usize, op: Op) -> Duration 
     start.elapsed()
 }
 
-fn bench_filter<F: Filter>(c: &mut Criterion, n: usize, present: &[Key], absent: &[Key]) {
-    let num_bits = BloomFilter::with_bits(BITS_PER_KEY * n as u64, n).num_bits();
-    let full = F::with_bits(num_bits, n);
-    run(&full, present, 2, Op::Insert);
-    let false_positives = absent.iter().filter(|k| full.contains(&k[..])).count();
+/// Fills a filter with `present` and prints its false-positive rate over `absent`.
+fn filled<F: Filter>(n: usize, num_bits: u64, present: &[Key], absent: &[Key]) -> F {
+    let filter = F::with_bits(num_bits, n);
+    run(&filter, present, 2, Op::Insert);
+    let false_positives = absent.iter().filter(|k| filter.contains(&k[..])).count();
     eprintln!(
         "{} n={n}: {} bits ({:.2} per key), k={}, measured false-positive rate {:.5} over {} absent keys",
         F::NAME,
-        full.num_bits(),
-        full.num_bits() as f64 / n as f64,
-        full.num_hashes(),
+        filter.num_bits(),
+        filter.num_bits() as f64 / n as f64,
+        filter.num_hashes(),
         false_positives as f64 / absent.len() as f64,
         absent.len()
     );
+    filter
+}
 
-    let mut group = c.benchmark_group(format!("n={n}"));
-    group
+/// Inserts fill a fresh filter chunk by chunk, from empty to n keys, then start over.
+fn bench_insert<F: Filter>(
+    c: &mut Criterion,
+    n: usize,
+    num_bits: u64,
+    threads: usize,
+    present: &[Key],
+) {
+    let mut filling = F::with_bits(num_bits, n);
+    let mut cursor = 0;
+    c.benchmark_group(format!("n={n}/insert/{threads}t"))
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .sampling_mode(SamplingMode::Flat)
-        .throughput(Throughput::Elements(CHUNK as u64));
-    for threads in THREADS {
-        let id = |op: &str| BenchmarkId::new(format!("{op}/{}", F::NAME), format!("{threads}t"));
-
-        // Inserts fill a fresh filter chunk by chunk, from empty to n keys, then start over.
-        let mut filling = F::with_bits(num_bits, n);
-        let mut cursor = 0;
-        group.bench_function(id("insert"), |b| {
+        .throughput(Throughput::Elements(CHUNK as u64))
+        .bench_function(F::NAME, |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
@@ -173,33 +176,57 @@ fn bench_filter<F: Filter>(c: &mut Criterion, n: usize, present: &[Key], absent:
                 total
             })
         });
-
-        for (op, keys) in [("lookup_present", present), ("lookup_absent", absent)] {
-            let mut cursor = 0;
-            group.bench_function(id(op), |b| {
-                b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        if cursor + CHUNK > keys.len() {
-                            cursor = 0;
-                        }
-                        total += run(&full, &keys[cursor..cursor + CHUNK], threads, Op::Lookup);
-                        cursor += CHUNK;
-                    }
-                    total
-                })
-            });
-        }
-    }
-    group.finish();
 }
 
+fn bench_lookup<F: Filter>(
+    c: &mut Criterion,
+    name: &str,
+    filter: &F,
+    threads: usize,
+    keys: &[Key],
+) {
+    let mut cursor = 0;
+    c.benchmark_group(format!("{name}/{threads}t"))
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sampling_mode(SamplingMode::Flat)
+        .throughput(Throughput::Elements(CHUNK as u64))
+        .bench_function(F::NAME, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    if cursor + CHUNK > keys.len() {
+                        cursor = 0;
+                    }
+                    total += run(filter, &keys[cursor..cursor + CHUNK], threads, Op::Lookup);
+                    cursor += CHUNK;
+                }
+                total
+            })
+        });
+}
+
+/// The two filters run back to back for each case, so that both see the same machine load.
 fn filters(c: &mut Criterion) {
     let absent = keys(0xab5e_0000_0000_0000, ABSENT_KEYS);
     for n in SIZES {
         let present = keys(0, n);
-        bench_filter::<BloomFilter>(c, n, &present, &absent);
-        bench_filter::<AtomicBloomFilter>(c, n, &present, &absent);
+        let num_bits = BloomFilter::with_bits(BITS_PER_KEY * n as u64, n).num_bits();
+        let ours: BloomFilter = filled(n, num_bits, &present, &absent);
+        let theirs: AtomicBloomFilter = filled(n, num_bits, &present, &absent);
+        for threads in THREADS {
+            bench_insert::<BloomFilter>(c, n, num_bits, threads, &present);
+            bench_insert::<AtomicBloomFilter>(c, n, num_bits, threads, &present);
+            for (op, keys) in [
+                ("lookup_present", &present[..]),
+                ("lookup_absent", &absent[..]),
+            ] {
+                let name = format!("n={n}/{op}");
+                bench_lookup(c, &name, &ours, threads, keys);
+                bench_lookup(c, &name, &theirs, threads, keys);
+            }
+        }
     }
 }
 
