@@ -40,6 +40,7 @@
 //! of one key may both be told [`Admission::FirstSeen`].
 
 mod clock;
+mod snapshot;
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -51,6 +52,7 @@ use arc_swap::ArcSwap;
 use crate::bloom::{BloomFilter, Seed, Sizing};
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use snapshot::DoorkeeperSnapshotError;
 
 /// How the doorkeeper sizes its filters and when it rotates them.
 #[derive(Debug, Clone, PartialEq)]

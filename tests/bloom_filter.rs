@@ -263,3 +263,9 @@ fn memory_follows_the_bits() {
     let bits_per_key = filter.num_bits() as f64 / 1e6;
     assert!((9.6..10.5).contains(&bits_per_key), "{bits_per_key}");
 }
+
+#[test]
+fn the_filter_can_be_shared_across_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<BloomFilter>();
+}

@@ -1,24 +1,5 @@
 //! Sizing model of the blocked filter: false-positive rate from per-block Poisson occupancy.
-//!
-//! Every key picks one 512-bit block and sets `k` positions in it, drawn independently and
-//! uniformly (a key may draw the same position twice). With `n` keys spread over `B` blocks the
-//! number of keys sharing the block a query lands in is Binomial(n, 1/B), which we take as
-//! Poisson(λ), λ = n / B. Following Putze, Sanders and Singler ("Cache-, Hash- and Space-Efficient
-//! Bloom Filters", 2007), the false-positive rate is the average of the in-block rate over that
-//! occupancy; unlike their approximation `Σ_j Poisson(j; λ) (1 - (1 - 1/b)^(kj))^k` we compute the
-//! average exactly for independent positions:
-//!
-//! - the query's `k` draws cover `d` distinct positions with probability `P_k(d)` (occupancy
-//!   distribution, computed by recurrence);
-//! - a fixed set of `d` positions is all set in a block holding `j` keys with probability
-//!   `Σ_i (-1)^i C(d, i) (1 - i/b)^(kj)` (inclusion-exclusion over the positions left clear);
-//! - averaging `x^j` over Poisson(λ) gives `exp(-λ (1 - x))`, so
-//!   `FPR(λ) = Σ_i c_i exp(-λ r_i)` with `r_i = 1 - (1 - i/b)^k` and
-//!   `c_i = (-1)^i Σ_d P_k(d) C(d, i)`.
-//!
-//! The same model gives the expected fraction of clear bits, `exp(-λ r_1)`, which inverts to the
-//! cardinality estimate `n = -B ln(1 - X/m) / r_1`: Swamidass and Baldi's `-(m/k) ln(1 - X/m)` with
-//! the per-block rate `r_1` in place of `k/b` (they differ by 0.6% at b = 512, k = 7).
+//! The model is documented on [`Sizing`].
 
 /// Bits in one block: one 64-byte cache line.
 pub(crate) const BLOCK_BITS: u64 = 512;
@@ -79,6 +60,9 @@ impl BlockModel {
 
     /// False-positive rate with `keys_per_block` keys per block on average.
     pub(crate) fn false_positive_rate(&self, keys_per_block: f64) -> f64 {
+        if keys_per_block.is_infinite() {
+            return 1.0;
+        }
         let sum: f64 = self
             .coefficients
             .iter()
@@ -125,6 +109,26 @@ impl BlockModel {
 }
 
 /// Number of blocks and positions per key chosen for a capacity and target rate.
+///
+/// Every key picks one 512-bit block and sets `k` positions in it, drawn independently and
+/// uniformly (a key may draw the same position twice). With `n` keys spread over `B` blocks the
+/// number of keys sharing the block a query lands in is Binomial(n, 1/B), which we take as
+/// Poisson(λ), λ = n / B. Following Putze, Sanders and Singler ("Cache-, Hash- and Space-Efficient
+/// Bloom Filters", 2007), the false-positive rate is the average of the in-block rate over that
+/// occupancy; unlike their approximation `Σ_j Poisson(j; λ) (1 - (1 - 1/b)^(kj))^k` we compute the
+/// average exactly for independent positions:
+///
+/// - the query's `k` draws cover `d` distinct positions with probability `P_k(d)` (occupancy
+///   distribution, computed by recurrence);
+/// - a fixed set of `d` positions is all set in a block holding `j` keys with probability
+///   `Σ_i (-1)^i C(d, i) (1 - i/b)^(kj)` (inclusion-exclusion over the positions left clear);
+/// - averaging `x^j` over Poisson(λ) gives `exp(-λ (1 - x))`, so
+///   `FPR(λ) = Σ_i c_i exp(-λ r_i)` with `r_i = 1 - (1 - i/b)^k` and
+///   `c_i = (-1)^i Σ_d P_k(d) C(d, i)`.
+///
+/// The same model gives the expected fraction of clear bits, `exp(-λ r_1)`, which inverts to the
+/// cardinality estimate `n = -B ln(1 - X/m) / r_1`: Swamidass and Baldi's `-(m/k) ln(1 - X/m)` with
+/// the per-block rate `r_1` in place of `k/b` (they differ by 0.6% at b = 512, k = 7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sizing {
     /// 512-bit blocks in the filter.
@@ -254,6 +258,12 @@ mod tests {
             (closed - direct).abs() < 1e-9 * direct,
             "{closed} vs {direct}"
         );
+    }
+
+    #[test]
+    fn a_full_filter_answers_yes_to_everything() {
+        let model = BlockModel::new(7);
+        assert_eq!(model.false_positive_rate(model.keys_per_block(1.0)), 1.0);
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //!   a key sets all of its `k` bits inside one block, so an insert or a lookup touches one line
 //!   (a classic filter touches `k` lines).
 //! - **`&self` everywhere.** Bits are `AtomicU64`; [`BloomFilter::insert`] is a test-and-set in
-//!   one pass that writes only words missing some of the key's bits, so repeated keys never take
-//!   a line exclusive.
+//!   one pass that reads the key's bits first and writes (`fetch_or`) only those still clear, so
+//!   repeated keys never take a line exclusive.
 //! - **Sized for its real false-positive rate.** Blocking costs accuracy at equal memory; the
 //!   sizing model (see [`Sizing`]) accounts for it, so the rate at `capacity` keys is at most the
 //!   target, not the unblocked formula's promise.
@@ -27,17 +27,23 @@
 mod counter;
 mod hash;
 mod math;
-mod snapshot;
+pub(crate) mod snapshot;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use counter::SetBitCounter;
 use hash::{BLOCK_WORDS, KeyHasher, Probe};
+
 use math::{BLOCK_BITS, BlockModel};
 
 pub use hash::Seed;
 pub use math::{MAX_HASHES, Sizing};
 pub use snapshot::SnapshotError;
+
+#[inline]
+fn is_set(block: &[AtomicU64; BLOCK_WORDS], position: usize) -> bool {
+    block[position / 64].load(Relaxed) & (1 << (position % 64)) != 0
+}
 
 /// One cache line of bits.
 #[repr(C, align(64))]
@@ -197,13 +203,23 @@ impl BloomFilter {
     pub(crate) fn insert_reporting(&self, key: &[u8]) -> Insertion {
         let probe = self.probe(key);
         let block = &self.blocks[probe.block].0;
+        // Read first, so that a repeated key writes nothing and its line stays shared in every
+        // core's cache.
+        if probe.positions.clone().all(|p| is_set(block, p)) {
+            return Insertion {
+                was_present: true,
+                count_reported: false,
+            };
+        }
         let mut new_bits = 0;
-        for (word, mask) in block.iter().zip(probe.masks) {
-            // Read first: a word that already has the bits is left shared in every cache.
-            if mask != 0 && word.load(Relaxed) & mask != mask {
-                new_bits += (mask & !word.fetch_or(mask, Relaxed)).count_ones();
+        for position in probe.positions {
+            let bit = 1 << (position % 64);
+            let word = &block[position / 64];
+            if word.load(Relaxed) & bit == 0 && word.fetch_or(bit, Relaxed) & bit == 0 {
+                new_bits += 1;
             }
         }
+        // Another thread may have set the missing bits meanwhile: then the key was present.
         if new_bits == 0 {
             return Insertion {
                 was_present: true,
@@ -219,13 +235,9 @@ impl BloomFilter {
     /// True if `key` was (probably) inserted; never false for an inserted key.
     #[inline]
     pub fn contains(&self, key: &[u8]) -> bool {
-        let probe = self.probe(key);
+        let mut probe = self.probe(key);
         let block = &self.blocks[probe.block].0;
-        let mut missing = 0;
-        for (word, mask) in block.iter().zip(probe.masks) {
-            missing |= mask & !word.load(Relaxed);
-        }
-        missing == 0
+        probe.positions.all(|p| is_set(block, p))
     }
 
     /// Bits set, counted as they are set (exact when no insert is in flight).
@@ -239,7 +251,8 @@ impl BloomFilter {
     }
 
     /// Estimated number of distinct keys inserted, from the fill ratio (Swamidass and Baldi's
-    /// estimator, with the blocked layout's per-block rate; see [`Sizing`]).
+    /// estimator, with the blocked layout's per-block rate; see [`Sizing`]). Infinite once every
+    /// bit is set.
     pub fn estimated_len(&self) -> f64 {
         self.estimated_len_at(self.set_bits())
     }
@@ -425,13 +438,19 @@ impl BloomFilterBuilder {
 
     /// The size and bits per key the filter will have.
     pub fn sizing(&self) -> Sizing {
-        let sizing = match self.num_bits {
-            Some(bits) => Sizing::for_bits(self.capacity, bits),
-            None => Sizing::for_capacity(self.capacity, self.target_fpr),
-        };
-        Sizing {
-            num_hashes: self.num_hashes.unwrap_or(sizing.num_hashes),
-            ..sizing
+        match (self.num_bits, self.num_hashes) {
+            (Some(bits), Some(num_hashes)) => Sizing {
+                num_blocks: bits.div_ceil(BLOCK_BITS).max(1),
+                num_hashes,
+            },
+            (Some(bits), None) => Sizing::for_bits(self.capacity, bits),
+            (None, num_hashes) => {
+                let sizing = Sizing::for_capacity(self.capacity, self.target_fpr);
+                Sizing {
+                    num_hashes: num_hashes.unwrap_or(sizing.num_hashes),
+                    ..sizing
+                }
+            }
         }
     }
 

@@ -226,7 +226,7 @@ fn read_u64(bytes: &[u8], at: usize) -> u64 {
 }
 
 /// CRC-64/XZ (ECMA-182 polynomial, reflected), table-driven.
-fn crc64(bytes: &[u8]) -> u64 {
+pub(crate) fn crc64(bytes: &[u8]) -> u64 {
     let crc = bytes.iter().fold(!0u64, |crc, byte| {
         CRC64_TABLE[((crc ^ u64::from(*byte)) & 0xff) as usize] ^ (crc >> 8)
     });
