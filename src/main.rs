@@ -118,7 +118,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(&config.log.level);
     runtime()?.block_on(async {
         let origin = config.origin.url.clone();
-        let running = bloomgate::proxy::start(config).await?;
+        let path = args.config.clone().or_else(|| {
+            let default = PathBuf::from(config::DEFAULT_PATH);
+            default.exists().then_some(default)
+        });
+        let running = bloomgate::proxy::start_with_file(config, path).await?;
         // One line on stdout that scripts and tests read to find the ports.
         println!(
             "bloomgate listening on http://{} (admin http://{}/metrics) -> origin {}",

@@ -79,6 +79,7 @@ pub struct StoreCounters {
 pub struct Store {
     cache: moka::sync::Cache<CacheKey, Arc<Variants>>,
     counters: Arc<StoreCounters>,
+    max_bytes: u64,
 }
 
 impl Store {
@@ -105,7 +106,11 @@ impl Store {
                 RemovalCause::Explicit | RemovalCause::Replaced => {}
             })
             .build();
-        Store { cache, counters }
+        Store {
+            cache,
+            counters,
+            max_bytes,
+        }
     }
 
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Variants>> {
@@ -165,6 +170,11 @@ impl Store {
     pub fn usage(&self) -> (u64, u64) {
         self.cache.run_pending_tasks();
         (self.cache.entry_count(), self.cache.weighted_size())
+    }
+
+    /// The size the store was built with.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
     }
 
     pub fn counters(&self) -> &StoreCounters {

@@ -47,10 +47,25 @@ fn answer(
         let (status, body) = proxy.purge(&parts);
         return text(status, body);
     }
+    if parts.method == Method::POST && parts.uri.path() == "/reload" {
+        let result = proxy.reload();
+        let response = match &result {
+            Ok(outcome) => text_owned(
+                StatusCode::OK,
+                format!(
+                    "reloaded; applied: {:?}; need a restart: {:?}\n",
+                    outcome.applied, outcome.need_restart
+                ),
+            ),
+            Err(error) => text_owned(StatusCode::BAD_REQUEST, format!("{error}\n")),
+        };
+        super::server::log_reload(result);
+        return response;
+    }
     if parts.method != Method::GET {
         return text(
             StatusCode::METHOD_NOT_ALLOWED,
-            "GET /metrics, /healthz, /readyz; PURGE <path> with Host\n",
+            "GET /metrics, /healthz, /readyz; POST /reload; PURGE <path> with Host\n",
         );
     }
     match parts.uri.path() {
@@ -68,6 +83,12 @@ fn answer(
         "/readyz" => text(StatusCode::OK, "ready\n"),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
+}
+
+fn text_owned(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {

@@ -47,11 +47,12 @@ impl Proxy {
     }
 
     async fn route(self: &Arc<Self>, request: Request<Incoming>, peer: SocketAddr) -> Answer {
+        let live = self.live();
         let (parts, body) = request.into_parts();
         if parts.method.as_str() == "PURGE" {
             return self.purge_from_public(&parts, peer);
         }
-        let Some(key) = CacheKey::from_request(&parts, &self.config.cache.key) else {
+        let Some(key) = CacheKey::from_request(&parts, &live.config.cache.key) else {
             return short(
                 StatusCode::BAD_REQUEST,
                 "request has no host\n",
@@ -102,12 +103,13 @@ impl Proxy {
         stale: Option<Arc<StoredResponse>>,
         fwd: &'static str,
     ) -> Answer {
+        let live = self.live();
         let flight = match self.flights.join(&key) {
             Role::Leader(flight) => Some(flight),
             Role::Follower(slot) => {
                 // A leader whose client reads slowly must not hold its waiters for long.
                 let patience =
-                    self.config.origin.first_byte_timeout + self.config.origin.idle_timeout;
+                    live.config.origin.first_byte_timeout + live.config.origin.idle_timeout;
                 let outcome = tokio::time::timeout(patience, coalesce::wait(slot))
                     .await
                     .unwrap_or(FlightOutcome::FetchAlone);
@@ -168,6 +170,7 @@ impl Proxy {
         fwd: &'static str,
         flight: Option<coalesce::Flight>,
     ) -> Answer {
+        let live = self.live();
         let mut headers = to_origin(
             &parts.headers,
             peer,
@@ -185,10 +188,10 @@ impl Proxy {
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let mut origin_request = Request::new(empty_body());
         *origin_request.method_mut() = Method::GET;
-        *origin_request.uri_mut() = self.origin.uri_for(path);
+        *origin_request.uri_mut() = live.origin.uri_for(path);
         *origin_request.headers_mut() = headers;
 
-        let response = match self.origin.send(origin_request).await {
+        let response = match live.origin.send(origin_request).await {
             Ok(response) => response,
             Err(error) => {
                 tracing::warn!(%error, key = %key, "origin request failed");
@@ -294,6 +297,7 @@ impl Proxy {
         fwd: &'static str,
         flight: Option<coalesce::Flight>,
     ) -> Answer {
+        let live = self.live();
         let (mut head, incoming) = response.into_parts();
         strip_hop_by_hop(&mut head.headers);
         let now = SystemTime::now();
@@ -309,7 +313,7 @@ impl Proxy {
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        let max_object = self.config.cache.max_object_bytes;
+        let max_object = live.config.cache.max_object_bytes;
         let too_large = content_length.is_some_and(|length| length > max_object);
         let size_rule = if too_large {
             Err(NotStored::TooLarge)
@@ -337,7 +341,7 @@ impl Proxy {
             }
             // A refetch of a stored object was admitted when it was first stored.
             Ok(()) if revalidating => true,
-            Ok(()) => match self
+            Ok(()) => match live
                 .doorkeeper
                 .as_ref()
                 .map(|door| door.observe(key.as_bytes()))
@@ -393,7 +397,7 @@ impl Proxy {
             }
         };
         let capturing = capture.is_some();
-        let body = OriginStream::new(incoming, self.config.origin.idle_timeout, capture);
+        let body = OriginStream::new(incoming, live.config.origin.idle_timeout, capture);
 
         let answer_304 =
             head.status == StatusCode::OK && not_modified(&parts.headers, &head.headers);
@@ -459,6 +463,7 @@ impl Proxy {
         peer: SocketAddr,
         key: CacheKey,
     ) -> Answer {
+        let live = self.live();
         let fwd = if parts.method == Method::GET || parts.method == Method::HEAD {
             "bypass"
         } else {
@@ -475,9 +480,9 @@ impl Proxy {
         let unsafe_method = !parts.method.is_safe();
         let mut origin_request = Request::new(body.boxed());
         *origin_request.method_mut() = parts.method.clone();
-        *origin_request.uri_mut() = self.origin.uri_for(path);
+        *origin_request.uri_mut() = live.origin.uri_for(path);
         *origin_request.headers_mut() = headers;
-        match self.origin.send(origin_request).await {
+        match live.origin.send(origin_request).await {
             Ok(response) => {
                 // RFC 9111 section 4.4: a successful unsafe request invalidates what the cache holds.
                 if unsafe_method
@@ -487,7 +492,7 @@ impl Proxy {
                 }
                 let (mut head, incoming) = response.into_parts();
                 strip_hop_by_hop(&mut head.headers);
-                let body = OriginStream::new(incoming, self.config.origin.idle_timeout, None);
+                let body = OriginStream::new(incoming, live.config.origin.idle_timeout, None);
                 (
                     Response::from_parts(head, http_body_util::Either::Right(body)),
                     status,
@@ -505,7 +510,8 @@ impl Proxy {
     }
 
     fn purge_from_public(&self, parts: &Parts, peer: SocketAddr) -> Answer {
-        let allowed = self
+        let live = self.live();
+        let allowed = live
             .config
             .server
             .purge_allowed_networks
@@ -524,7 +530,8 @@ impl Proxy {
 
     /// Removes the object a PURGE request names: 200 if something was stored, 404 otherwise.
     pub(super) fn purge(&self, parts: &Parts) -> (StatusCode, &'static str) {
-        match CacheKey::from_request(parts, &self.config.cache.key) {
+        let live = self.live();
+        match CacheKey::from_request(parts, &live.config.cache.key) {
             None => (StatusCode::BAD_REQUEST, "PURGE needs a Host\n"),
             Some(key) if self.store.purge(&key) => (StatusCode::OK, "purged\n"),
             Some(_) => (StatusCode::NOT_FOUND, "not cached\n"),
@@ -532,14 +539,15 @@ impl Proxy {
     }
 
     fn origin_host(&self, parts: &Parts) -> Option<HeaderValue> {
-        if self.config.origin.preserve_host {
+        let live = self.live();
+        if live.config.origin.preserve_host {
             // The host the cache key was built from, so the origin answers for the same host.
             return match parts.uri.authority() {
                 Some(authority) => HeaderValue::from_str(authority.as_str()).ok(),
                 None => parts.headers.get(header::HOST).cloned(),
             };
         }
-        self.origin
+        live.origin
             .base()
             .authority()
             .and_then(|authority| HeaderValue::from_str(authority.as_str()).ok())

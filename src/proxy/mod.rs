@@ -5,84 +5,116 @@ mod coalesce;
 mod handler;
 mod headers;
 mod origin;
+mod reload;
 mod server;
 mod status;
 mod stream;
 
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
 
 use crate::admission::{Doorkeeper, DoorkeeperConfig};
 use crate::cache::Store;
-use crate::config::Config;
+use crate::config::{AdmissionConfig, Config};
 use crate::telemetry::ScrapeState;
 
 pub use coalesce::{Coalescer, FlightOutcome};
 pub use handler::ProxyBody;
 pub use origin::{OriginClient, OriginError};
-pub use server::{RunningProxy, ServeError, start};
+pub use reload::{ReloadError, ReloadOutcome};
+pub use server::{RunningProxy, ServeError, start, start_with_file};
 pub use status::{CACHE_NAME, CacheStatus};
 
-/// Everything one request needs: configuration, the store, the doorkeeper, the origin client and
-/// the fetches in flight.
+/// What a configuration reload can swap while requests run: each request reads one `Live`.
+pub struct Live {
+    pub config: Arc<Config>,
+    pub origin: OriginClient,
+    pub doorkeeper: Option<Arc<Doorkeeper>>,
+}
+
+/// Everything one request needs: the live configuration with its origin client and doorkeeper,
+/// the store, and the fetches in flight.
 pub struct Proxy {
-    config: Arc<Config>,
+    live: ArcSwap<Live>,
     store: Store,
-    doorkeeper: Option<Doorkeeper>,
-    origin: OriginClient,
     flights: Arc<Coalescer>,
+    /// The file `reload` re-reads; `None` when running on built-in defaults.
+    config_path: Option<PathBuf>,
+    /// Serialises reloads (SIGHUP and the admin endpoint may race).
+    reloading: Mutex<()>,
 }
 
 impl Proxy {
-    pub fn new(config: Config) -> Proxy {
-        let doorkeeper = config.admission.enabled.then(|| {
-            Doorkeeper::new(DoorkeeperConfig {
-                capacity: config.admission.capacity,
-                target_fpr: config.admission.target_fpr,
-                rotate_at_fpr: config.admission.rotate_at_fpr,
-                max_age: config.admission.max_age,
-            })
-        });
+    pub fn new(config: Config, config_path: Option<PathBuf>) -> Proxy {
+        let doorkeeper = new_doorkeeper(&config.admission);
         Proxy {
             store: Store::new(config.cache.max_bytes),
-            origin: OriginClient::new(&config.origin),
             flights: Arc::new(Coalescer::default()),
-            doorkeeper,
-            config: Arc::new(config),
+            live: ArcSwap::from_pointee(Live {
+                origin: OriginClient::new(&config.origin),
+                doorkeeper,
+                config: Arc::new(config),
+            }),
+            config_path,
+            reloading: Mutex::new(()),
         }
     }
 
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// The configuration, origin client and doorkeeper in force now.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.load_full()
+    }
+
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(&self.live.load().config)
     }
 
     pub fn store(&self) -> &Store {
         &self.store
     }
 
-    pub fn doorkeeper(&self) -> Option<&Doorkeeper> {
-        self.doorkeeper.as_ref()
+    pub fn doorkeeper(&self) -> Option<Arc<Doorkeeper>> {
+        self.live.load().doorkeeper.clone()
     }
 
     /// Samples what the metrics exporter reports, at scrape time.
     pub fn scrape_state(&self) -> ScrapeState {
+        let live = self.live();
         let (cache_entries, cache_bytes) = self.store.usage();
         let counters = self.store.counters();
         ScrapeState {
-            doorkeeper: self.doorkeeper.as_ref().map(|door| {
+            doorkeeper: live.doorkeeper.as_ref().map(|door| {
                 (
                     door.stats(),
-                    self.config.admission.rotate_at_fpr,
-                    self.config.admission.capacity,
+                    live.config.admission.rotate_at_fpr,
+                    live.config.admission.capacity,
                 )
             }),
             cache_entries,
             cache_bytes,
-            cache_max_bytes: self.config.cache.max_bytes,
+            cache_max_bytes: self.store.max_bytes(),
             cache_writes: counters.writes.load(Ordering::Relaxed),
             cache_written_bytes: counters.written_bytes.load(Ordering::Relaxed),
             cache_evictions: counters.evictions.load(Ordering::Relaxed),
             cache_expirations: counters.expirations.load(Ordering::Relaxed),
         }
     }
+}
+
+fn doorkeeper_config(admission: &AdmissionConfig) -> DoorkeeperConfig {
+    DoorkeeperConfig {
+        capacity: admission.capacity,
+        target_fpr: admission.target_fpr,
+        rotate_at_fpr: admission.rotate_at_fpr,
+        max_age: admission.max_age,
+    }
+}
+
+fn new_doorkeeper(admission: &AdmissionConfig) -> Option<Arc<Doorkeeper>> {
+    admission
+        .enabled
+        .then(|| Arc::new(Doorkeeper::new(doorkeeper_config(admission))))
 }

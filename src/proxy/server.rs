@@ -2,6 +2,7 @@
 //! header-read timeout, and graceful shutdown.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,16 +56,25 @@ impl RunningProxy {
         let _ = self.task.await;
     }
 
-    /// Runs until the process receives SIGTERM or SIGINT, then shuts down gracefully.
+    /// Runs until the process receives SIGTERM or SIGINT, then shuts down gracefully; SIGHUP
+    /// reloads the configuration file.
     pub async fn run_until_signal(self) {
-        wait_for_signal().await;
+        wait_for_signal(&self.proxy).await;
         tracing::info!("shutting down: no new connections, finishing requests in flight");
         self.shutdown().await;
     }
 }
 
-/// Binds both listeners and starts serving in the background.
+/// Binds both listeners and starts serving in the background, with no file to reload from.
 pub async fn start(config: Config) -> Result<RunningProxy, ServeError> {
+    start_with_file(config, None).await
+}
+
+/// Like [`start`]; SIGHUP and the admin `POST /reload` re-read `config_path`.
+pub async fn start_with_file(
+    config: Config,
+    config_path: Option<PathBuf>,
+) -> Result<RunningProxy, ServeError> {
     let _ = recorder();
     register_series();
     let listener = TcpListener::bind(config.server.listen)
@@ -93,18 +103,32 @@ pub async fn start(config: Config) -> Result<RunningProxy, ServeError> {
             addr: config.admin.listen,
             source,
         })?;
-    let proxy = Arc::new(Proxy::new(config));
+    let proxy = Arc::new(Proxy::new(config, config_path));
     let (shutdown, shutdown_rx) = watch::channel(false);
     let admin_task = tokio::spawn(admin::serve(
         admin_listener,
         Arc::clone(&proxy),
         shutdown_rx.clone(),
     ));
+    // observe() checks max_age as requests arrive; an idle proxy still rotates on time.
+    let ticker = tokio::spawn({
+        let proxy = Arc::clone(&proxy);
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                if let Some(door) = proxy.doorkeeper() {
+                    door.rotate_if_due();
+                }
+            }
+        }
+    });
     let task = tokio::spawn({
         let proxy = Arc::clone(&proxy);
         async move {
             accept_loop(listener, proxy, shutdown_rx).await;
             admin_task.abort();
+            ticker.abort();
         }
     });
     tracing::info!(%addr, %admin_addr, "bloomgate listening");
@@ -122,7 +146,8 @@ async fn accept_loop(
     proxy: Arc<Proxy>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let server = &proxy.config().server;
+    let config = proxy.config();
+    let server = &config.server;
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -137,7 +162,6 @@ async fn accept_loop(
         .max_header_list_size(u32::try_from(server.max_header_bytes).unwrap_or(u32::MAX));
     let limit = Arc::new(Semaphore::new(server.max_connections));
     let graceful = GracefulShutdown::new();
-    let grace = server.shutdown_grace;
 
     loop {
         tokio::select! {
@@ -177,6 +201,7 @@ async fn accept_loop(
         }
     }
     drop(listener);
+    let grace = proxy.config().server.shutdown_grace;
     if tokio::time::timeout(grace, graceful.shutdown())
         .await
         .is_err()
@@ -205,20 +230,34 @@ fn register_series() {
     gauge!(CONNECTIONS_OPEN).increment(0.0);
 }
 
-async fn wait_for_signal() {
+async fn wait_for_signal(proxy: &Proxy) {
     use tokio::signal::unix::{SignalKind, signal};
-    match (
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
+        signal(SignalKind::hangup()),
+    ) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => return,
+            _ = int.recv() => return,
+            _ = hup.recv() => log_reload(proxy.reload()),
+        }
+    }
+}
+
+/// Logs what a reload did, or why it changed nothing.
+pub(super) fn log_reload(result: Result<super::ReloadOutcome, super::ReloadError>) {
+    match result {
+        Ok(outcome) => {
+            tracing::info!(applied = ?outcome.applied, "configuration reloaded");
+            if !outcome.need_restart.is_empty() {
+                tracing::warn!(keys = ?outcome.need_restart, "changed keys take effect only after a restart");
             }
         }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
+        Err(error) => tracing::error!("{error}"),
     }
 }

@@ -73,7 +73,18 @@ impl ProxyConfig {
 
     /// Writes the config and starts the proxy with it.
     pub fn start(&self) -> ProxyProcess {
-        ProxyProcess::start(&self.render())
+        ProxyProcess::start(&self.render(), None)
+    }
+
+    /// Starts the proxy with its config at `path`, left in place so that a test can change it and
+    /// make the proxy reload it.
+    pub fn start_with_file(&self, path: &std::path::Path) -> ProxyProcess {
+        ProxyProcess::start(&self.render(), Some(path))
+    }
+
+    /// The config file text, for a test that rewrites it.
+    pub fn text(&self) -> String {
+        self.render()
     }
 }
 
@@ -90,13 +101,16 @@ pub struct ProxyProcess {
 static STARTED: AtomicUsize = AtomicUsize::new(0);
 
 impl ProxyProcess {
-    fn start(config: &str) -> ProxyProcess {
+    fn start(config: &str, keep_at: Option<&std::path::Path>) -> ProxyProcess {
         let unique = format!(
             "bloomgate-e2e-{}-{}",
             std::process::id(),
             STARTED.fetch_add(1, Ordering::Relaxed)
         );
-        let config_path = std::env::temp_dir().join(format!("{unique}.toml"));
+        let config_path = match keep_at {
+            Some(path) => path.to_path_buf(),
+            None => std::env::temp_dir().join(format!("{unique}.toml")),
+        };
         let log_path = std::env::temp_dir().join(format!("{unique}.log"));
         std::fs::write(&config_path, config).expect("write proxy config");
         let log = std::fs::File::create(&log_path).expect("create proxy log");
@@ -120,7 +134,9 @@ impl ProxyProcess {
         let _ = stdout.read_line(&mut line);
         let addresses = parse_listening_line(&line);
         // The proxy has read its config; a shared proxy is never dropped, so clean up now.
-        let _ = std::fs::remove_file(&config_path);
+        if keep_at.is_none() {
+            let _ = std::fs::remove_file(&config_path);
+        }
         let log = File::open(&log_path).expect("open proxy log");
         let _ = std::fs::remove_file(&log_path);
         let Some((addr, admin)) = addresses else {

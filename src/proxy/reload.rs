@@ -1,0 +1,126 @@
+//! Live configuration reload: re-read the file, keep the old configuration on any error, and swap
+//! in what can change without dropping connections.
+
+use std::sync::Arc;
+
+use super::{Live, Proxy, doorkeeper_config, new_doorkeeper};
+use crate::admission::Doorkeeper;
+use crate::config::{Config, ConfigErrors};
+use crate::proxy::OriginClient;
+
+/// Why a reload changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("no config file to reload: the proxy runs on built-in defaults")]
+    NoFile,
+    #[error("config rejected, the running configuration is unchanged:\n{0}")]
+    Invalid(ConfigErrors),
+}
+
+/// What a successful reload did.
+#[derive(Debug, Default)]
+pub struct ReloadOutcome {
+    /// Keys whose new values are in force.
+    pub applied: Vec<&'static str>,
+    /// Keys that changed in the file but take effect only after a restart.
+    pub need_restart: Vec<&'static str>,
+}
+
+impl Proxy {
+    /// Re-reads the config file the proxy was started with and applies it (see [`Proxy::apply`]).
+    pub fn reload(&self) -> Result<ReloadOutcome, ReloadError> {
+        let path = self.config_path.as_ref().ok_or(ReloadError::NoFile)?;
+        let config = Config::load(path).map_err(ReloadError::Invalid)?;
+        Ok(self.apply(config))
+    }
+
+    /// Applies a validated configuration. Requests in flight finish on the configuration they
+    /// started with; new requests see the new one.
+    ///
+    /// Live: origin (URL, timeouts, pool), the cache key rules, `cache.max_object_bytes`, admission
+    /// (thresholds keep the filters' memory; a new capacity or target rate starts fresh filters),
+    /// PURGE networks, shutdown grace. Listen addresses, connection limits, header limits, the cache
+    /// size (moka cannot resize) and the log level need a restart and are reported as such.
+    pub fn apply(&self, config: Config) -> ReloadOutcome {
+        let _serial = self
+            .reloading
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let old = self.live();
+        let mut outcome = ReloadOutcome::default();
+        let was = &old.config;
+
+        let restart_only: [(&'static str, bool); 7] = [
+            ("server.listen", was.server.listen != config.server.listen),
+            (
+                "server.max_connections",
+                was.server.max_connections != config.server.max_connections,
+            ),
+            (
+                "server.header_read_timeout",
+                was.server.header_read_timeout != config.server.header_read_timeout,
+            ),
+            (
+                "server.max_header_bytes",
+                was.server.max_header_bytes != config.server.max_header_bytes,
+            ),
+            ("admin.listen", was.admin.listen != config.admin.listen),
+            (
+                "cache.max_bytes",
+                was.cache.max_bytes != config.cache.max_bytes,
+            ),
+            ("log.level", was.log.level != config.log.level),
+        ];
+        outcome.need_restart = restart_only
+            .iter()
+            .filter(|(_, changed)| *changed)
+            .map(|(key, _)| *key)
+            .collect();
+
+        let origin = if was.origin != config.origin {
+            outcome.applied.push("origin");
+            OriginClient::new(&config.origin)
+        } else {
+            old.origin.clone()
+        };
+        let doorkeeper = if was.admission != config.admission {
+            outcome.applied.push("admission");
+            carry_over(old.doorkeeper.as_deref(), &config)
+        } else {
+            old.doorkeeper.clone()
+        };
+        if was.cache.key != config.cache.key {
+            outcome.applied.push("cache.key");
+        }
+        if was.cache.max_object_bytes != config.cache.max_object_bytes {
+            outcome.applied.push("cache.max_object_bytes");
+        }
+        if was.server.purge_allowed_networks != config.server.purge_allowed_networks {
+            outcome.applied.push("server.purge_allowed_networks");
+        }
+        if was.server.shutdown_grace != config.server.shutdown_grace {
+            outcome.applied.push("server.shutdown_grace");
+        }
+        self.live.store(Arc::new(Live {
+            config: Arc::new(config),
+            origin,
+            doorkeeper,
+        }));
+        outcome
+    }
+}
+
+/// The doorkeeper for a new admission config: the old filters when their sizing still fits (new
+/// thresholds or max age), fresh ones otherwise.
+fn carry_over(old: Option<&Doorkeeper>, config: &Config) -> Option<Arc<Doorkeeper>> {
+    if !config.admission.enabled {
+        return None;
+    }
+    if let Some(old) = old
+        && let Ok(restored) =
+            Doorkeeper::restore(doorkeeper_config(&config.admission), &old.snapshot())
+    {
+        return Some(Arc::new(restored));
+    }
+    new_doorkeeper(&config.admission)
+}
