@@ -386,9 +386,8 @@ impl Doorkeeper {
             {
                 seen |= previous.contains(key);
             }
-            let check_clock = insertion.count_reported || clock_read_due();
-            if insertion.count_reported || check_clock {
-                self.rotate_if_due_in(&generation, insertion.count_reported, check_clock);
+            if insertion.count_reported || clock_read_due() {
+                self.rotate_if_due_in(&generation, insertion.count_reported, true);
             }
             let latest = self.generation.load();
             if latest.number == generation.number {

@@ -4,7 +4,7 @@
 /// Bits in one block: one 64-byte cache line.
 pub(crate) const BLOCK_BITS: u64 = 512;
 
-/// Most bit positions per key. Beyond this the alternating sum in [`BlockModel`] loses precision
+/// Most bit positions per key. Beyond this the sizing model's alternating sum loses precision
 /// and the blocked layout gains nothing (its optimum k is below the unblocked one).
 pub const MAX_HASHES: u32 = 24;
 
