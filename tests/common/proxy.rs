@@ -163,6 +163,20 @@ impl ProxyProcess {
         format!("http://{}{path}", self.admin)
     }
 
+    /// The proxy's own pid (the harness runs it under a shell).
+    pub fn pid(&self) -> Option<u32> {
+        let shell = self.child.id();
+        let children =
+            std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).ok()?;
+        children.split_whitespace().next()?.parse().ok()
+    }
+
+    /// Open file descriptors of the proxy process.
+    pub fn open_fds(&self) -> Option<usize> {
+        let pid = self.pid()?;
+        Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
+    }
+
     /// What the proxy wrote to stderr so far.
     pub fn log(&self) -> String {
         let mut log = &self.log;
