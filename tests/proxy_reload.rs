@@ -22,23 +22,6 @@ fn object(body: &str) -> Reply {
     Reply::ok(body).header("cache-control", "max-age=60")
 }
 
-/// The pid of the `bloomgate serve` whose command line names this config file.
-fn proxy_pid(config: &std::path::Path) -> Option<u32> {
-    let wanted = config.to_string_lossy().to_string();
-    std::fs::read_dir("/proc")
-        .ok()?
-        .flatten()
-        .find_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            (cmdline.contains(" serve ")
-                && cmdline.contains(&wanted)
-                && !cmdline.starts_with("sh "))
-            .then_some(pid)
-        })
-}
-
 async fn reload(client: &Client, proxy: &common::ProxyProcess) -> common::client::Reply {
     client
         .send(Method::POST, &proxy.admin_url("/reload"), &[])
@@ -80,7 +63,7 @@ async fn sighup_switches_the_origin_without_dropping_a_keep_alive_connection() {
 
     let changed = ProxyConfig::new(&second.url());
     std::fs::write(&path, changed.text()).expect("rewrite config");
-    let pid = proxy_pid(&path).expect("find the proxy's pid");
+    let pid = proxy.pid().expect("find the proxy's pid");
     let status = std::process::Command::new("kill")
         .args(["-HUP", &pid.to_string()])
         .status()
