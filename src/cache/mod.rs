@@ -5,8 +5,8 @@ mod key;
 mod store;
 
 pub use entry::{
-    Freshness, NotStored, PolicyRequest, PolicyResponse, StoredResponse, directives, policy_for,
-    storability,
+    Freshness, NotStored, PolicyRequest, PolicyResponse, StoredResponse, directives, owned_headers,
+    policy_for, storability,
 };
 pub use key::CacheKey;
 pub use store::{Store, StoreCounters, Variants};

@@ -19,7 +19,9 @@ use super::origin::OutgoingBody;
 use super::status::CacheStatus;
 use super::stream::{Capture, OriginStream};
 use crate::admission::Admission;
-use crate::cache::{CacheKey, Freshness, NotStored, StoredResponse, policy_for, storability};
+use crate::cache::{
+    CacheKey, Freshness, NotStored, StoredResponse, owned_headers, policy_for, storability,
+};
 use crate::telemetry::{
     ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, REQUEST_DURATION_SECONDS, REQUESTS_TOTAL,
 };
@@ -253,9 +255,10 @@ impl Proxy {
         not_modified: &HeaderMap,
     ) -> Option<Arc<StoredResponse>> {
         let now = SystemTime::now();
+        let request_headers = owned_headers(&parts.headers);
         let request = crate::cache::PolicyRequest {
             method: &Method::GET,
-            headers: &parts.headers,
+            headers: &request_headers,
         };
         let response = crate::cache::PolicyResponse {
             status: StatusCode::NOT_MODIFIED,
@@ -264,7 +267,7 @@ impl Proxy {
         match entry.policy.after_response(&request, &response, now) {
             http_cache_semantics::AfterResponse::NotModified(policy, _) => {
                 let mut headers = entry.headers.clone();
-                for (name, value) in not_modified {
+                for (name, value) in &owned_headers(not_modified) {
                     if name != header::CONTENT_LENGTH
                         && name != header::TRANSFER_ENCODING
                         && name != header::CONNECTION
@@ -278,7 +281,7 @@ impl Proxy {
                     entry.status,
                     headers,
                     entry.body.clone(),
-                    &parts.headers,
+                    &request_headers,
                     now,
                 );
                 Some(self.store.refresh(key.clone(), refreshed))
@@ -300,10 +303,13 @@ impl Proxy {
         let live = self.live();
         let (mut head, incoming) = response.into_parts();
         strip_hop_by_hop(&mut head.headers);
+        // What may be stored must not pin the connections' read buffers (see `owned_headers`).
+        head.headers = owned_headers(&head.headers);
+        let request_headers = owned_headers(&parts.headers);
         let now = SystemTime::now();
         let policy = policy_for(
             &Method::GET,
-            &parts.headers,
+            &request_headers,
             head.status,
             &head.headers,
             now,
@@ -362,7 +368,7 @@ impl Proxy {
         let capture = match (shareable, flight) {
             (true, flight) => {
                 let proxy = Arc::clone(self);
-                let request_headers = parts.headers.clone();
+                let request_headers = request_headers.clone();
                 let response_status = head.status;
                 let response_headers = head.headers.clone();
                 let detail = status.detail;

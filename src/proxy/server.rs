@@ -77,9 +77,9 @@ pub async fn start_with_file(
 ) -> Result<RunningProxy, ServeError> {
     let _ = recorder();
     register_series();
-    let listener = TcpListener::bind(config.server.listen)
-        .await
-        .map_err(|source| ServeError::Bind {
+    let workers = std::thread::available_parallelism().map_or(1, usize::from);
+    let listeners =
+        bind_listeners(config.server.listen, workers).map_err(|source| ServeError::Bind {
             what: "proxy",
             addr: config.server.listen,
             source,
@@ -91,11 +91,10 @@ pub async fn start_with_file(
             addr: config.admin.listen,
             source,
         })?;
-    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
-        what: "proxy",
-        addr: config.server.listen,
-        source,
-    })?;
+    let addr = listeners
+        .first()
+        .and_then(|listener| listener.local_addr().ok())
+        .unwrap_or(config.server.listen);
     let admin_addr = admin_listener
         .local_addr()
         .map_err(|source| ServeError::Bind {
@@ -123,13 +122,14 @@ pub async fn start_with_file(
             }
         }
     });
-    let task = tokio::spawn({
-        let proxy = Arc::clone(&proxy);
-        async move {
-            accept_loop(listener, proxy, shutdown_rx).await;
-            admin_task.abort();
-            ticker.abort();
+    let limit = Arc::new(Semaphore::new(proxy.config().server.max_connections));
+    let finished = spawn_workers(listeners, &proxy, &shutdown_rx, &limit);
+    let task = tokio::spawn(async move {
+        for worker in finished {
+            let _ = worker.await;
         }
+        admin_task.abort();
+        ticker.abort();
     });
     tracing::info!(%addr, %admin_addr, "bloomgate listening");
     Ok(RunningProxy {
@@ -141,10 +141,81 @@ pub async fn start_with_file(
     })
 }
 
+/// Binds `count` listeners on one address with SO_REUSEPORT, so the kernel spreads connections
+/// over the serving threads; the first fixes the port when the address asks for port 0.
+fn bind_listeners(addr: SocketAddr, count: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let mut listeners = Vec::with_capacity(count);
+    let mut bind_to = addr;
+    for _ in 0..count.max(1) {
+        let socket = match bind_to {
+            SocketAddr::V4(_) => {
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?
+            }
+            SocketAddr::V6(_) => {
+                socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None)?
+            }
+        };
+        socket.set_reuse_address(true)?;
+        socket.set_reuse_port(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&bind_to.into())?;
+        socket.listen(1024)?;
+        let listener: std::net::TcpListener = socket.into();
+        bind_to = listener.local_addr()?;
+        listeners.push(listener);
+    }
+    Ok(listeners)
+}
+
+/// One serving thread per listener, each with its own single-threaded runtime, as nginx runs one
+/// worker per core: a connection stays on the thread that accepted it, with no work stealing or
+/// cross-thread wake-ups on the hit path. Returns a receiver per thread that fires when it is done.
+fn spawn_workers(
+    listeners: Vec<std::net::TcpListener>,
+    proxy: &Arc<Proxy>,
+    shutdown: &watch::Receiver<bool>,
+    limit: &Arc<Semaphore>,
+) -> Vec<tokio::sync::oneshot::Receiver<()>> {
+    let mut finished = Vec::with_capacity(listeners.len());
+    for (index, listener) in listeners.into_iter().enumerate() {
+        let (done, done_rx) = tokio::sync::oneshot::channel();
+        let proxy = Arc::clone(proxy);
+        let shutdown = shutdown.clone();
+        let limit = Arc::clone(limit);
+        let spawned = std::thread::Builder::new()
+            .name(format!("bloomgate-worker-{index}"))
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                match runtime {
+                    Ok(runtime) => runtime.block_on(async move {
+                        match TcpListener::from_std(listener) {
+                            Ok(listener) => accept_loop(listener, proxy, shutdown, limit).await,
+                            Err(error) => {
+                                tracing::error!(%error, "serving thread cannot use its listener")
+                            }
+                        }
+                    }),
+                    Err(error) => {
+                        tracing::error!(%error, "serving thread cannot start its runtime")
+                    }
+                }
+                let _ = done.send(());
+            });
+        match spawned {
+            Ok(_) => finished.push(done_rx),
+            Err(error) => tracing::error!(%error, "cannot start a serving thread"),
+        }
+    }
+    finished
+}
+
 async fn accept_loop(
     listener: TcpListener,
     proxy: Arc<Proxy>,
     mut shutdown: watch::Receiver<bool>,
+    limit: Arc<Semaphore>,
 ) {
     let config = proxy.config();
     let server = &config.server;
@@ -160,7 +231,6 @@ async fn accept_loop(
         .timer(TokioTimer::new())
         .max_concurrent_streams(256)
         .max_header_list_size(u32::try_from(server.max_header_bytes).unwrap_or(u32::MAX));
-    let limit = Arc::new(Semaphore::new(server.max_connections));
     let graceful = GracefulShutdown::new();
 
     loop {
