@@ -30,7 +30,7 @@ key_metrics() {
   requests=$(metric "$m" bloomgate_requests_total)
   hits=$(metric "$m" bloomgate_requests_total 'cache_status="hit"')
   writes=$(metric "$m" bloomgate_cache_writes_total)
-  printf '  %-34s %s\n' \
+  printf '  %-38s %s\n' \
     "requests (proxy)" "$requests" \
     "hits (proxy)" "$hits" \
     "cache writes" "$writes" \

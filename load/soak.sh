@@ -99,7 +99,7 @@ r = json.load(open(sys.argv[1]))
 l = r["latency_ms"]
 print(f"   replay: {r['requests']} requests, {r['requests_per_sec']:.0f}/s, hit ratio {100 * r['hit_ratio']:.2f}%,"
       f" byte hit ratio {100 * r['byte_hit_ratio']:.2f}%, latency p50 {l['p50']:.2f} ms p99 {l['p99']:.2f} ms"
-      f" max {l['max']:.2f} ms, errors {sum(v for k, v in r['errors'].items() if isinstance(v, int))}")
+      f" max {l['max']:.2f} ms, errors {r['errors']['total']}")
 EOF
 column -t "$SERIES" | sed 's/^/   /'
 echo "   before the run: RSS $((BASE_RSS / 1024)) MiB, $BASE_FDS fds; after it: RSS $((END_RSS / 1024)) MiB, $END_FDS fds; peak RSS (VmHWM) $((HWM / 1024)) MiB"
