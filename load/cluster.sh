@@ -60,6 +60,10 @@ EOF
 replay_json() {
   "$BLOOMGATE" replay --trace "$3" --target "$2" --concurrency "$CONCURRENCY" --json >"$WORK/$1.json" 2>"$WORK/$1.err" ||
     die "replay $1 failed: $(tail -n 5 "$WORK/$1.err")"
+  local errors
+  errors=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["errors"]["total"])' "$WORK/$1.json")
+  ((errors == 0)) || log "warning: replay $1 had $errors failed requests (see $WORK/$1.json)"
+  ((errors < 100)) || die "replay $1: too many failed requests to go on"
 }
 
 # field FILE KEY: a top-level number from a JSON file.
@@ -104,10 +108,12 @@ for i in 1 2 3; do
   export "BLOOMGATE_NODE$i=${PROXY_URL#http://}" "BLOOMGATE_ADMIN${i}_HOST=${admin%:*}" "BLOOMGATE_ADMIN${i}_PORT=${admin##*:}"
 done
 haproxy -db -f config/cluster/haproxy.cfg >"$WORK/haproxy.log" 2>&1 &
-PIDS+=($!)
+HAPROXY_PID=$!
+PIDS+=("$HAPROXY_PID")
 LB="http://$BLOOMGATE_LISTEN"
 for _ in $(seq 100); do
-  [[ $(curl -s -o /dev/null -w '%{http_code}' "$LB/readiness-probe?size=1") == 200 ]] && break
+  [[ $(curl -s -o /dev/null -w '%{http_code}' "$LB/obj/readiness-probe?size=1") == 200 ]] && break
+  kill -0 "$HAPROXY_PID" 2>/dev/null || die "haproxy exited: $(tail -n 5 "$WORK/haproxy.log")"
   sleep 0.1
 done
 # Until each node has passed its health checks (rise 2 x inter 500ms), HAProxy may route around it.
