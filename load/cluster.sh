@@ -127,7 +127,7 @@ for node in node1 node2 node3; do scrape "${NODE_ADMIN[$node]}" "$WORK/$node.aft
 log "mapping every key to its node through HAProxy"
 python3 load/cluster_probe.py route "$LB" "$TRACE" "$WORK/routes-before.json" >"$WORK/routes-before.out"
 log "asking each node directly for $SAMPLE sampled keys"
-python3 load/cluster_probe.py stored "$WORK/routes-before.json" "$BLOOMGATE_LISTEN" "$SAMPLE" \
+python3 load/cluster_probe.py stored "$TRACE" "$WORK/routes-before.json" "$BLOOMGATE_LISTEN" "$SAMPLE" \
   "node1=${NODE_URL[node1]}" "node2=${NODE_URL[node2]}" "node3=${NODE_URL[node3]}" >"$WORK/stored.out"
 
 # 3. Stopping node3: the survivors' own keys, replayed before and after.
@@ -176,33 +176,44 @@ for node in node1 node2 node3; do
     "$(metric "$m" bloomgate_admission_total 'decision="admitted"')"
 done
 printf '   %-44s %8s %10s %8s\n' "fleet of 3 (replay report)" "$cluster_hit" "$cluster_bytes" "$cluster_writes"
-awk -v a="$cluster_hit" -v b="$single_hit" 'BEGIN { d = a - b; printf "   difference: %+.2f points (target: within 1): %s\n", d, (d <= 1 && d >= -1) ? "ok" : "NOT MET" }'
+FAILED=0
+awk -v a="$cluster_hit" -v b="$single_hit" 'BEGIN {
+  d = a - b; ok = d <= 1 && d >= -1
+  printf "   difference: %+.2f points (target: within 1): %s\n", d, ok ? "ok" : "NOT MET"; exit !ok }' || FAILED=1
 echo
 echo "2. Each object stored on one node"
 echo "   fleet cache writes $cluster_writes against $single_writes on the single node"
-python3 - "$WORK/stored.out" "$WORK/routes-before.out" <<'EOF'
+python3 - "$WORK/stored.out" "$WORK/routes-before.out" <<'EOF' || FAILED=1
 import json, sys
 s = json.load(open(sys.argv[1]))
 r = json.load(open(sys.argv[2]))
 print(f"   keys per node (HAProxy's choice): {r['keys_per_node']} of {r['keys']} distinct keys")
-print(f"   of {s['sampled_keys']} sampled keys, asked on every node directly: held by one node {s['held_by_one_node']},"
+print(f"   of {s['sampled_keys']} keys (the most requested half, and random others), asked on every node directly: held by one node {s['held_by_one_node']},"
       f" by none (never admitted, or evicted) {s['held_by_no_node']}, by several {s['held_by_several_nodes']},"
       f" by a node HAProxy does not send it to {s['held_by_a_node_haproxy_does_not_route_to']}")
 ok = s["held_by_several_nodes"] == 0 and s["held_by_a_node_haproxy_does_not_route_to"] == 0
 print(f"   {'ok' if ok else 'NOT MET'}: no key is stored on more than one node, nor off its node")
+sys.exit(0 if ok else 1)
 EOF
 echo
 echo "3. Stopping node3"
-python3 - "$WORK/moved.out" <<'EOF'
+python3 - "$WORK/moved.out" <<'EOF' || FAILED=1
 import json, sys
 m = json.load(open(sys.argv[1]))
-print(f"   keys whose node changed: {m['moved']} of {m['keys']} ({100 * m['moved_share']:.1f}%; node3 held its share),"
+print(f"   keys whose node changed: {m['moved']} of {m['keys']} ({100 * m['moved_share']:.1f}%, all of node3's),"
       f" {m['moved_from_surviving_nodes']} of them from node1 or node2; node3's keys went to {m['lost_nodes_keys_now_on']}")
+ok = m["moved_from_surviving_nodes"] == 0 and 0.2 <= m["moved_share"] <= 0.45
+print(f"   {'ok' if ok else 'NOT MET'}: only node3's keys moved, about a third of all (0.20 to 0.45)")
+sys.exit(0 if ok else 1)
 EOF
 echo "   hit ratio of node1 and node2 on their own keys (a warm pass each), before and after node3 stopped:"
 for node in node1 node2; do
-  read -r r_before h_before before < <(node_hits "$WORK/$node.s0" "$WORK/$node.s1")
-  read -r r_after h_after after < <(node_hits "$WORK/$node.s2" "$WORK/$node.s3")
-  printf '   %s: %s%% of %s requests -> %s%% of %s requests\n' "$node" "$before" "$r_before" "$after" "$r_after"
+  read -r r_before _ before < <(node_hits "$WORK/$node.s0" "$WORK/$node.s1")
+  read -r r_after _ after < <(node_hits "$WORK/$node.s2" "$WORK/$node.s3")
+  awk -v n="$node" -v b="$before" -v rb="$r_before" -v a="$after" -v ra="$r_after" 'BEGIN {
+    ok = a - b <= 1 && b - a <= 1
+    printf "   %s: %.2f%% of %d requests -> %.2f%% of %d requests: %s\n", n, b, rb, a, ra, ok ? "ok (within 1 point)" : "NOT MET"
+    exit !ok }' || FAILED=1
 done
 echo "   survivors' replay: hit ratio $(pct "$(field "$WORK/survivors-before.json" hit_ratio)")% before, $(pct "$(field "$WORK/survivors-after.json" hit_ratio)")% after"
+exit "$FAILED"

@@ -9,9 +9,10 @@ needs no object size.
 
 Commands:
   route LB_URL TRACE OUT.json             which node serves each distinct key of TRACE (X-Served-By)
-  stored ROUTES.json HOST SAMPLE NAME=URL...
-                                          for SAMPLE keys, HEAD each node directly (Host: HOST) and
-                                          count the nodes that hold the key; prints JSON
+  stored TRACE ROUTES.json HOST SAMPLE NAME=URL...
+                                          for SAMPLE keys (half the most requested ones, half drawn
+                                          at random from the rest), HEAD each node directly
+                                          (Host: HOST) and count the nodes that hold the key
   moved BEFORE.json AFTER.json            share of keys whose node changed; prints JSON
   subset TRACE ROUTES.json OUT.csv NAME...
                                           TRACE's requests whose key routes to one of NAMEs
@@ -100,12 +101,13 @@ def route(lb_url, trace, out):
     print(json.dumps({"keys": len(routes), "keys_per_node": dict(sorted(shares.items()))}))
 
 
-def stored(routes_file, host, sample, nodes):
+def stored(trace, routes_file, host, sample, nodes):
     with open(routes_file) as f:
         routes = json.load(f)
-    keys = sorted(routes)
-    random.Random(1).shuffle(keys)
-    keys = keys[:sample]
+    counts = Counter(key for _, key, _ in trace_rows(trace))
+    popular = [key for key, _ in counts.most_common(sample // 2)]
+    rest = sorted(set(routes) - set(popular))
+    keys = popular + random.Random(1).sample(rest, min(sample - len(popular), len(rest)))
     probers = {}
     for spec in nodes:
         name, url = spec.split("=", 1)
@@ -164,7 +166,7 @@ def main():
     args = sys.argv[1:]
     commands = {
         "route": (3, lambda a: route(*a)),
-        "stored": (4, lambda a: stored(a[0], a[1], int(a[2]), a[3:])),
+        "stored": (5, lambda a: stored(a[0], a[1], a[2], int(a[3]), a[4:])),
         "moved": (2, lambda a: moved(*a)),
         "subset": (4, lambda a: subset(a[0], a[1], a[2], a[3:])),
     }
