@@ -18,6 +18,8 @@
 #   NODE_CACHE=8MiB NODE_CAPACITY=600     each node's cache.max_bytes and admission.capacity; the
 #   SINGLE_CACHE=24MiB SINGLE_CAPACITY=1800   single node gets three times both
 #   CONCURRENCY=16  SAMPLE=2000           replay concurrency; keys sampled for the stored-where check
+#   SURVIVOR_CONCURRENCY=1                concurrency of the survivors' passes: in trace order, so the
+#                                         two passes differ only by the lost node
 #   BLOOMGATE=path/to/bloomgate           the binary (default: release build, built if missing)
 #   KEEP=1                                keep the work directory (configs, logs, JSON)
 set -euo pipefail
@@ -35,6 +37,7 @@ SINGLE_CACHE=${SINGLE_CACHE:-24MiB}
 SINGLE_CAPACITY=${SINGLE_CAPACITY:-1800}
 CONCURRENCY=${CONCURRENCY:-16}
 SAMPLE=${SAMPLE:-2000}
+SURVIVOR_CONCURRENCY=${SURVIVOR_CONCURRENCY:-1}
 
 if ! command -v haproxy >/dev/null; then
   log "installing haproxy"
@@ -56,9 +59,10 @@ capacity = $2
 EOF
 }
 
-# replay_json NAME URL TRACE: replays TRACE against URL; saves the JSON report as $WORK/NAME.json.
+# replay_json NAME URL TRACE [CONCURRENCY]: replays TRACE against URL; saves the JSON report as
+# $WORK/NAME.json.
 replay_json() {
-  "$BLOOMGATE" replay --trace "$3" --target "$2" --concurrency "$CONCURRENCY" --json >"$WORK/$1.json" 2>"$WORK/$1.err" ||
+  "$BLOOMGATE" replay --trace "$3" --target "$2" --concurrency "${4:-$CONCURRENCY}" --json >"$WORK/$1.json" 2>"$WORK/$1.err" ||
     die "replay $1 failed: $(tail -n 5 "$WORK/$1.err")"
   local errors
   errors=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["errors"]["total"])' "$WORK/$1.json")
@@ -130,11 +134,17 @@ log "asking each node directly for $SAMPLE sampled keys"
 python3 load/cluster_probe.py stored "$TRACE" "$WORK/routes-before.json" "$BLOOMGATE_LISTEN" "$SAMPLE" \
   "node1=${NODE_URL[node1]}" "node2=${NODE_URL[node2]}" "node3=${NODE_URL[node3]}" >"$WORK/stored.out"
 
-# 3. Stopping node3: the survivors' own keys, replayed before and after.
+# 3. Stopping node3: the survivors' own keys, replayed before and after. A probe that finds a key
+# stored refreshes its place in the LRU; so that both passes start from the same order, each follows a
+# full mapping (this one also shows the mapping is stable).
+python3 load/cluster_probe.py route "$LB" "$TRACE" "$WORK/routes-again.json" >/dev/null
+cmp -s <(python3 -c 'import json, sys; print(sorted(json.load(open(sys.argv[1])).items()))' "$WORK/routes-before.json") \
+  <(python3 -c 'import json, sys; print(sorted(json.load(open(sys.argv[1])).items()))' "$WORK/routes-again.json") ||
+  die "HAProxy mapped some keys to another node the second time, with every node up"
 python3 load/cluster_probe.py subset "$TRACE" "$WORK/routes-before.json" "$WORK/survivors.csv" node1 node2 >"$WORK/subset.out"
 for node in node1 node2; do scrape "${NODE_ADMIN[$node]}" "$WORK/$node.s0"; done
 log "replaying the keys of node1 and node2 ($(field "$WORK/subset.out" requests 2>/dev/null || cat "$WORK/subset.out") requests), all nodes up"
-replay_json survivors-before "$LB" "$WORK/survivors.csv"
+replay_json survivors-before "$LB" "$WORK/survivors.csv" "$SURVIVOR_CONCURRENCY"
 for node in node1 node2; do scrape "${NODE_ADMIN[$node]}" "$WORK/$node.s1"; done
 
 log "stopping node3"
@@ -151,7 +161,7 @@ python3 load/cluster_probe.py route "$LB" "$TRACE" "$WORK/routes-after.json" >"$
 python3 load/cluster_probe.py moved "$WORK/routes-before.json" "$WORK/routes-after.json" >"$WORK/moved.out"
 for node in node1 node2; do scrape "${NODE_ADMIN[$node]}" "$WORK/$node.s2"; done
 log "replaying the keys of node1 and node2 again, node3 down"
-replay_json survivors-after "$LB" "$WORK/survivors.csv"
+replay_json survivors-after "$LB" "$WORK/survivors.csv" "$SURVIVOR_CONCURRENCY"
 for node in node1 node2; do scrape "${NODE_ADMIN[$node]}" "$WORK/$node.s3"; done
 
 # The report.
