@@ -18,6 +18,7 @@ pub const FILTER_CAPACITY: &str = "bloomgate_filter_capacity";
 pub const FILTER_BYTES: &str = "bloomgate_filter_bytes";
 pub const FILTER_GENERATION: &str = "bloomgate_filter_generation";
 pub const FILTER_ROTATIONS_TOTAL: &str = "bloomgate_filter_rotations_total";
+pub const FILTER_SNAPSHOTS_TOTAL: &str = "bloomgate_filter_snapshots_total";
 pub const CACHE_ENTRIES: &str = "bloomgate_cache_entries";
 pub const CACHE_BYTES: &str = "bloomgate_cache_bytes";
 pub const CACHE_MAX_BYTES: &str = "bloomgate_cache_max_bytes";
@@ -102,6 +103,10 @@ fn describe() {
         "Number of the doorkeeper's current generation."
     );
     describe_counter!(FILTER_ROTATIONS_TOTAL, "Doorkeeper rotations, by reason.");
+    describe_counter!(
+        FILTER_SNAPSHOTS_TOTAL,
+        "Doorkeeper snapshots written to admission.snapshot_path, by outcome (ok, error)."
+    );
     describe_gauge!(CACHE_ENTRIES, "Keys held in the cache.");
     describe_gauge!(
         CACHE_BYTES,

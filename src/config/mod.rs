@@ -10,7 +10,7 @@ mod parse;
 mod values;
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -123,6 +123,11 @@ pub struct AdmissionConfig {
     pub rotate_at_fpr: f64,
     /// Rotate a generation at least this often. Default 1h.
     pub max_age: Duration,
+    /// File the filters are saved to and restored from across restarts; `None` (an empty string
+    /// in the file) keeps them in memory only. Default none.
+    pub snapshot_path: Option<PathBuf>,
+    /// How often the filters are saved, besides at graceful shutdown. Default 5m.
+    pub snapshot_interval: Duration,
 }
 
 /// `[admin]`: the metrics, health and purge listener.
@@ -223,6 +228,8 @@ mod tests {
         assert_eq!(config.admission.target_fpr, 0.01);
         assert_eq!(config.admission.rotate_at_fpr, 0.02);
         assert_eq!(config.admission.max_age, Duration::from_secs(3600));
+        assert_eq!(config.admission.snapshot_path, None);
+        assert_eq!(config.admission.snapshot_interval, Duration::from_secs(300));
         assert_eq!(config.admin.listen, "127.0.0.1:9091".parse().unwrap());
         assert_eq!(config.log.level, "info");
     }

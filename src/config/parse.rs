@@ -1,5 +1,7 @@
 //! Reading a TOML table into a `Config`: defaults underneath, every error collected with its dotted key.
 
+use std::path::PathBuf;
+
 use toml::{Table, Value};
 
 use super::error::ConfigError;
@@ -149,6 +151,11 @@ fn read_admission(s: &mut Section) -> Option<AdmissionConfig> {
     let target_fpr = s.get("target_fpr", values::open_fraction);
     let rotate_at_fpr = s.get("rotate_at_fpr", values::open_fraction);
     let max_age = s.get("max_age", values::positive_duration);
+    let snapshot_path = s.get("snapshot_path", |v| {
+        let path = values::string(v)?;
+        Ok((!path.is_empty()).then(|| PathBuf::from(path)))
+    });
+    let snapshot_interval = s.get("snapshot_interval", values::positive_duration);
     let (target_fpr, rotate_at_fpr) = (target_fpr?, rotate_at_fpr?);
     // The previous generation alone is near target_fpr when it rotates out full, so a threshold at or
     // below it would rotate again at once, over and over.
@@ -165,6 +172,8 @@ fn read_admission(s: &mut Section) -> Option<AdmissionConfig> {
         target_fpr,
         rotate_at_fpr,
         max_age: max_age?,
+        snapshot_path: snapshot_path?,
+        snapshot_interval: snapshot_interval?,
     })
 }
 

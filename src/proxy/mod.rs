@@ -5,6 +5,7 @@ mod coalesce;
 mod handler;
 mod headers;
 mod origin;
+mod persist;
 mod reload;
 mod server;
 mod status;
@@ -24,6 +25,7 @@ use crate::telemetry::ScrapeState;
 pub use coalesce::{Coalescer, FlightOutcome};
 pub use handler::ProxyBody;
 pub use origin::{OriginClient, OriginError};
+pub use persist::{SnapshotLoadError, SnapshotSaveError};
 pub use reload::{ReloadError, ReloadOutcome};
 pub use server::{RunningProxy, ServeError, start, start_with_file};
 pub use status::{CACHE_NAME, CacheStatus};
@@ -45,11 +47,15 @@ pub struct Proxy {
     config_path: Option<PathBuf>,
     /// Serialises reloads (SIGHUP and the admin endpoint may race).
     reloading: Mutex<()>,
+    /// Serialises snapshot saves (the periodic one and the one at shutdown may race).
+    saving: Mutex<()>,
 }
 
 impl Proxy {
+    /// A proxy for `config`; its doorkeeper resumes from `admission.snapshot_path` when that file
+    /// holds a usable snapshot (read here, before serving starts).
     pub fn new(config: Config, config_path: Option<PathBuf>) -> Proxy {
-        let doorkeeper = new_doorkeeper(&config.admission);
+        let doorkeeper = persist::restore_or_new(&config.admission);
         Proxy {
             store: Store::new(config.cache.max_bytes),
             flights: Arc::new(Coalescer::default()),
@@ -60,6 +66,7 @@ impl Proxy {
             }),
             config_path,
             reloading: Mutex::new(()),
+            saving: Mutex::new(()),
         }
     }
 

@@ -38,7 +38,8 @@ impl Proxy {
     /// started with; new requests see the new one.
     ///
     /// Live: origin (URL, timeouts, pool), the cache key rules, `cache.max_object_bytes`, admission
-    /// (thresholds keep the filters' memory; a new capacity or target rate starts fresh filters),
+    /// (thresholds keep the filters' memory; a new capacity or target rate starts fresh filters;
+    /// a new snapshot path or interval applies from the next save),
     /// PURGE networks, shutdown grace. Listen addresses, connection limits, header limits, the cache
     /// size (moka cannot resize) and the log level need a restart and are reported as such.
     pub fn apply(&self, config: Config) -> ReloadOutcome {

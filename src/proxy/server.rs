@@ -18,11 +18,12 @@ use tokio::task::JoinHandle;
 use super::Proxy;
 use super::admin;
 use super::origin::OUTCOMES;
+use super::persist;
 use super::status::METRIC_LABELS;
 use crate::config::Config;
 use crate::telemetry::{
     ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL,
-    ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL, REQUESTS_TOTAL, recorder,
+    FILTER_SNAPSHOTS_TOTAL, ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL, REQUESTS_TOTAL, recorder,
 };
 
 /// Why the proxy could not start.
@@ -49,11 +50,14 @@ pub struct RunningProxy {
 }
 
 impl RunningProxy {
-    /// Stops accepting, lets requests in flight finish within `server.shutdown_grace`, and returns
-    /// once every connection is closed or the grace period is over.
+    /// Stops accepting, lets requests in flight finish within `server.shutdown_grace`, then saves
+    /// the doorkeeper to `admission.snapshot_path` (if set) and returns.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
+        if let Some(path) = persist::save(&self.proxy).await {
+            tracing::info!(path = %path.display(), "doorkeeper snapshot saved");
+        }
     }
 
     /// Runs until the process receives SIGTERM or SIGINT, then shuts down gracefully; SIGHUP
@@ -122,6 +126,7 @@ pub async fn start_with_file(
             }
         }
     });
+    let saver = tokio::spawn(persist::save_periodically(Arc::clone(&proxy)));
     let limit = Arc::new(Semaphore::new(proxy.config().server.max_connections));
     let finished = spawn_workers(listeners, &proxy, &shutdown_rx, &limit);
     let task = tokio::spawn(async move {
@@ -130,6 +135,8 @@ pub async fn start_with_file(
         }
         admin_task.abort();
         ticker.abort();
+        // A save in progress still completes: shutdown's own save waits for it.
+        saver.abort();
     });
     tracing::info!(%addr, %admin_addr, "bloomgate listening");
     Ok(RunningProxy {
@@ -293,6 +300,9 @@ fn register_series() {
     }
     for decision in ["admitted", "first_hit", "not_storable", "too_large"] {
         counter!(ADMISSION_TOTAL, "decision" => decision).increment(0);
+    }
+    for outcome in persist::OUTCOMES {
+        counter!(FILTER_SNAPSHOTS_TOTAL, "outcome" => *outcome).increment(0);
     }
     counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
     counter!(CACHE_HIT_BYTES_TOTAL).increment(0);

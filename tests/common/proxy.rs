@@ -177,6 +177,35 @@ impl ProxyProcess {
         Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
     }
 
+    /// Sends SIGTERM (graceful shutdown), waits until the proxy has exited and returns its log.
+    pub fn terminate(self) -> String {
+        self.signal_and_wait("-TERM")
+    }
+
+    /// Sends SIGKILL, waits until the proxy is gone and returns its log.
+    pub fn kill(self) -> String {
+        self.signal_and_wait("-KILL")
+    }
+
+    fn signal_and_wait(self, signal: &str) -> String {
+        let pid = self.pid().expect("the proxy process under its shell");
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {pid} failed");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while is_running(pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the proxy did not exit after kill {signal}; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        self.log()
+    }
+
     /// What the proxy wrote to stderr so far.
     pub fn log(&self) -> String {
         let mut log = &self.log;
@@ -192,6 +221,16 @@ impl Drop for ProxyProcess {
         drop(self.stdin.take());
         let _ = self.child.wait();
     }
+}
+
+/// True until the process has exited (a zombie waiting for its shell to reap it has exited).
+fn is_running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state != "Z" && state != "X")
 }
 
 /// Reads `bloomgate listening on http://A (admin http://B/metrics) -> origin ...`.
