@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crate::admission::{Admission, Clock, Doorkeeper, DoorkeeperConfig};
 
 use super::lru::ByteLru;
+use super::prefetch::prefetch;
 
 /// What nginx keeps per key for `proxy_cache_min_uses` ("one megabyte zone can store about
 /// 8 thousand keys", the `proxy_cache_path keys_zone` documentation): 128 bytes.
@@ -246,6 +247,21 @@ impl PolicySim {
                 simulator_admission_bytes: 0,
                 window_keys_peak: 0,
             },
+        }
+    }
+
+    pub fn kind(&self) -> PolicyKind {
+        self.report.policy
+    }
+
+    /// Starts loading what a request for `id` will read, for a request a few ahead.
+    #[inline]
+    pub fn prefetch(&self, id: u32) {
+        self.cache.prefetch(id);
+        if let AdmissionState::Exact(window) = &self.admission
+            && let Some(last) = window.last_seen.get(id as usize)
+        {
+            prefetch(last);
         }
     }
 
