@@ -102,6 +102,11 @@ impl Simulator {
                     policy.prefetch(ahead.id);
                 }
             }
+            if let Some(ahead) = requests.get(index + DISTANCE / 2) {
+                for (_, policy) in &self.policies {
+                    policy.prefetch_neighbours(ahead.id);
+                }
+            }
             self.request(request);
         }
     }

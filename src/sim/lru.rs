@@ -72,6 +72,21 @@ impl ByteLru {
         }
     }
 
+    /// Starts loading the neighbours of `id` in the list, which a touch of `id` rewrites. Call it
+    /// after [`Self::prefetch`] had time to bring in `id`'s own node.
+    #[inline]
+    pub fn prefetch_neighbours(&self, id: u32) {
+        if let Some(node) = self.nodes.get(id as usize)
+            && node.prev != ABSENT
+        {
+            for neighbour in [node.prev, node.next] {
+                if let Some(neighbour) = self.nodes.get(neighbour as usize) {
+                    prefetch(neighbour);
+                }
+            }
+        }
+    }
+
     /// Whether `id` is cached; if so it becomes the most recently used.
     pub fn touch(&mut self, id: u32) -> bool {
         match self.nodes.get(id as usize) {
@@ -107,6 +122,12 @@ impl ByteLru {
             self.used_bytes -= node.size;
             self.entries -= 1;
             evictions += 1;
+        }
+        // The next eviction rewrites the node before the new tail: start loading it now.
+        if let Some(&Node { prev, .. }) = self.nodes.get(self.tail as usize)
+            && let Some(before_tail) = self.nodes.get(prev as usize)
+        {
+            prefetch(before_tail);
         }
         self.nodes[index].size = size;
         self.push_front(id);

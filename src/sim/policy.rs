@@ -265,6 +265,12 @@ impl PolicySim {
         }
     }
 
+    /// Starts loading the cache's list neighbours of `id`, once [`Self::prefetch`] brought `id` in.
+    #[inline]
+    pub fn prefetch_neighbours(&self, id: u32) {
+        self.cache.prefetch_neighbours(id);
+    }
+
     /// One request: a hit refreshes the object; a miss goes to the origin and, if admission
     /// agrees (consulted only on misses, as the proxy does) and it fits, is stored.
     /// `id` is the object's dense id, `fingerprint` the 64-bit hash of its key.
