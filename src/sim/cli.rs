@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::admission::DoorkeeperConfig;
 use crate::trace::{ReadOptions, SYNTHESIZED_SIZE_RULE, TraceInfo};
 
-use super::engine::{CacheSetup, Simulator, TraceStats};
+use super::engine::{CacheSetup, SimRequest, Simulator, TraceStats};
 use super::report::{CacheReport, DoorkeeperSummary, SimReport, TraceSummary};
 use super::{SimError, pipeline};
 
@@ -77,9 +77,8 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
         None
     } else {
         let progress = progress_bar(None, "measuring footprint");
-        let (_, stats) = pipeline::scan(&args.trace, options, |batch| {
-            progress.inc(batch.len() as u64);
-        })?;
+        let mut count = |batch: &[SimRequest]| progress.inc(batch.len() as u64);
+        let (_, stats) = pipeline::scan(&args.trace, options, &mut [&mut count])?;
         progress.finish_and_clear();
         Some(stats)
     };
@@ -109,14 +108,20 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
         })
         .collect();
     let progress = progress_bar(prepass.map(|s| s.requests), "simulating");
+    // admit-all in one thread, the other policies in another: on two cores the reading thread
+    // and these two take about the same time.
     let mut simulator = Simulator::new(&setups);
+    let mut admit_all = simulator.split_admit_all();
     let started = Instant::now();
-    let (info, stats) = pipeline::scan(&args.trace, options, |batch| {
-        batch.iter().for_each(|&request| simulator.request(request));
+    let mut others = |batch: &[SimRequest]| simulator.request_all(batch);
+    let mut first = |batch: &[SimRequest]| {
+        admit_all.request_all(batch);
         progress.inc(batch.len() as u64);
-    })?;
+    };
+    let (info, stats) = pipeline::scan(&args.trace, options, &mut [&mut first, &mut others])?;
     let elapsed = started.elapsed().as_secs_f64();
     progress.finish_and_clear();
+    simulator.merge(admit_all);
     let reports = simulator.finish();
     let caches = cache_sizes
         .iter()

@@ -1,13 +1,14 @@
 //! The simulator proper: interns keys to dense ids and feeds every request to every policy.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::Hasher;
 
 use siphasher::sip::SipHasher13;
 
 use crate::admission::DoorkeeperConfig;
 
+use super::interner::Interner;
 use super::policy::{PolicyKind, PolicyReport, PolicySim};
+use super::prefetch::DISTANCE;
 
 /// A 64-bit fingerprint of a key (SipHash-1-3 with a fixed key). The simulator identifies objects,
 /// and feeds the doorkeeper, by this fingerprint: a collision needs about 2^32 distinct keys.
@@ -15,26 +16,6 @@ pub fn key_fingerprint(key: &str) -> u64 {
     let mut hasher = SipHasher13::new_with_keys(0x626c_6f6f_6d67_6174, 0x7369_6d75_6c61_7465);
     hasher.write(key.as_bytes());
     hasher.finish()
-}
-
-/// Fingerprints are already uniform: use them as their own hash.
-#[derive(Default)]
-struct FingerprintHasher(u64);
-
-impl Hasher for FingerprintHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0 << 8) | u64::from(byte);
-        }
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.0 = value;
-    }
 }
 
 /// One request as the simulator sees it: `id` from an [`Interner`].
@@ -71,40 +52,6 @@ impl TraceStats {
             .checked_div(self.distinct_objects)
             .unwrap_or(1)
             .max(1)
-    }
-}
-
-/// Maps key fingerprints to dense object ids (0, 1, 2, ...) and counts what it sees.
-#[derive(Default)]
-pub struct Interner {
-    ids: HashMap<u64, u32, BuildHasherDefault<FingerprintHasher>>,
-    request_counts: Vec<u32>,
-    stats: TraceStats,
-}
-
-impl Interner {
-    /// The id of the object with this fingerprint, recording one request of `size` bytes for it.
-    #[inline]
-    pub fn intern(&mut self, fingerprint: u64, size: u64) -> u32 {
-        let next_id = self.ids.len() as u32;
-        let id = *self.ids.entry(fingerprint).or_insert(next_id);
-        self.stats.requests += 1;
-        if id == next_id {
-            self.request_counts.push(0);
-            self.stats.distinct_objects += 1;
-            self.stats.footprint_bytes += size;
-        }
-        let count = &mut self.request_counts[id as usize];
-        *count = count.saturating_add(1);
-        id
-    }
-
-    /// The statistics of everything interned so far.
-    pub fn stats(&self) -> TraceStats {
-        TraceStats {
-            one_hit_objects: self.request_counts.iter().filter(|&&c| c == 1).count() as u64,
-            ..self.stats
-        }
     }
 }
 
@@ -146,6 +93,24 @@ impl Simulator {
         }
     }
 
+    /// Feeds a batch of interned requests to every policy, in order, prefetching the state of
+    /// requests a few ahead so that their cache misses overlap.
+    pub fn request_all(&mut self, requests: &[SimRequest]) {
+        for (index, &request) in requests.iter().enumerate() {
+            if let Some(ahead) = requests.get(index + DISTANCE) {
+                for (_, policy) in &self.policies {
+                    policy.prefetch(ahead.id);
+                }
+            }
+            if let Some(ahead) = requests.get(index + DISTANCE / 2) {
+                for (_, policy) in &self.policies {
+                    policy.prefetch_neighbours(ahead.id);
+                }
+            }
+            self.request(request);
+        }
+    }
+
     /// Fingerprints and interns a key with the simulator's own [`Interner`], then feeds it.
     pub fn request_key(&mut self, key: &str, size: u64, time: f64) {
         let fingerprint = key_fingerprint(key);
@@ -161,6 +126,28 @@ impl Simulator {
     /// Statistics of the requests fed through [`Self::request_key`].
     pub fn stats(&self) -> TraceStats {
         self.interner.stats()
+    }
+
+    /// Splits off the `admit-all` policies into a simulator of their own, so that two threads can
+    /// share the work; [`Self::merge`] puts the two back together. The interner stays here.
+    pub fn split_admit_all(&mut self) -> Simulator {
+        let (admit_all, others) = std::mem::take(&mut self.policies)
+            .into_iter()
+            .partition(|(_, policy)| policy.kind() == PolicyKind::AdmitAll);
+        self.policies = others;
+        Simulator {
+            interner: Interner::default(),
+            policies: admit_all,
+        }
+    }
+
+    /// Takes back the policies of a simulator split off with [`Self::split_admit_all`].
+    pub fn merge(&mut self, other: Simulator) {
+        self.policies.extend(other.policies);
+        self.policies.sort_by_key(|(index, policy)| {
+            let kind = PolicyKind::ALL.iter().position(|&k| k == policy.kind());
+            (*index, kind)
+        });
     }
 
     /// Per setup, one report per policy (in [`PolicyKind::ALL`] order).

@@ -1,5 +1,7 @@
 //! A byte-bounded LRU cache model over dense object ids: an intrusive doubly linked list in a `Vec`.
 
+use super::prefetch::prefetch;
+
 /// Marks an id that is not in the cache (as its `prev`), and the ends of the list.
 const ABSENT: u32 = u32::MAX;
 const END: u32 = u32::MAX - 1;
@@ -62,6 +64,29 @@ impl ByteLru {
         self.nodes.capacity() * size_of::<Node>()
     }
 
+    /// Starts loading `id`'s node into the CPU cache, for a request a few ahead.
+    #[inline]
+    pub fn prefetch(&self, id: u32) {
+        if let Some(node) = self.nodes.get(id as usize) {
+            prefetch(node);
+        }
+    }
+
+    /// Starts loading the neighbours of `id` in the list, which a touch of `id` rewrites. Call it
+    /// after [`Self::prefetch`] had time to bring in `id`'s own node.
+    #[inline]
+    pub fn prefetch_neighbours(&self, id: u32) {
+        if let Some(node) = self.nodes.get(id as usize)
+            && node.prev != ABSENT
+        {
+            for neighbour in [node.prev, node.next] {
+                if let Some(neighbour) = self.nodes.get(neighbour as usize) {
+                    prefetch(neighbour);
+                }
+            }
+        }
+    }
+
     /// Whether `id` is cached; if so it becomes the most recently used.
     pub fn touch(&mut self, id: u32) -> bool {
         match self.nodes.get(id as usize) {
@@ -97,6 +122,12 @@ impl ByteLru {
             self.used_bytes -= node.size;
             self.entries -= 1;
             evictions += 1;
+        }
+        // The next eviction rewrites the node before the new tail: start loading it now.
+        if let Some(&Node { prev, .. }) = self.nodes.get(self.tail as usize)
+            && let Some(before_tail) = self.nodes.get(prev as usize)
+        {
+            prefetch(before_tail);
         }
         self.nodes[index].size = size;
         self.push_front(id);

@@ -7,15 +7,18 @@
 
 mod cli;
 mod engine;
+mod interner;
 mod lru;
 mod pipeline;
 mod policy;
+mod prefetch;
 mod report;
 
 pub use cli::{SimulateArgs, parse_bytes, run, simulate};
-pub use engine::{CacheSetup, Interner, SimRequest, Simulator, TraceStats, key_fingerprint};
+pub use engine::{CacheSetup, SimRequest, Simulator, TraceStats, key_fingerprint};
+pub use interner::Interner;
 pub use lru::ByteLru;
-pub use pipeline::scan;
+pub use pipeline::{Consumer, scan};
 pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, Rotations, TraceClock};
 pub use report::{
     BloomVsAdmitAll, BloomVsExact, CacheReport, DoorkeeperSummary, SimReport, TraceSummary,

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crate::admission::{Admission, Clock, Doorkeeper, DoorkeeperConfig};
 
 use super::lru::ByteLru;
+use super::prefetch::prefetch;
 
 /// What nginx keeps per key for `proxy_cache_min_uses` ("one megabyte zone can store about
 /// 8 thousand keys", the `proxy_cache_path keys_zone` documentation): 128 bytes.
@@ -247,6 +248,27 @@ impl PolicySim {
                 window_keys_peak: 0,
             },
         }
+    }
+
+    pub fn kind(&self) -> PolicyKind {
+        self.report.policy
+    }
+
+    /// Starts loading what a request for `id` will read, for a request a few ahead.
+    #[inline]
+    pub fn prefetch(&self, id: u32) {
+        self.cache.prefetch(id);
+        if let AdmissionState::Exact(window) = &self.admission
+            && let Some(last) = window.last_seen.get(id as usize)
+        {
+            prefetch(last);
+        }
+    }
+
+    /// Starts loading the cache's list neighbours of `id`, once [`Self::prefetch`] brought `id` in.
+    #[inline]
+    pub fn prefetch_neighbours(&self, id: u32) {
+        self.cache.prefetch_neighbours(id);
     }
 
     /// One request: a hit refreshes the object; a miss goes to the origin and, if admission

@@ -1,7 +1,7 @@
 //! Reading traces: format and compression detection, line parsing, bad-line accounting.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -105,7 +105,7 @@ type LineError = (&'static str, String);
 /// ```
 pub struct TraceReader {
     path: PathBuf,
-    input: Box<dyn BufRead + Send>,
+    input: Lines,
     layout: Layout,
     options: ReadOptions,
     line: String,
@@ -126,25 +126,21 @@ impl TraceReader {
         let mut file =
             BufReader::with_capacity(BUFFER_BYTES, File::open(path).map_err(open_error)?);
         let magic = file.fill_buf().map_err(open_error)?;
-        let (compression, input): (Compression, Box<dyn BufRead + Send>) =
+        let (compression, input): (Compression, Box<dyn Read + Send>) =
             if magic.starts_with(&ZSTD_MAGIC) {
                 let decoder = zstd::stream::read::Decoder::with_buffer(file).map_err(open_error)?;
-                (
-                    Compression::Zstd,
-                    Box::new(BufReader::with_capacity(BUFFER_BYTES, decoder)),
-                )
+                (Compression::Zstd, Box::new(decoder))
             } else if magic.starts_with(&GZIP_MAGIC) {
-                let decoder = flate2::read::MultiGzDecoder::new(file);
                 (
                     Compression::Gzip,
-                    Box::new(BufReader::with_capacity(BUFFER_BYTES, decoder)),
+                    Box::new(flate2::read::MultiGzDecoder::new(file)),
                 )
             } else {
                 (Compression::None, Box::new(file))
             };
         let mut reader = TraceReader {
             path: path.to_path_buf(),
-            input,
+            input: Lines::new(input),
             layout: Layout::NginxCombined,
             options,
             line: String::new(),
@@ -229,23 +225,9 @@ impl TraceReader {
     fn read_line(&mut self) -> Result<bool, TraceError> {
         loop {
             self.line.clear();
-            match self.input.read_line(&mut self.line) {
-                Ok(0) => return Ok(false),
-                Ok(_) => {
-                    self.line_number += 1;
-                    let trimmed = self.line.trim_end_matches(['\n', '\r']).len();
-                    self.line.truncate(trimmed);
-                    return Ok(true);
-                }
-                Err(error) if error.kind() == std::io::ErrorKind::InvalidData => {
-                    // Not UTF-8: the rest of the line was consumed, so this is one bad line.
-                    self.line_number += 1;
-                    if self.options.skip_bad_lines {
-                        self.info.skipped_lines += 1;
-                        continue;
-                    }
-                    return Err(self.field_error("line", "not valid UTF-8".to_owned()));
-                }
+            let bytes = match self.input.next_line() {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => return Ok(false),
                 Err(source) => {
                     self.finished = true;
                     return Err(TraceError::Read {
@@ -254,6 +236,15 @@ impl TraceReader {
                         source,
                     });
                 }
+            };
+            self.line_number += 1;
+            match std::str::from_utf8(bytes) {
+                Ok(line) => {
+                    self.line.push_str(line.trim_end_matches('\r'));
+                    return Ok(true);
+                }
+                Err(_) if self.options.skip_bad_lines => self.info.skipped_lines += 1,
+                Err(_) => return Err(self.field_error("line", "not valid UTF-8".to_owned())),
             }
         }
     }
@@ -314,6 +305,70 @@ impl Iterator for TraceReader {
     }
 }
 
+/// Splits a byte stream into lines, reading it in large blocks: no allocation per line.
+struct Lines {
+    input: Box<dyn Read + Send>,
+    buffer: Vec<u8>,
+    /// Start of the bytes not yet returned.
+    start: usize,
+    /// End of the bytes read into `buffer`.
+    end: usize,
+    at_end: bool,
+}
+
+impl Lines {
+    fn new(input: Box<dyn Read + Send>) -> Lines {
+        Lines {
+            input,
+            buffer: vec![0; BUFFER_BYTES],
+            start: 0,
+            end: 0,
+            at_end: false,
+        }
+    }
+
+    /// The next line without its `\n`; `None` at the end of input. A last line without a `\n`
+    /// is a line too.
+    fn next_line(&mut self) -> std::io::Result<Option<&[u8]>> {
+        loop {
+            let unread = &self.buffer[self.start..self.end];
+            if let Some(length) = memchr::memchr(b'\n', unread) {
+                let line = self.start..self.start + length;
+                self.start += length + 1;
+                return Ok(Some(&self.buffer[line]));
+            }
+            if self.at_end {
+                if unread.is_empty() {
+                    return Ok(None);
+                }
+                let line = self.start..self.end;
+                self.start = self.end;
+                return Ok(Some(&self.buffer[line]));
+            }
+            self.fill()?;
+        }
+    }
+
+    /// Moves the unread bytes to the front (growing the buffer if a line fills it) and reads more.
+    fn fill(&mut self) -> std::io::Result<()> {
+        self.buffer.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        if self.end == self.buffer.len() {
+            self.buffer.resize(self.buffer.len() * 2, 0);
+        }
+        loop {
+            match self.input.read(&mut self.buffer[self.end..]) {
+                Ok(0) => self.at_end = true,
+                Ok(read) => self.end += read,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => return Err(error),
+            }
+            return Ok(());
+        }
+    }
+}
+
 fn is_blank_or_comment(line: &str) -> bool {
     let line = line.trim_start();
     line.is_empty() || line.starts_with('#')
@@ -364,10 +419,18 @@ fn parse_csv(
         size: None,
     };
     let mut key_found = false;
-    let mut offset = 0;
-    for (index, field) in line.split(',').enumerate() {
-        let start = offset;
-        offset += field.len() + 1;
+    // Columns after the last one read are never looked at.
+    let last_column = key_column
+        .max(time_column.unwrap_or(0))
+        .max(size_column.unwrap_or(0));
+    let bytes = line.as_bytes();
+    let mut start = 0;
+    for index in 0..=last_column {
+        let end = bytes[start..]
+            .iter()
+            .position(|&byte| byte == b',')
+            .map_or(line.len(), |length| start + length);
+        let field = &line[start..end];
         if Some(index) == time_column {
             let field = field.trim();
             if !field.is_empty() {
@@ -389,6 +452,10 @@ fn parse_csv(
                 parsed.size = Some(size);
             }
         }
+        if end == line.len() {
+            break;
+        }
+        start = end + 1;
     }
     if !key_found {
         return Err(("key", "missing column".to_owned()));
@@ -493,6 +560,18 @@ mod tests {
             Some(971_211_336.0)
         );
         assert_eq!(parse_nginx_time("10/Foo/2000:13:55:36 -0700"), None);
+    }
+
+    #[test]
+    fn lines_longer_than_the_buffer_and_a_last_line_without_newline_are_whole() {
+        let long = "x".repeat(3 * BUFFER_BYTES);
+        let text = format!("a\n{long}\n\nlast");
+        let mut lines = Lines::new(Box::new(std::io::Cursor::new(text.into_bytes())));
+        let mut seen = Vec::new();
+        while let Some(line) = lines.next_line().unwrap() {
+            seen.push(String::from_utf8(line.to_vec()).unwrap());
+        }
+        assert_eq!(seen, ["a", long.as_str(), "", "last"]);
     }
 
     #[test]
