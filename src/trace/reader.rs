@@ -1,7 +1,7 @@
 //! Reading traces: format and compression detection, line parsing, bad-line accounting.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -119,31 +119,56 @@ pub struct TraceReader {
 impl TraceReader {
     /// Opens `path`, detects its compression and format, and reads its header.
     pub fn open(path: &Path, options: ReadOptions) -> Result<TraceReader, TraceError> {
-        let open_error = |source| TraceError::Open {
+        let file = File::open(path).map_err(|source| TraceError::Open {
             path: path.to_path_buf(),
             source,
+        })?;
+        TraceReader::from_reader(file, path, options)
+    }
+
+    /// Reads a trace from any byte source, as [`Self::open`] reads a file; `name` stands for the
+    /// source in errors and in [`Self::path`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bloomgate::trace::{ReadOptions, TraceReader};
+    /// let csv = b"time,key,size\n1,/a.jpg,100\n".as_slice();
+    /// let mut reader = TraceReader::from_reader(csv, "inline.csv".as_ref(), ReadOptions::default())?;
+    /// let request = reader.next().transpose()?;
+    /// assert_eq!(request.map(|r| r.key), Some("/a.jpg".to_owned()));
+    /// # Ok::<(), bloomgate::trace::TraceError>(())
+    /// ```
+    pub fn from_reader<R: Read + Send + 'static>(
+        input: R,
+        name: &Path,
+        options: ReadOptions,
+    ) -> Result<TraceReader, TraceError> {
+        let open_error = |source| TraceError::Open {
+            path: name.to_path_buf(),
+            source,
         };
-        let mut file =
-            BufReader::with_capacity(BUFFER_BYTES, File::open(path).map_err(open_error)?);
-        let magic = file.fill_buf().map_err(open_error)?;
-        let (compression, input): (Compression, Box<dyn BufRead + Send>) =
-            if magic.starts_with(&ZSTD_MAGIC) {
-                let decoder = zstd::stream::read::Decoder::with_buffer(file).map_err(open_error)?;
-                (
-                    Compression::Zstd,
-                    Box::new(BufReader::with_capacity(BUFFER_BYTES, decoder)),
-                )
-            } else if magic.starts_with(&GZIP_MAGIC) {
-                let decoder = flate2::read::MultiGzDecoder::new(file);
-                (
-                    Compression::Gzip,
-                    Box::new(BufReader::with_capacity(BUFFER_BYTES, decoder)),
-                )
-            } else {
-                (Compression::None, Box::new(file))
-            };
+        let mut input = BufReader::with_capacity(BUFFER_BYTES, input);
+        let magic = input.fill_buf().map_err(open_error)?;
+        let (compression, input): (Compression, Box<dyn BufRead + Send>) = if magic
+            .starts_with(&ZSTD_MAGIC)
+        {
+            let decoder = zstd::stream::read::Decoder::with_buffer(input).map_err(open_error)?;
+            (
+                Compression::Zstd,
+                Box::new(BufReader::with_capacity(BUFFER_BYTES, decoder)),
+            )
+        } else if magic.starts_with(&GZIP_MAGIC) {
+            let decoder = flate2::read::MultiGzDecoder::new(input);
+            (
+                Compression::Gzip,
+                Box::new(BufReader::with_capacity(BUFFER_BYTES, decoder)),
+            )
+        } else {
+            (Compression::None, Box::new(input))
+        };
         let mut reader = TraceReader {
-            path: path.to_path_buf(),
+            path: name.to_path_buf(),
             input,
             layout: Layout::NginxCombined,
             options,
@@ -163,7 +188,7 @@ impl TraceReader {
         Ok(reader)
     }
 
-    /// The file being read.
+    /// The file being read (or the name given to [`Self::from_reader`]).
     pub fn path(&self) -> &Path {
         &self.path
     }
