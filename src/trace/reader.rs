@@ -480,7 +480,15 @@ fn parse_nginx_time(text: &str) -> Option<f64> {
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     let month = MONTHS.iter().position(|m| *m == month)? as i64 + 1;
-    if zone.len() != 5 || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+    // Four-digit years keep `days_from_civil` far from overflow; an ASCII zone keeps the slices
+    // below on character boundaries.
+    if !(1..=9999).contains(&year)
+        || !(zone.len() == 5 && zone.is_ascii())
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
         return None;
     }
     let sign = match &zone[..1] {
@@ -518,6 +526,19 @@ mod tests {
             Some(971_211_336.0)
         );
         assert_eq!(parse_nginx_time("10/Foo/2000:13:55:36 -0700"), None);
+    }
+
+    #[test]
+    fn nginx_time_out_of_range_is_rejected_not_a_panic() {
+        // Found by the fuzz harness: the year overflowed the day count.
+        assert_eq!(
+            parse_nginx_time("10/Oct/266666666666666000:13:55:36 -0700"),
+            None
+        );
+        assert_eq!(parse_nginx_time("10/Oct/10000:13:55:36 -0700"), None);
+        assert_eq!(parse_nginx_time("10/Oct/2000:13:55:36 +0\u{e9}0"), None);
+        assert_eq!(parse_nginx_time("10/Oct/2000:13:55:36 \u{e9}000"), None);
+        assert!(parse_nginx_time("31/Dec/9999:23:59:59 +0000").is_some());
     }
 
     #[test]
