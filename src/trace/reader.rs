@@ -482,13 +482,14 @@ fn parse_nginx_time(text: &str) -> Option<f64> {
     let month = MONTHS.iter().position(|m| *m == month)? as i64 + 1;
     // Four-digit years keep `days_from_civil` far from overflow; an ASCII zone keeps the slices
     // below on character boundaries.
-    if !(1..=9999).contains(&year)
-        || !(zone.len() == 5 && zone.is_ascii())
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
+    let in_range = (1..=9999).contains(&year)
+        && zone.len() == 5
+        && zone.is_ascii()
+        && (1..=31).contains(&day)
+        && hour <= 23
+        && minute <= 59
+        && second <= 60;
+    if !in_range {
         return None;
     }
     let sign = match &zone[..1] {
