@@ -24,18 +24,27 @@ fn config() -> DoorkeeperConfig {
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(filter) = BloomFilter::from_bytes(data) {
-        assert!(filter.to_bytes() == data, "filter snapshot does not round-trip");
+        assert!(
+            filter.to_bytes() == data,
+            "filter snapshot does not round-trip"
+        );
         filter.insert(b"/fuzz");
         assert!(filter.contains(b"/fuzz"));
     }
 
     let clock = Arc::new(ManualClock::new());
     if let Ok(door) = Doorkeeper::restore_with_clock(config(), clock.clone(), data) {
-        assert!(door.snapshot() == data, "doorkeeper snapshot does not round-trip");
+        assert!(
+            door.snapshot() == data,
+            "doorkeeper snapshot does not round-trip"
+        );
         door.observe(b"/fuzz");
         assert_eq!(door.observe(b"/fuzz"), Admission::SeenBefore);
         clock.advance(config().max_age);
-        assert!(door.rotate_if_due().is_some(), "an old generation did not rotate");
+        assert!(
+            door.rotate_if_due().is_some(),
+            "an old generation did not rotate"
+        );
         assert_eq!(door.observe(b"/fuzz"), Admission::SeenBefore);
     }
 });
