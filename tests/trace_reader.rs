@@ -78,6 +78,34 @@ fn zstd_csv_is_detected_by_magic_bytes() {
 }
 
 #[test]
+fn any_reader_is_read_like_a_file_and_named_in_errors() {
+    let bytes = zstd::encode_all(CSV.as_bytes(), 3).unwrap();
+    let mut reader = TraceReader::from_reader(
+        std::io::Cursor::new(bytes),
+        Path::new("upload.csv"),
+        ReadOptions::default(),
+    )
+    .unwrap();
+    let requests = reader.by_ref().collect::<Result<Vec<_>, _>>().unwrap();
+    assert_eq!(requests, expected_csv());
+    assert_eq!(reader.info().compression, Compression::Zstd);
+
+    let error = TraceReader::from_reader(
+        &b"time,key,size\n1,a,big\n"[..],
+        Path::new("upload.csv"),
+        ReadOptions::default(),
+    )
+    .unwrap()
+    .next()
+    .unwrap()
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "upload.csv:2: size: invalid digit found in string"
+    );
+}
+
+#[test]
 fn libcachesim_header_with_extra_columns_is_read() {
     let dir = temp_dir("libcachesim");
     let text = "# time, object, size, next_access_vtime\n10, obj1, 4096, 3\n11, obj2, 512, -1\n";

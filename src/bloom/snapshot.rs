@@ -155,6 +155,12 @@ impl BloomFilter {
             return Err(SnapshotError::CorruptHeader { stored, computed });
         }
 
+        // Reserved bytes must be zero, so that every accepted snapshot is the one `to_bytes` writes.
+        if header[6..8] != [0; 2] || header[20..24] != [0; 4] {
+            return Err(SnapshotError::InvalidHeader(
+                "reserved bytes 6..8 and 20..24 must be zero".into(),
+            ));
+        }
         let num_blocks = read_u64(header, 8);
         let num_hashes = u32::from_le_bytes([header[16], header[17], header[18], header[19]]);
         let capacity = read_u64(header, 24);
@@ -261,5 +267,23 @@ mod tests {
     #[test]
     fn crc64_matches_the_xz_check_value() {
         assert_eq!(crc64(b"123456789"), 0x995d_c9bb_df19_39fa);
+    }
+
+    #[test]
+    fn nonzero_reserved_bytes_are_rejected_even_with_a_valid_checksum() {
+        let snapshot = BloomFilter::builder(100, 0.01).seed(1).build().to_bytes();
+        for reserved in [6, 7, 20, 23] {
+            let mut bytes = snapshot.clone();
+            bytes[reserved] = 1;
+            let checksum = crc64(&bytes[..56]);
+            bytes[56..64].copy_from_slice(&checksum.to_le_bytes());
+            assert!(
+                matches!(
+                    BloomFilter::from_bytes(&bytes),
+                    Err(SnapshotError::InvalidHeader(_))
+                ),
+                "byte {reserved}"
+            );
+        }
     }
 }

@@ -119,12 +119,36 @@ pub struct TraceReader {
 impl TraceReader {
     /// Opens `path`, detects its compression and format, and reads its header.
     pub fn open(path: &Path, options: ReadOptions) -> Result<TraceReader, TraceError> {
-        let open_error = |source| TraceError::Open {
+        let file = File::open(path).map_err(|source| TraceError::Open {
             path: path.to_path_buf(),
             source,
+        })?;
+        TraceReader::from_reader(file, path, options)
+    }
+
+    /// Reads a trace from any byte source, as [`Self::open`] reads a file; `name` stands for the
+    /// source in errors and in [`Self::path`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bloomgate::trace::{ReadOptions, TraceReader};
+    /// let csv = b"time,key,size\n1,/a.jpg,100\n".as_slice();
+    /// let mut reader = TraceReader::from_reader(csv, "inline.csv".as_ref(), ReadOptions::default())?;
+    /// let request = reader.next().transpose()?;
+    /// assert_eq!(request.map(|r| r.key), Some("/a.jpg".to_owned()));
+    /// # Ok::<(), bloomgate::trace::TraceError>(())
+    /// ```
+    pub fn from_reader<R: Read + Send + 'static>(
+        input: R,
+        name: &Path,
+        options: ReadOptions,
+    ) -> Result<TraceReader, TraceError> {
+        let open_error = |source| TraceError::Open {
+            path: name.to_path_buf(),
+            source,
         };
-        let mut file =
-            BufReader::with_capacity(BUFFER_BYTES, File::open(path).map_err(open_error)?);
+        let mut file = BufReader::with_capacity(BUFFER_BYTES, input);
         let magic = file.fill_buf().map_err(open_error)?;
         let (compression, input): (Compression, Box<dyn Read + Send>) =
             if magic.starts_with(&ZSTD_MAGIC) {
@@ -139,7 +163,7 @@ impl TraceReader {
                 (Compression::None, Box::new(file))
             };
         let mut reader = TraceReader {
-            path: path.to_path_buf(),
+            path: name.to_path_buf(),
             input: Lines::new(input),
             layout: Layout::NginxCombined,
             options,
@@ -159,7 +183,7 @@ impl TraceReader {
         Ok(reader)
     }
 
-    /// The file being read.
+    /// The file being read (or the name given to [`Self::from_reader`]).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -522,7 +546,16 @@ fn parse_nginx_time(text: &str) -> Option<f64> {
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     let month = MONTHS.iter().position(|m| *m == month)? as i64 + 1;
-    if zone.len() != 5 || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+    // Four-digit years keep `days_from_civil` far from overflow; an ASCII zone keeps the slices
+    // below on character boundaries.
+    let in_range = (1..=9999).contains(&year)
+        && zone.len() == 5
+        && zone.is_ascii()
+        && (1..=31).contains(&day)
+        && hour <= 23
+        && minute <= 59
+        && second <= 60;
+    if !in_range {
         return None;
     }
     let sign = match &zone[..1] {
@@ -572,6 +605,19 @@ mod tests {
             seen.push(String::from_utf8(line.to_vec()).unwrap());
         }
         assert_eq!(seen, ["a", long.as_str(), "", "last"]);
+    }
+
+    #[test]
+    fn nginx_time_out_of_range_is_rejected_not_a_panic() {
+        // Found by the fuzz harness: the year overflowed the day count.
+        assert_eq!(
+            parse_nginx_time("10/Oct/266666666666666000:13:55:36 -0700"),
+            None
+        );
+        assert_eq!(parse_nginx_time("10/Oct/10000:13:55:36 -0700"), None);
+        assert_eq!(parse_nginx_time("10/Oct/2000:13:55:36 +0\u{e9}0"), None);
+        assert_eq!(parse_nginx_time("10/Oct/2000:13:55:36 \u{e9}000"), None);
+        assert!(parse_nginx_time("31/Dec/9999:23:59:59 +0000").is_some());
     }
 
     #[test]
