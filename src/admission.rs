@@ -455,7 +455,7 @@ impl Doorkeeper {
             return false;
         }
         let next = Generation::new(
-            old.number + 1,
+            old.number.wrapping_add(1),
             fresh_filter(&self.config, self.sizing),
             Some(Arc::clone(&old.current)),
             &self.config,

@@ -22,6 +22,10 @@ const HAS_PREVIOUS: u16 = 1;
 /// Why doorkeeper snapshot bytes could not be restored.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DoorkeeperSnapshotError {
+    /// The header's flags or lengths contradict each other (unknown flag bits, a previous filter's
+    /// bytes without its flag, or a generation number at the end of its range).
+    #[error("doorkeeper snapshot header is inconsistent: {0}")]
+    Inconsistent(&'static str),
     /// Fewer bytes than the fixed header.
     #[error(
         "doorkeeper snapshot truncated: {len} bytes is shorter than the {HEADER_LEN}-byte header"
@@ -169,6 +173,20 @@ impl Doorkeeper {
         ];
         let current_len = read_u64(header, 40);
         let previous_len = read_u64(header, 48);
+        if flags & !HAS_PREVIOUS != 0 {
+            return Err(DoorkeeperSnapshotError::Inconsistent("unknown flag bits"));
+        }
+        if (flags & HAS_PREVIOUS == 0) != (previous_len == 0) {
+            return Err(DoorkeeperSnapshotError::Inconsistent(
+                "previous filter bytes do not match the has-previous flag",
+            ));
+        }
+        if number == u64::MAX {
+            // The next rotation could not number its generation.
+            return Err(DoorkeeperSnapshotError::Inconsistent(
+                "generation number out of range",
+            ));
+        }
         let expected = (HEADER_LEN as u64)
             .saturating_add(current_len)
             .saturating_add(previous_len);
@@ -224,4 +242,55 @@ fn read_u64(bytes: &[u8], at: usize) -> u64 {
     let mut word = [0; 8];
     word.copy_from_slice(&bytes[at..at + 8]);
     u64::from_le_bytes(word)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn config() -> DoorkeeperConfig {
+        DoorkeeperConfig {
+            capacity: 1000,
+            target_fpr: 0.01,
+            rotate_at_fpr: 0.02,
+            max_age: Duration::from_secs(3600),
+        }
+    }
+
+    /// A snapshot with header bytes `at..at + value.len()` replaced and the header checksum redone,
+    /// as a crafted (not merely corrupted) file would be.
+    fn crafted(at: usize, value: &[u8]) -> Vec<u8> {
+        let door = Doorkeeper::new(config());
+        door.observe(b"key");
+        let mut bytes = door.snapshot();
+        bytes[at..at + value.len()].copy_from_slice(value);
+        let checksum = crc64(&bytes[..56]);
+        bytes[56..64].copy_from_slice(&checksum.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn crafted_headers_that_contradict_themselves_are_rejected() {
+        for (what, bytes) in [
+            ("unknown flag bits", crafted(6, &0x8000u16.to_le_bytes())),
+            (
+                "flag without previous bytes",
+                crafted(6, &HAS_PREVIOUS.to_le_bytes()),
+            ),
+            (
+                "last generation number",
+                crafted(8, &u64::MAX.to_le_bytes()),
+            ),
+        ] {
+            let result = Doorkeeper::restore(config(), &bytes);
+            assert!(
+                matches!(result, Err(DoorkeeperSnapshotError::Inconsistent(_))),
+                "{what}: {:?}",
+                result.err()
+            );
+        }
+        assert!(Doorkeeper::restore(config(), &crafted(8, &7u64.to_le_bytes())).is_ok());
+    }
 }
