@@ -11,7 +11,7 @@
 # Environment:
 #   PEERS="bloomgate nginx varnish ats"   which proxies to run, in this order
 #   DURATION=10 CONNECTIONS=64 THREADS=2 CACHE_MIB=256
-#   ROUNDS=1                              rounds of every workload; the best round is shown
+#   ROUNDS=1                              rounds of every workload; the median round is shown
 #   BLOOMGATE=path/to/bloomgate           skip the build and use this binary
 #   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+9 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
@@ -310,13 +310,20 @@ done
 
 awk -v duration="$DURATION" -v rounds="$ROUNDS" -v connections="$CONNECTIONS" -v threads="$THREADS" -v cache="$CACHE_MIB" '
   $2 == "rss" { rss[$1] = $3; next }
-  # With several rounds, the round with the most requests/s stands for the pair.
+  # With several rounds, the median round by requests/s stands for the pair (a shared machine is noisy).
   { key = $1 " " $2
-    if (!(key in rps) || $3 > rps[key]) { rps[key] = $3; p50[key] = $4; p99[key] = $5; err[key] = $6; origin[key] = $7 }
+    n = ++count[key]; row_rps[key, n] = $3; row[key, n] = $0
     if (!($1 in seen)) { seen[$1] = 1; peers[++npeers] = $1 }
     if (!($2 in wseen)) { wseen[$2] = 1; workloads[++nworkloads] = $2 } }
   END {
-    printf "wrk -t%d -c%d -d%ds on 127.0.0.1, cache %d MiB each, best of %d round(s)\n\n", threads, connections, duration, cache, rounds
+    for (key in count) {
+      n = count[key]
+      for (i = 1; i <= n; i++) order[i] = i
+      for (i = 2; i <= n; i++) for (j = i; j > 1 && row_rps[key, order[j]] < row_rps[key, order[j - 1]]; j--) { t = order[j]; order[j] = order[j - 1]; order[j - 1] = t }
+      split(row[key, order[int((n + 1) / 2)]], f, " ")
+      rps[key] = f[3]; p50[key] = f[4]; p99[key] = f[5]; err[key] = f[6]; origin[key] = f[7]
+    }
+    printf "wrk -t%d -c%d -d%ds on 127.0.0.1, cache %d MiB each, median of %d round(s)\n\n", threads, connections, duration, cache, rounds
     printf "%-10s %-6s %10s %9s %9s %8s %8s %7s %9s\n", "peer", "load", "req/s", "p50 ms", "p99 ms", "vs bg", "origin", "errors", "peak MiB"
     for (w = 1; w <= nworkloads; w++) {
       base = rps["bloomgate " workloads[w]]
