@@ -244,6 +244,7 @@ impl Proxy {
             }
         }
         self.forward_response(parts, key, response, stale.is_some(), fwd, flight)
+            .await
     }
 
     /// Applies a 304 from the origin to the stored entry: new headers, the same body.
@@ -291,7 +292,7 @@ impl Proxy {
     }
 
     /// Decides storability and admission for a fresh origin response, then streams it to the client.
-    fn forward_response(
+    async fn forward_response(
         self: &Arc<Self>,
         parts: Parts,
         key: CacheKey,
@@ -402,8 +403,43 @@ impl Proxy {
                 None
             }
         };
+        let idle_timeout = live.config.origin.idle_timeout;
+        let (incoming, prefix, capture) = match (capture, content_length) {
+            // A body of unknown length is read up to the largest object before the head goes out,
+            // so that `stored` in Cache-Status is true when sent.
+            (Some(capture), None) if store_it => {
+                match read_prefix(incoming, idle_timeout, max_object).await {
+                    Ok(Prefix::Whole(body)) => {
+                        capture.complete_with(body.clone());
+                        if parts.method == Method::HEAD {
+                            head.headers.remove(header::TRANSFER_ENCODING);
+                            return (Response::from_parts(head, empty()), status);
+                        }
+                        let full = http_body_util::Either::Left(Full::new(body));
+                        return (Response::from_parts(head, full), status);
+                    }
+                    Ok(Prefix::TooLarge(incoming, prefix)) => {
+                        status = CacheStatus::forward(fwd).not_stored(NotStored::TooLarge);
+                        (incoming, prefix, None)
+                    }
+                    Err(code) => {
+                        let detail = if code == StatusCode::GATEWAY_TIMEOUT {
+                            "origin-timeout"
+                        } else {
+                            "origin-error"
+                        };
+                        return short(
+                            code,
+                            "origin response failed\n",
+                            CacheStatus::forward(fwd).detail(detail),
+                        );
+                    }
+                }
+            }
+            (capture, _) => (incoming, Vec::new(), capture),
+        };
         let capturing = capture.is_some();
-        let body = OriginStream::new(incoming, live.config.origin.idle_timeout, capture);
+        let body = OriginStream::new(incoming, idle_timeout, capture).with_prefix(prefix);
 
         let answer_304 =
             head.status == StatusCode::OK && not_modified(&parts.headers, &head.headers);
@@ -558,6 +594,55 @@ impl Proxy {
             .authority()
             .and_then(|authority| HeaderValue::from_str(authority.as_str()).ok())
     }
+}
+
+/// What reading the start of a body of unknown length gave.
+enum Prefix {
+    /// The whole body, within the limit.
+    Whole(Bytes),
+    /// More than the limit: the chunks read so far, and the rest still to stream.
+    TooLarge(Incoming, Vec<Bytes>),
+}
+
+/// Reads a body until it ends or exceeds `limit`; a failure is the status the client should get.
+async fn read_prefix(
+    mut incoming: Incoming,
+    idle: std::time::Duration,
+    limit: u64,
+) -> Result<Prefix, StatusCode> {
+    let mut chunks = Vec::new();
+    let mut total = 0u64;
+    loop {
+        match tokio::time::timeout(idle, incoming.frame()).await {
+            Err(_) => {
+                counter!(crate::telemetry::ORIGIN_REQUESTS_TOTAL, "outcome" => "body_error")
+                    .increment(1);
+                return Err(StatusCode::GATEWAY_TIMEOUT);
+            }
+            Ok(Some(Err(error))) => {
+                tracing::warn!(%error, "origin body failed before the response head was sent");
+                counter!(crate::telemetry::ORIGIN_REQUESTS_TOTAL, "outcome" => "body_error")
+                    .increment(1);
+                return Err(StatusCode::BAD_GATEWAY);
+            }
+            Ok(None) => break,
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    total += data.len() as u64;
+                    counter!(crate::telemetry::ORIGIN_BYTES_TOTAL).increment(data.len() as u64);
+                    chunks.push(data);
+                    if total > limit {
+                        return Ok(Prefix::TooLarge(incoming, chunks));
+                    }
+                }
+            }
+        }
+    }
+    let mut body = bytes::BytesMut::with_capacity(usize::try_from(total).unwrap_or(0));
+    for chunk in chunks {
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Prefix::Whole(body.freeze()))
 }
 
 fn empty_body() -> OutgoingBody {

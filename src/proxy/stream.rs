@@ -34,6 +34,11 @@ pub struct Capture {
 }
 
 impl Capture {
+    /// Completes the capture with a body read elsewhere.
+    pub fn complete_with(self, body: Bytes) {
+        (self.on_complete)(body);
+    }
+
     pub fn new(expected: Option<u64>, limit: u64, on_complete: OnComplete) -> Capture {
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let reserve = expected
@@ -49,6 +54,8 @@ impl Capture {
 }
 
 pub struct OriginStream {
+    /// Chunks already read from `inner`, sent first.
+    prefix: std::collections::VecDeque<Bytes>,
     inner: Incoming,
     idle_timeout: Duration,
     idle: Pin<Box<Sleep>>,
@@ -58,11 +65,18 @@ pub struct OriginStream {
 impl OriginStream {
     pub fn new(inner: Incoming, idle_timeout: Duration, capture: Option<Capture>) -> OriginStream {
         OriginStream {
+            prefix: std::collections::VecDeque::new(),
             inner,
             idle_timeout,
             idle: Box::pin(tokio::time::sleep(idle_timeout)),
             capture,
         }
+    }
+
+    /// Sends these chunks, already read from the origin, before the rest of the body.
+    pub fn with_prefix(mut self, prefix: Vec<Bytes>) -> OriginStream {
+        self.prefix = prefix.into();
+        self
     }
 
     fn complete(&mut self) {
@@ -89,6 +103,9 @@ impl Body for OriginStream {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
+        if let Some(chunk) = this.prefix.pop_front() {
+            return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 let deadline = Instant::now() + this.idle_timeout;
@@ -126,7 +143,7 @@ impl Body for OriginStream {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream() && self.capture.is_none()
+        self.prefix.is_empty() && self.inner.is_end_stream() && self.capture.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {
