@@ -451,10 +451,7 @@ impl Proxy {
                 });
             }
             let mut response = if answer_304 {
-                let mut response = Response::new(empty());
-                *response.status_mut() = StatusCode::NOT_MODIFIED;
-                *response.headers_mut() = not_modified_headers(&head.headers);
-                response
+                not_modified_response(&head.headers)
             } else {
                 let mut response = Response::new(empty());
                 *response.status_mut() = head.status;
@@ -655,6 +652,14 @@ fn empty() -> ProxyBody {
     http_body_util::Either::Left(Full::new(Bytes::new()))
 }
 
+/// A 304 standing for a full response with these headers.
+fn not_modified_response(full: &HeaderMap) -> Response<ProxyBody> {
+    let mut response = Response::new(empty());
+    *response.status_mut() = StatusCode::NOT_MODIFIED;
+    *response.headers_mut() = not_modified_headers(full);
+    response
+}
+
 /// A short plain-text response the proxy makes itself.
 fn short(code: StatusCode, text: &'static str, status: CacheStatus) -> Answer {
     let mut response = Response::new(http_body_util::Either::Left(Full::new(Bytes::from_static(
@@ -675,9 +680,7 @@ fn serve_stored(
 ) -> Answer {
     let age = HeaderValue::from(entry.age(now).as_secs());
     if not_modified(&parts.headers, &entry.headers) {
-        let mut response = Response::new(empty());
-        *response.status_mut() = StatusCode::NOT_MODIFIED;
-        *response.headers_mut() = not_modified_headers(&entry.headers);
+        let mut response = not_modified_response(&entry.headers);
         response.headers_mut().insert(header::AGE, age);
         return (response, status);
     }
@@ -703,10 +706,7 @@ fn serve_stale_on_error(parts: &Parts, entry: &StoredResponse, origin_status: u1
 
 fn serve_shared(parts: &Parts, shared: &SharedResponse, status: CacheStatus) -> Answer {
     if shared.status == StatusCode::OK && not_modified(&parts.headers, &shared.headers) {
-        let mut response = Response::new(empty());
-        *response.status_mut() = StatusCode::NOT_MODIFIED;
-        *response.headers_mut() = not_modified_headers(&shared.headers);
-        return (response, status);
+        return (not_modified_response(&shared.headers), status);
     }
     let body = if parts.method == Method::HEAD {
         Bytes::new()
