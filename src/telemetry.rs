@@ -31,6 +31,7 @@ pub const ORIGIN_REQUESTS_TOTAL: &str = "bloomgate_origin_requests_total";
 pub const ORIGIN_BYTES_TOTAL: &str = "bloomgate_origin_bytes_total";
 pub const CONNECTIONS_OPEN: &str = "bloomgate_connections_open";
 pub const CONNECTIONS_REFUSED_TOTAL: &str = "bloomgate_connections_refused_total";
+pub const CONNECTIONS_IDLE_CLOSED_TOTAL: &str = "bloomgate_connections_idle_closed_total";
 
 /// Latency buckets in seconds: from a fast hit (100 µs) to the origin timeouts (30 s).
 const DURATION_BUCKETS: &[f64] = &[
@@ -140,6 +141,10 @@ fn describe() {
         "Body bytes received from the origin."
     );
     describe_gauge!(CONNECTIONS_OPEN, "Client connections open.");
+    describe_counter!(
+        CONNECTIONS_IDLE_CLOSED_TOTAL,
+        "Client connections closed for waiting too long without a request."
+    );
     describe_counter!(
         CONNECTIONS_REFUSED_TOTAL,
         "Client connections closed at accept because the connection limit was reached."

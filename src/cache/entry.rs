@@ -7,6 +7,8 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use http_cache_semantics::{CacheOptions, CachePolicy, RequestLike};
 
+use super::field;
+
 /// Why a response was not stored; the text is the `detail` of its `Cache-Status`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NotStored {
@@ -21,6 +23,9 @@ pub enum NotStored {
     /// Neither a freshness lifetime nor a validator: a stored copy could never be reused.
     NoFreshness,
     TooLarge,
+    /// The origin framed the body two ways (`Transfer-Encoding` and `Content-Length`): forwarded
+    /// by its chunked framing, never stored (RFC 9112 section 6.3).
+    AmbiguousFraming,
     /// The request asked not to use or store a cached response (`Cache-Control: no-store`).
     RequestNoStore,
 }
@@ -37,6 +42,7 @@ impl NotStored {
             NotStored::Status => "status",
             NotStored::NoFreshness => "no-freshness",
             NotStored::TooLarge => "too-large",
+            NotStored::AmbiguousFraming => "ambiguous-framing",
             NotStored::RequestNoStore => "request-no-store",
         }
     }
@@ -162,8 +168,11 @@ pub struct StoredResponse {
     pub fresh_until: SystemTime,
     pub stale_while_revalidate: Duration,
     pub stale_if_error: Duration,
-    /// The request headers that `Vary` names, as the stored request had them.
-    pub vary: Vec<(HeaderName, Option<HeaderValue>)>,
+    /// The request fields the response's `Vary` names, lower-cased, in the order it names them.
+    pub vary_names: Box<[HeaderName]>,
+    /// Those fields' combined values as the stored request had them: which requests this variant
+    /// answers.
+    pub vary_selection: Box<[Option<HeaderValue>]>,
     /// Bytes this entry costs the store: body, headers and bookkeeping.
     pub weight: u32,
 }
@@ -187,13 +196,10 @@ impl StoredResponse {
         now: SystemTime,
     ) -> StoredResponse {
         let fresh_until = now + policy.time_to_live(now);
-        let vary = vary_names(&headers)
+        let vary_names: Box<[HeaderName]> = vary_names(&headers)
             .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
-            .map(|name| {
-                let value = request_headers.get(&name).cloned();
-                (name, value)
-            })
             .collect();
+        let vary_selection = field::selection(request_headers, &vary_names);
         let extensions = directives(&headers);
         let header_bytes: usize = headers
             .iter()
@@ -210,16 +216,16 @@ impl StoredResponse {
             headers,
             body,
             fresh_until,
-            vary,
+            vary_names,
+            vary_selection,
             weight,
         }
     }
 
-    /// Whether this variant was stored for a request that selected the same `Vary` header values.
+    /// Whether this variant was stored for a request that selected the same `Vary` field values
+    /// (each field's lines joined, RFC 9111 section 4.1).
     pub fn vary_matches(&self, request_headers: &HeaderMap) -> bool {
-        self.vary
-            .iter()
-            .all(|(name, value)| request_headers.get(name) == value.as_ref())
+        *field::selection(request_headers, &self.vary_names) == *self.vary_selection
     }
 
     pub fn freshness(

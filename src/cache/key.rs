@@ -2,6 +2,7 @@
 
 use http::request::Parts;
 
+use super::authority::{Authority, AuthorityError};
 use crate::config::CacheKeyConfig;
 
 /// The primary cache key of a request: `[scheme://]host/path[?query]`, normalised by the configuration.
@@ -10,40 +11,54 @@ use crate::config::CacheKeyConfig;
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CacheKey(String);
 
+/// Why a request has no cache key; each is answered with 400.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error(transparent)]
+    Authority(#[from] AuthorityError),
+    /// Only origin-form (`/path`) and absolute-form targets name an object (RFC 9112 section 3.2).
+    #[error("request target is not a path")]
+    Target,
+}
+
 impl CacheKey {
-    /// Builds the key of a request, or `None` when the request names no host (an HTTP/1.1 request
-    /// without `Host`), which the caller answers with 400.
+    /// Builds the key of a request from its validated authority, path and query.
     ///
-    /// The host comes from the absolute-form target or the `:authority` of HTTP/2 when present, and
-    /// otherwise from `Host`, lower-cased, so `Example.COM` and `example.com` are one object.
-    pub fn from_request(parts: &Parts, config: &CacheKeyConfig) -> Option<CacheKey> {
-        let host = match parts.uri.authority() {
-            Some(authority) => authority.as_str().to_ascii_lowercase(),
-            None => parts
-                .headers
-                .get(http::header::HOST)?
-                .to_str()
-                .ok()?
-                .to_ascii_lowercase(),
-        };
-        if host.is_empty() {
-            return None;
+    /// The authority comes from [`Authority::of_request`]. The key is unambiguous: a valid
+    /// authority holds no `/`, a path starts with `/` and holds no `?`, so no two different
+    /// (scheme, host, path, query) tuples give the same key unless the configuration asks for it
+    /// (query sorting and dropped parameters).
+    pub fn from_request(parts: &Parts, config: &CacheKeyConfig) -> Result<CacheKey, KeyError> {
+        let authority = Authority::of_request(parts)?;
+        CacheKey::for_target(&authority, parts, config)
+    }
+
+    /// The key of a request whose authority is already known.
+    pub fn for_target(
+        authority: &Authority,
+        parts: &Parts,
+        config: &CacheKeyConfig,
+    ) -> Result<CacheKey, KeyError> {
+        let path = parts.uri.path();
+        if !path.starts_with('/') {
+            return Err(KeyError::Target);
         }
-        let mut key = String::with_capacity(host.len() + parts.uri.path().len() + 16);
+        let host = authority.as_str();
+        let mut key = String::with_capacity(host.len() + path.len() + 16);
         if config.include_scheme {
             key.push_str(parts.uri.scheme_str().unwrap_or("http"));
             key.push_str("://");
         }
         if config.include_host {
-            key.push_str(&host);
+            key.push_str(host);
         }
-        key.push_str(parts.uri.path());
+        key.push_str(path);
         if config.include_query
             && let Some(query) = parts.uri.query()
         {
             push_query(&mut key, query, config);
         }
-        Some(CacheKey(key))
+        Ok(CacheKey(key))
     }
 
     /// A key given directly, as a PURGE names it.
@@ -111,7 +126,7 @@ mod tests {
             builder = builder.header("host", host);
         }
         let (parts, ()) = builder.body(()).expect("valid request").into_parts();
-        CacheKey::from_request(&parts, config).map(|k| k.0)
+        CacheKey::from_request(&parts, config).ok().map(|k| k.0)
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! The cache: keys, stored responses with their RFC 9111 policy, and the byte-bounded store.
 
+mod authority;
 mod entry;
+pub mod field;
 mod key;
 mod store;
 
+pub use authority::{Authority, AuthorityError};
 pub use entry::{
     Freshness, NotStored, PolicyRequest, PolicyResponse, StoredResponse, directives, owned_headers,
     policy_for, storability,
 };
-pub use key::CacheKey;
+pub use key::{CacheKey, KeyError};
 pub use store::{Store, StoreCounters, Variants};

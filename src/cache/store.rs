@@ -1,36 +1,69 @@
 //! The store: moka, weighed in bytes, one entry per cache key holding its `Vary` variants.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use http::HeaderMap;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 use moka::notification::RemovalCause;
 
 use super::entry::StoredResponse;
+use super::field;
 use super::key::CacheKey;
 
-/// The variants stored under one key (usually one; more when the origin sends `Vary`).
+/// The variants stored under one key (usually one; more when the origin sends `Vary`), indexed by
+/// the request field values that select them, so a lookup costs the same with 1 or 1,000 variants.
 #[derive(Debug)]
 pub struct Variants {
-    list: Vec<Arc<StoredResponse>>,
+    /// The fields every variant here varies on; a response that varies on others replaces them all.
+    names: Box<[HeaderName]>,
+    by_selection: HashMap<Selection, Arc<StoredResponse>>,
+    /// Selections from oldest to newest write: the oldest goes when the cap is reached.
+    order: VecDeque<Selection>,
     weight: u32,
     keep_for: Duration,
 }
 
+type Selection = Box<[Option<HeaderValue>]>;
+
 impl Variants {
-    fn new(list: Vec<Arc<StoredResponse>>) -> Variants {
+    /// The variants after writing `response`: it replaces the variant with the same selection,
+    /// keeps the others while they vary on the same fields, and drops the oldest beyond `cap`.
+    fn with(existing: Option<&Variants>, response: Arc<StoredResponse>, cap: usize) -> Variants {
+        let names = response.vary_names.clone();
+        let mut by_selection = HashMap::new();
+        let mut order = VecDeque::new();
+        if let Some(existing) = existing.filter(|e| e.names == names) {
+            for selection in &existing.order {
+                if *selection != response.vary_selection
+                    && let Some(variant) = existing.by_selection.get(selection)
+                {
+                    order.push_back(selection.clone());
+                    by_selection.insert(selection.clone(), Arc::clone(variant));
+                }
+            }
+        }
+        while order.len() >= cap.max(1) {
+            if let Some(oldest) = order.pop_front() {
+                by_selection.remove(&oldest);
+            }
+        }
+        order.push_back(response.vary_selection.clone());
+        by_selection.insert(response.vary_selection.clone(), response);
         let now = SystemTime::now();
-        let weight = list
-            .iter()
+        let weight = by_selection
+            .values()
             .fold(0u32, |sum, v| sum.saturating_add(v.weight));
-        let keep_for = list
-            .iter()
+        let keep_for = by_selection
+            .values()
             .map(|v| v.keep_for(now))
             .max()
             .unwrap_or_default();
         Variants {
-            list,
+            names,
+            by_selection,
+            order,
             weight,
             keep_for,
         }
@@ -38,7 +71,17 @@ impl Variants {
 
     /// The variant stored for a request with these headers, if any.
     pub fn select(&self, request_headers: &HeaderMap) -> Option<&Arc<StoredResponse>> {
-        self.list.iter().find(|v| v.vary_matches(request_headers))
+        self.by_selection
+            .get(&field::selection(request_headers, &self.names))
+    }
+
+    /// How many variants are stored.
+    pub fn len(&self) -> usize {
+        self.by_selection.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_selection.is_empty()
     }
 }
 
@@ -80,11 +123,13 @@ pub struct Store {
     cache: moka::sync::Cache<CacheKey, Arc<Variants>>,
     counters: Arc<StoreCounters>,
     max_bytes: u64,
+    max_variants: usize,
 }
 
 impl Store {
-    /// A store that holds at most `max_bytes` of entries (headers, bodies and bookkeeping).
-    pub fn new(max_bytes: u64) -> Store {
+    /// A store that holds at most `max_bytes` of entries (headers, bodies and bookkeeping) and
+    /// at most `max_variants` `Vary` variants per key (the oldest goes).
+    pub fn new(max_bytes: u64, max_variants: usize) -> Store {
         let counters = Arc::new(StoreCounters::default());
         let listener_counters = Arc::clone(&counters);
         // Plain LRU: the doorkeeper is the admission policy, so moka's own TinyLFU admission would
@@ -110,6 +155,7 @@ impl Store {
             cache,
             counters,
             max_bytes,
+            max_variants,
         }
     }
 
@@ -117,29 +163,15 @@ impl Store {
         self.cache.get(key)
     }
 
-    /// Stores a response, replacing the variant that the same `Vary` selection had.
+    /// Stores a response, replacing the variant that the same `Vary` selection had. One atomic
+    /// upsert: two writers of different variants of one key both land.
     pub fn insert(&self, key: CacheKey, response: StoredResponse) -> Arc<StoredResponse> {
         let response = Arc::new(response);
-        let mut list = vec![Arc::clone(&response)];
-        if let Some(existing) = self.cache.get(&key) {
-            // Keep the other variants only while they vary on the same header names.
-            let same_names = |v: &Arc<StoredResponse>| {
-                v.vary.len() == response.vary.len()
-                    && v.vary.iter().zip(&response.vary).all(|(a, b)| a.0 == b.0)
-            };
-            list.extend(
-                existing
-                    .list
-                    .iter()
-                    .filter(|v| same_names(v) && v.vary != response.vary)
-                    .cloned(),
-            );
-        }
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         self.counters
             .written_bytes
             .fetch_add(response.body.len() as u64, Ordering::Relaxed);
-        self.cache.insert(key, Arc::new(Variants::new(list)));
+        self.upsert(key, &response);
         response
     }
 
@@ -147,18 +179,20 @@ impl Store {
     /// of the body (it was not transferred again).
     pub fn refresh(&self, key: CacheKey, response: StoredResponse) -> Arc<StoredResponse> {
         let response = Arc::new(response);
-        let mut list = vec![Arc::clone(&response)];
-        if let Some(existing) = self.cache.get(&key) {
-            list.extend(
-                existing
-                    .list
-                    .iter()
-                    .filter(|v| v.vary != response.vary)
-                    .cloned(),
-            );
-        }
-        self.cache.insert(key, Arc::new(Variants::new(list)));
+        self.upsert(key, &response);
         response
+    }
+
+    fn upsert(&self, key: CacheKey, response: &Arc<StoredResponse>) {
+        let cap = self.max_variants;
+        self.cache.entry(key).and_upsert_with(|existing| {
+            let existing = existing.map(|entry| entry.into_value());
+            Arc::new(Variants::with(
+                existing.as_deref(),
+                Arc::clone(response),
+                cap,
+            ))
+        });
     }
 
     /// Removes every variant stored under the key; returns whether there was one.

@@ -18,7 +18,7 @@ use toml::Table;
 
 pub use check::{CheckConfigArgs, check_config};
 pub use error::{ConfigError, ConfigErrors};
-pub use values::format_size;
+pub use values::{FORWARDING_HEADERS, format_size};
 
 /// The annotated default configuration, as shipped in `config/bloomgate.toml`.
 pub const DEFAULT_TOML: &str = include_str!("../../config/bloomgate.toml");
@@ -57,6 +57,8 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// A request head must arrive within this (slowloris guard). Default 10s.
     pub header_read_timeout: Duration,
+    /// A keep-alive connection with no request in progress is closed after this. Default 60s.
+    pub idle_timeout: Duration,
     /// Larger request heads get 431. At least 8KiB. Default 64KiB.
     pub max_header_bytes: usize,
     /// How long graceful shutdown waits for requests in flight. Default 10s.
@@ -82,6 +84,8 @@ pub struct OriginConfig {
     pub pool_max_idle_per_host: usize,
     /// False: send the origin's authority as Host; true: forward the client's Host. Default false.
     pub preserve_host: bool,
+    /// Client-sent forwarding fields passed to the origin as sent; the rest are removed. Default none.
+    pub trusted_forwarding_headers: Vec<http::HeaderName>,
 }
 
 /// `[cache]`: the in-memory store.
@@ -91,6 +95,8 @@ pub struct CacheConfig {
     pub max_bytes: u64,
     /// Larger responses are streamed through, never buffered or stored. At most `max_bytes`. Default 8MiB.
     pub max_object_bytes: u64,
+    /// `Vary` variants kept per URL; the oldest goes. At least 1. Default 16.
+    pub max_variants: usize,
     /// `[cache.key]`
     pub key: CacheKeyConfig,
 }
@@ -208,6 +214,7 @@ mod tests {
         assert_eq!(config.server.listen, "127.0.0.1:8080".parse().unwrap());
         assert_eq!(config.server.max_connections, 10_000);
         assert_eq!(config.server.header_read_timeout, Duration::from_secs(10));
+        assert_eq!(config.server.idle_timeout, Duration::from_secs(60));
         assert_eq!(config.server.max_header_bytes, 64 << 10);
         assert_eq!(config.server.shutdown_grace, Duration::from_secs(10));
         assert!(config.server.purge_allowed_networks.is_empty());
@@ -218,6 +225,8 @@ mod tests {
         assert_eq!(config.origin.pool_idle_timeout, Duration::from_secs(90));
         assert_eq!(config.origin.pool_max_idle_per_host, 256);
         assert!(!config.origin.preserve_host);
+        assert!(config.origin.trusted_forwarding_headers.is_empty());
+        assert_eq!(config.cache.max_variants, 16);
         assert_eq!(config.cache.max_bytes, 512 << 20);
         assert_eq!(config.cache.max_object_bytes, 8 << 20);
         let key = &config.cache.key;

@@ -58,6 +58,7 @@ fn read_server(s: &mut Section) -> Option<ServerConfig> {
     let listen = s.get("listen", values::socket_addr);
     let max_connections = s.get("max_connections", at_least_one);
     let header_read_timeout = s.get("header_read_timeout", values::positive_duration);
+    let idle_timeout = s.get("idle_timeout", values::positive_duration);
     let max_header_bytes = s.get("max_header_bytes", |v| {
         let bytes =
             usize::try_from(values::size(v)?).map_err(|_| format!("{} is too large", shown(v)))?;
@@ -76,6 +77,7 @@ fn read_server(s: &mut Section) -> Option<ServerConfig> {
         listen: listen?,
         max_connections: max_connections?,
         header_read_timeout: header_read_timeout?,
+        idle_timeout: idle_timeout?,
         max_header_bytes: max_header_bytes?,
         shutdown_grace: shutdown_grace?,
         purge_allowed_networks: purge_allowed_networks?,
@@ -90,6 +92,8 @@ fn read_origin(s: &mut Section) -> Option<OriginConfig> {
     let pool_idle_timeout = s.get("pool_idle_timeout", values::positive_duration);
     let pool_max_idle_per_host = s.get("pool_max_idle_per_host", values::count_usize);
     let preserve_host = s.get("preserve_host", values::boolean);
+    let trusted_forwarding_headers =
+        s.get("trusted_forwarding_headers", values::forwarding_headers);
     Some(OriginConfig {
         url: url?,
         connect_timeout: connect_timeout?,
@@ -98,12 +102,14 @@ fn read_origin(s: &mut Section) -> Option<OriginConfig> {
         pool_idle_timeout: pool_idle_timeout?,
         pool_max_idle_per_host: pool_max_idle_per_host?,
         preserve_host: preserve_host?,
+        trusted_forwarding_headers: trusted_forwarding_headers?,
     })
 }
 
 fn read_cache(s: &mut Section) -> Option<CacheConfig> {
     let max_bytes = s.get("max_bytes", values::size);
     let max_object_bytes = s.get("max_object_bytes", values::size);
+    let max_variants = s.get("max_variants", at_least_one);
     let key = s.child("key", read_cache_key);
     let (max_bytes, max_object_bytes) = (max_bytes?, max_object_bytes?);
     if max_object_bytes > max_bytes {
@@ -120,6 +126,7 @@ fn read_cache(s: &mut Section) -> Option<CacheConfig> {
     Some(CacheConfig {
         max_bytes,
         max_object_bytes,
+        max_variants: max_variants?,
         key: key?,
     })
 }

@@ -111,6 +111,44 @@ pub fn names(value: &Value) -> Result<Vec<String>, String> {
     })
 }
 
+/// Client-sent forwarding fields the proxy removes unless `origin.trusted_forwarding_headers` lists
+/// them: an origin that reflects any of them into a response would let one client poison the
+/// cache for everyone.
+pub const FORWARDING_HEADERS: &[&str] = &[
+    "forwarded",
+    "x-forwarded-host",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-forwarded-proto",
+    "x-forwarded-scheme",
+    "x-forwarded-server",
+    "x-host",
+    "x-original-host",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-real-ip",
+];
+
+/// Reads a list of forwarding field names, each one of [`FORWARDING_HEADERS`].
+pub fn forwarding_headers(value: &Value) -> Result<Vec<http::HeaderName>, String> {
+    let names = list(
+        value,
+        "a list of field names like [\"x-forwarded-host\"]",
+        |item| item.as_str().map(str::to_ascii_lowercase),
+    )?;
+    names
+        .into_iter()
+        .map(|name| match FORWARDING_HEADERS.contains(&name.as_str()) {
+            true => http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("{name:?} is not a field name")),
+            false => Err(format!(
+                "{name:?} is not a forwarding field the proxy removes; expected some of {}",
+                FORWARDING_HEADERS.join(", ")
+            )),
+        })
+        .collect()
+}
+
 fn list<T>(
     value: &Value,
     expected: &str,

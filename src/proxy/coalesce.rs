@@ -16,8 +16,10 @@ pub struct SharedResponse {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
-    /// The request headers the response was fetched with, so a waiter can check `Vary`.
-    pub vary: Vec<(http::HeaderName, Option<http::HeaderValue>)>,
+    /// The fields the response's `Vary` names, and their combined values in the request it was
+    /// fetched with, so a waiter can check that it selects the same variant.
+    pub vary_names: Box<[http::HeaderName]>,
+    pub vary_selection: Box<[Option<http::HeaderValue>]>,
     pub stored: bool,
     pub detail: Option<&'static str>,
 }
@@ -122,7 +124,8 @@ mod tests {
             status: StatusCode::OK,
             headers: HeaderMap::new(),
             body: Bytes::from_static(b"x"),
-            vary: Vec::new(),
+            vary_names: Box::default(),
+            vary_selection: Box::default(),
             stored: false,
             detail: None,
         })));

@@ -12,15 +12,20 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use metrics::{counter, histogram};
 
+use super::Live;
 use super::Proxy;
 use super::coalesce::{self, FlightOutcome, Role, SharedResponse};
-use super::headers::{not_modified, not_modified_headers, strip_hop_by_hop, to_origin};
+use super::headers::{
+    Forwarding, OriginBody, ResponseFraming, not_modified, not_modified_headers,
+    settle_response_framing, strip_hop_by_hop, to_origin,
+};
 use super::origin::OutgoingBody;
 use super::status::CacheStatus;
 use super::stream::{Capture, OriginStream};
 use crate::admission::Admission;
 use crate::cache::{
-    CacheKey, Freshness, NotStored, StoredResponse, owned_headers, policy_for, storability,
+    Authority, CacheKey, Freshness, NotStored, StoredResponse, field, owned_headers, policy_for,
+    storability,
 };
 use crate::telemetry::{
     ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, REQUEST_DURATION_SECONDS, REQUESTS_TOTAL,
@@ -54,12 +59,16 @@ impl Proxy {
         if parts.method.as_str() == "PURGE" {
             return self.purge_from_public(&parts, peer);
         }
-        let Some(key) = CacheKey::from_request(&parts, &live.config.cache.key) else {
-            return short(
-                StatusCode::BAD_REQUEST,
-                "request has no host\n",
-                CacheStatus::forward("request"),
-            );
+        let key = match CacheKey::from_request(&parts, &live.config.cache.key) {
+            Ok(key) => key,
+            Err(error) => {
+                tracing::debug!(%error, %peer, "request refused");
+                return short(
+                    StatusCode::BAD_REQUEST,
+                    "request has no valid host or target\n",
+                    CacheStatus::forward("request"),
+                );
+            }
         };
         if parts.method != Method::GET && parts.method != Method::HEAD {
             return self.pass(parts, body, peer, key).await;
@@ -175,9 +184,8 @@ impl Proxy {
         let live = self.live();
         let mut headers = to_origin(
             &parts.headers,
-            peer,
-            self.origin_host(&parts).as_ref(),
-            true,
+            &self.forwarding(&live, &parts, peer),
+            OriginBody::Dropped,
         );
         if let Some(entry) = &stale {
             if let Some(etag) = entry.etag() {
@@ -303,6 +311,20 @@ impl Proxy {
     ) -> Answer {
         let live = self.live();
         let (mut head, incoming) = response.into_parts();
+        let framing = match settle_response_framing(&mut head.headers) {
+            Ok(framing) => framing,
+            Err(error) => {
+                tracing::warn!(%error, key = %key, "origin response refused");
+                if let Some(flight) = flight {
+                    flight.finish(FlightOutcome::Failed(StatusCode::BAD_GATEWAY));
+                }
+                return short(
+                    StatusCode::BAD_GATEWAY,
+                    "origin response is framed with an unknown transfer coding\n",
+                    CacheStatus::forward(fwd).detail("origin-error"),
+                );
+            }
+        };
         strip_hop_by_hop(&mut head.headers);
         // What may be stored must not pin the connections' read buffers (see `owned_headers`).
         head.headers = owned_headers(&head.headers);
@@ -322,7 +344,9 @@ impl Proxy {
             .and_then(|v| v.parse::<u64>().ok());
         let max_object = live.config.cache.max_object_bytes;
         let too_large = content_length.is_some_and(|length| length > max_object);
-        let size_rule = if too_large {
+        let size_rule = if framing == ResponseFraming::Ambiguous {
+            Err(NotStored::AmbiguousFraming)
+        } else if too_large {
             Err(NotStored::TooLarge)
         } else {
             Ok(())
@@ -509,11 +533,11 @@ impl Proxy {
             "method"
         };
         let status = CacheStatus::forward(fwd);
+        let length = hyper::body::Body::size_hint(&body).exact();
         let headers = to_origin(
             &parts.headers,
-            peer,
-            self.origin_host(&parts).as_ref(),
-            false,
+            &self.forwarding(&live, &parts, peer),
+            OriginBody::Forwarded(length),
         );
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let unsafe_method = !parts.method.is_safe();
@@ -530,6 +554,14 @@ impl Proxy {
                     self.store.purge(&key);
                 }
                 let (mut head, incoming) = response.into_parts();
+                if let Err(error) = settle_response_framing(&mut head.headers) {
+                    tracing::warn!(%error, "origin response refused");
+                    return short(
+                        StatusCode::BAD_GATEWAY,
+                        "origin response is framed with an unknown transfer coding\n",
+                        status.detail("origin-error"),
+                    );
+                }
                 strip_hop_by_hop(&mut head.headers);
                 let body = OriginStream::new(incoming, live.config.origin.idle_timeout, None);
                 (
@@ -571,25 +603,39 @@ impl Proxy {
     pub(super) fn purge(&self, parts: &Parts) -> (StatusCode, &'static str) {
         let live = self.live();
         match CacheKey::from_request(parts, &live.config.cache.key) {
-            None => (StatusCode::BAD_REQUEST, "PURGE needs a Host\n"),
-            Some(key) if self.store.purge(&key) => (StatusCode::OK, "purged\n"),
-            Some(_) => (StatusCode::NOT_FOUND, "not cached\n"),
+            Err(_) => (
+                StatusCode::BAD_REQUEST,
+                "PURGE needs a valid Host and path\n",
+            ),
+            Ok(key) if self.store.purge(&key) => (StatusCode::OK, "purged\n"),
+            Ok(_) => (StatusCode::NOT_FOUND, "not cached\n"),
         }
     }
 
-    fn origin_host(&self, parts: &Parts) -> Option<HeaderValue> {
-        let live = self.live();
-        if live.config.origin.preserve_host {
-            // The host the cache key was built from, so the origin answers for the same host.
-            return match parts.uri.authority() {
-                Some(authority) => HeaderValue::from_str(authority.as_str()).ok(),
-                None => parts.headers.get(header::HOST).cloned(),
-            };
+    /// The forwarding fields of a request to the origin. With `preserve_host` the origin gets the
+    /// validated authority the cache key was built from, so it answers for the host the entry is
+    /// stored under.
+    fn forwarding<'l>(&self, live: &'l Live, parts: &Parts, peer: SocketAddr) -> Forwarding<'l> {
+        let origin_authority = || {
+            live.origin
+                .base()
+                .authority()
+                .and_then(|authority| HeaderValue::from_str(authority.as_str()).ok())
+                .unwrap_or_else(|| HeaderValue::from_static("localhost"))
+        };
+        let host = match live.config.origin.preserve_host {
+            true => Authority::of_request(parts)
+                .ok()
+                .and_then(|authority| HeaderValue::from_str(authority.as_str()).ok())
+                .unwrap_or_else(origin_authority),
+            false => origin_authority(),
+        };
+        Forwarding {
+            peer,
+            host,
+            version: parts.version,
+            trusted: &live.config.origin.trusted_forwarding_headers,
         }
-        live.origin
-            .base()
-            .authority()
-            .and_then(|authority| HeaderValue::from_str(authority.as_str()).ok())
     }
 }
 
@@ -720,10 +766,7 @@ fn serve_shared(parts: &Parts, shared: &SharedResponse, status: CacheStatus) -> 
 }
 
 fn shared_matches(shared: &SharedResponse, request: &HeaderMap) -> bool {
-    shared
-        .vary
-        .iter()
-        .all(|(name, value)| request.get(name) == value.as_ref())
+    *field::selection(request, &shared.vary_names) == *shared.vary_selection
 }
 
 fn shared_from_entry(
@@ -735,7 +778,8 @@ fn shared_from_entry(
         status: entry.status,
         headers: entry.headers.clone(),
         body: entry.body.clone(),
-        vary: entry.vary.clone(),
+        vary_names: entry.vary_names.clone(),
+        vary_selection: entry.vary_selection.clone(),
         stored,
         detail,
     })

@@ -3,7 +3,11 @@
 use std::net::SocketAddr;
 use std::time::SystemTime;
 
+use http::Version;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+use crate::cache::field::combined;
+use crate::config::FORWARDING_HEADERS;
 
 /// Fields that describe one connection, never forwarded (RFC 9110 section 7.6.1).
 const HOP_BY_HOP: &[HeaderName] = &[
@@ -42,41 +46,132 @@ const CLIENT_CONDITIONALS: &[HeaderName] = &[
     header::IF_RANGE,
 ];
 
+/// What the request to the origin carries as its body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OriginBody {
+    /// None: a cacheable fetch, whatever the client sent (RFC 9110 section 9.3.1 gives a body on
+    /// GET no meaning). The client's framing fields go too: announcing bytes that do not follow
+    /// would make the origin read the next request on a pooled connection as this one's body.
+    Dropped,
+    /// The client's body, streamed; `Some(n)` when its length is known.
+    Forwarded(Option<u64>),
+}
+
+/// Who the request came from and how, for the forwarding fields the origin receives.
+pub struct Forwarding<'a> {
+    pub peer: SocketAddr,
+    /// The `Host` the origin receives: the client's validated authority or the origin's own.
+    pub host: HeaderValue,
+    /// The client's protocol version, for `Via` (RFC 9110 section 7.6.3).
+    pub version: Version,
+    /// Client-sent forwarding fields passed as sent (`origin.trusted_forwarding_headers`).
+    pub trusted: &'a [HeaderName],
+}
+
 /// The headers of a request to the origin, from the client's.
-pub fn to_origin(
-    client: &HeaderMap,
-    peer: SocketAddr,
-    host: Option<&HeaderValue>,
-    cacheable: bool,
-) -> HeaderMap {
+pub fn to_origin(client: &HeaderMap, forwarding: &Forwarding<'_>, body: OriginBody) -> HeaderMap {
     let mut headers = client.clone();
     strip_hop_by_hop(&mut headers);
-    if cacheable {
-        for name in CLIENT_CONDITIONALS {
-            headers.remove(name);
+    // The framing the origin sees is derived from the body actually sent (RFC 9112 section 6).
+    headers.remove(header::CONTENT_LENGTH);
+    match body {
+        OriginBody::Dropped => {
+            for name in CLIENT_CONDITIONALS {
+                headers.remove(name);
+            }
+            headers.remove(header::EXPECT);
+        }
+        OriginBody::Forwarded(Some(length)) => {
+            if length > 0 || client.contains_key(header::CONTENT_LENGTH) {
+                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+            }
+        }
+        // hyper sends a body of unknown length chunked.
+        OriginBody::Forwarded(None) => {}
+    }
+    headers.insert(header::HOST, forwarding.host.clone());
+    for name in FORWARDING_HEADERS {
+        if !forwarding.trusted.iter().any(|trusted| trusted == name) {
+            headers.remove(*name);
         }
     }
-    if let Some(host) = host {
-        headers.insert(header::HOST, host.clone());
-    }
-    let forwarded_for = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-        Some(earlier) => format!("{earlier}, {}", peer.ip()),
-        None => peer.ip().to_string(),
+    let peer = forwarding.peer.ip().to_string();
+    let forwarded_for = match combined(client, "x-forwarded-for") {
+        Some(earlier) => match earlier.to_str() {
+            Ok(earlier) => format!("{earlier}, {peer}"),
+            Err(_) => peer,
+        },
+        None => peer,
     };
     if let Ok(value) = HeaderValue::from_str(&forwarded_for) {
         headers.insert("x-forwarded-for", value);
     }
-    headers.append(header::VIA, HeaderValue::from_static("1.1 bloomgate"));
+    let proto = HeaderName::from_static("x-forwarded-proto");
+    if !forwarding.trusted.contains(&proto) {
+        headers.insert(proto, HeaderValue::from_static("http"));
+    }
+    let via = match forwarding.version {
+        Version::HTTP_10 => "1.0 bloomgate",
+        Version::HTTP_2 => "2 bloomgate",
+        _ => "1.1 bloomgate",
+    };
+    headers.append(header::VIA, HeaderValue::from_static(via));
     headers
+}
+
+/// Why an origin response cannot be forwarded.
+#[derive(Debug, thiserror::Error)]
+#[error("origin response has a transfer coding other than chunked: {0:?}")]
+pub struct UnknownTransferCoding(pub HeaderValue);
+
+/// Whether an origin response's framing was ambiguous (RFC 9112 section 6.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResponseFraming {
+    Clear,
+    /// Both `Transfer-Encoding` and `Content-Length`, or `Content-Length` on several lines: the
+    /// body was framed by the chunked coding and the length removed. Forwarded, never stored.
+    Ambiguous,
+}
+
+/// Makes an origin response's framing fields agree with the body hyper decoded, before anything is
+/// forwarded or stored: `Transfer-Encoding` overrides `Content-Length`, which is removed (RFC 9112
+/// section 6.3 rule 3). A coding other than `chunked` would reach the client still coded once
+/// `Transfer-Encoding` (hop-by-hop) is stripped, so it is refused.
+pub fn settle_response_framing(
+    headers: &mut HeaderMap,
+) -> Result<ResponseFraming, UnknownTransferCoding> {
+    if let Some(codings) = combined(headers, header::TRANSFER_ENCODING) {
+        let only_chunked = codings.to_str().is_ok_and(|text| {
+            text.split(',')
+                .map(str::trim)
+                .filter(|coding| !coding.is_empty())
+                .all(|coding| coding.eq_ignore_ascii_case("chunked"))
+        });
+        if !only_chunked {
+            return Err(UnknownTransferCoding(codings));
+        }
+        if headers.remove(header::CONTENT_LENGTH).is_some() {
+            return Ok(ResponseFraming::Ambiguous);
+        }
+        return Ok(ResponseFraming::Clear);
+    }
+    let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
+    if let (Some(first), Some(_)) = (lengths.next(), lengths.next()) {
+        // hyper accepted the lines, so they agree; keep one.
+        let first = first.clone();
+        headers.insert(header::CONTENT_LENGTH, first);
+        return Ok(ResponseFraming::Ambiguous);
+    }
+    Ok(ResponseFraming::Clear)
 }
 
 /// Whether the client's `If-None-Match` / `If-Modified-Since` make a 304 the right answer for a
 /// response with these headers (RFC 9110 section 13.1.2 and 13.1.3, weak comparison).
 pub fn not_modified(request: &HeaderMap, response: &HeaderMap) -> bool {
-    if let Some(candidates) = request
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-    {
+    if let Some(candidates) = combined(request, header::IF_NONE_MATCH) {
+        let Ok(candidates) = candidates.to_str() else {
+            return false;
+        };
         let Some(etag) = response.get(header::ETAG).and_then(|v| v.to_str().ok()) else {
             return false;
         };

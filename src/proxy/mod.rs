@@ -4,6 +4,7 @@ mod admin;
 mod coalesce;
 mod handler;
 mod headers;
+mod idle;
 mod origin;
 mod persist;
 mod reload;
@@ -57,7 +58,7 @@ impl Proxy {
     pub fn new(config: Config, config_path: Option<PathBuf>) -> Proxy {
         let doorkeeper = persist::restore_or_new(&config.admission);
         Proxy {
-            store: Store::new(config.cache.max_bytes),
+            store: Store::new(config.cache.max_bytes, config.cache.max_variants),
             flights: Arc::new(Coalescer::default()),
             live: ArcSwap::from_pointee(Live {
                 origin: OriginClient::new(&config.origin),

@@ -51,7 +51,7 @@ impl Proxy {
         let mut outcome = ReloadOutcome::default();
         let was = &old.config;
 
-        let restart_only: [(&'static str, bool); 7] = [
+        let restart_only: [(&'static str, bool); 9] = [
             ("server.listen", was.server.listen != config.server.listen),
             (
                 "server.max_connections",
@@ -65,7 +65,15 @@ impl Proxy {
                 "server.max_header_bytes",
                 was.server.max_header_bytes != config.server.max_header_bytes,
             ),
+            (
+                "server.idle_timeout",
+                was.server.idle_timeout != config.server.idle_timeout,
+            ),
             ("admin.listen", was.admin.listen != config.admin.listen),
+            (
+                "cache.max_variants",
+                was.cache.max_variants != config.cache.max_variants,
+            ),
             (
                 "cache.max_bytes",
                 was.cache.max_bytes != config.cache.max_bytes,

@@ -9,21 +9,23 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::GracefulConnection;
 use metrics::{counter, gauge};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::{JoinHandle, JoinSet};
 
 use super::Proxy;
 use super::admin;
+use super::idle::{Activity, Tracked};
 use super::origin::OUTCOMES;
 use super::persist;
 use super::status::METRIC_LABELS;
 use crate::config::Config;
 use crate::telemetry::{
-    ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL,
-    FILTER_SNAPSHOTS_TOTAL, ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL, REQUESTS_TOTAL, recorder,
+    ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN,
+    CONNECTIONS_REFUSED_TOTAL, FILTER_SNAPSHOTS_TOTAL, ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL,
+    REQUESTS_TOTAL, recorder,
 };
 
 /// Why the proxy could not start.
@@ -238,7 +240,11 @@ async fn accept_loop(
         .timer(TokioTimer::new())
         .max_concurrent_streams(256)
         .max_header_list_size(u32::try_from(server.max_header_bytes).unwrap_or(u32::MAX));
-    let graceful = GracefulShutdown::new();
+    let idle = IdleLimits {
+        first_request: server.header_read_timeout,
+        between_requests: server.idle_timeout,
+    };
+    let mut connections = JoinSet::new();
 
     loop {
         tokio::select! {
@@ -258,36 +264,93 @@ async fn accept_loop(
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
-                let proxy = Arc::clone(&proxy);
-                let service = service_fn(move |request| {
+                let activity = Activity::new();
+                let service = service_fn({
                     let proxy = Arc::clone(&proxy);
-                    async move { Ok::<_, std::convert::Infallible>(proxy.handle(request, peer).await) }
+                    let activity = Arc::clone(&activity);
+                    move |request| {
+                        let proxy = Arc::clone(&proxy);
+                        let request_in_progress = activity.begin();
+                        async move {
+                            let response = proxy.handle(request, peer).await;
+                            Ok::<_, std::convert::Infallible>(
+                                response.map(|body| Tracked::new(body, request_in_progress)),
+                            )
+                        }
+                    }
                 });
                 let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-                let connection = graceful.watch(connection);
-                tokio::spawn(async move {
-                    gauge!(CONNECTIONS_OPEN).increment(1.0);
-                    if let Err(error) = connection.await {
-                        tracing::debug!(%peer, error = %error, "connection ended with an error");
-                    }
-                    gauge!(CONNECTIONS_OPEN).decrement(1.0);
-                    drop(permit);
-                });
+                connections.spawn(serve(connection, activity, idle, shutdown.clone(), peer, permit));
             }
+            // Reap finished connections so the set does not grow.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
             _ = shutdown.changed() => break,
         }
     }
     drop(listener);
     let grace = proxy.config().server.shutdown_grace;
-    if tokio::time::timeout(grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    let drained = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(grace, drained).await.is_err() {
         tracing::warn!(
             ?grace,
             "connections still open after the shutdown grace period; closing them"
         );
+        connections.shutdown().await;
     }
+}
+
+/// How long a connection may go without a request in progress.
+#[derive(Clone, Copy)]
+struct IdleLimits {
+    /// From accept to the first request (`server.header_read_timeout`).
+    first_request: Duration,
+    /// From the end of a response to the next request (`server.idle_timeout`).
+    between_requests: Duration,
+}
+
+/// Serves one connection until it ends, it goes idle, or the proxy shuts down; the last two close
+/// it gracefully (HTTP/1.1: at once when idle; HTTP/2: GOAWAY, then the streams in progress end).
+async fn serve<C>(
+    connection: C,
+    activity: Arc<Activity>,
+    idle: IdleLimits,
+    mut shutdown: watch::Receiver<bool>,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+) where
+    C: GracefulConnection,
+    C::Error: std::fmt::Display,
+{
+    gauge!(CONNECTIONS_OPEN).increment(1.0);
+    let mut connection = std::pin::pin!(connection);
+    let went_idle = activity.idle(idle.first_request, idle.between_requests);
+    let mut went_idle = std::pin::pin!(went_idle);
+    // A client that does not let go after GOAWAY or a close is cut off after this.
+    let mut cut_off = std::pin::pin!(tokio::time::sleep(Duration::MAX));
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(%peer, error = %error, "connection ended with an error");
+                }
+                break;
+            }
+            () = &mut went_idle, if !closing => {
+                counter!(CONNECTIONS_IDLE_CLOSED_TOTAL).increment(1);
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+                cut_off.as_mut().reset(tokio::time::Instant::now() + idle.first_request);
+            }
+            _ = shutdown.changed(), if !closing => {
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+            }
+            () = &mut cut_off, if closing => break,
+        }
+    }
+    gauge!(CONNECTIONS_OPEN).decrement(1.0);
+    drop(permit);
 }
 
 /// Creates every labelled series at zero, so dashboards and alerts see them before the first event.
@@ -305,6 +368,7 @@ fn register_series() {
         counter!(FILTER_SNAPSHOTS_TOTAL, "outcome" => *outcome).increment(0);
     }
     counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
+    counter!(CONNECTIONS_IDLE_CLOSED_TOTAL).increment(0);
     counter!(CACHE_HIT_BYTES_TOTAL).increment(0);
     counter!(ORIGIN_BYTES_TOTAL).increment(0);
     gauge!(CONNECTIONS_OPEN).increment(0.0);

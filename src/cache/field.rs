@@ -1,0 +1,60 @@
+//! A header field that arrives on several lines is one field: its lines joined with commas, in
+//! order (RFC 9110 section 5.3). Every rule that reads a request field for `Vary`, keying or
+//! forwarding reads it through here, so no two readers can disagree about its value.
+
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+
+/// The combined value of `name`, or `None` when the field is absent.
+pub fn combined<K>(headers: &HeaderMap, name: K) -> Option<HeaderValue>
+where
+    K: http::header::AsHeaderName,
+{
+    let mut lines = headers.get_all(name).iter();
+    let first = lines.next()?;
+    let Some(second) = lines.next() else {
+        return Some(first.clone());
+    };
+    let mut joined = Vec::with_capacity(first.len() + second.len() + 2);
+    for line in [first, second].into_iter().chain(lines) {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b", ");
+        }
+        joined.extend_from_slice(line.as_bytes());
+    }
+    // Joining valid field values with ", " gives a valid field value.
+    HeaderValue::from_bytes(&joined).ok()
+}
+
+/// The combined values of several fields, in the order given: what `Vary` selects a variant by.
+pub fn selection(headers: &HeaderMap, names: &[HeaderName]) -> Box<[Option<HeaderValue>]> {
+    names.iter().map(|name| combined(headers, name)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_of_one_field_are_joined_in_order() {
+        let mut headers = HeaderMap::new();
+        headers.append("accept-encoding", HeaderValue::from_static("identity"));
+        headers.append("accept-encoding", HeaderValue::from_static("gzip"));
+        assert_eq!(
+            combined(&headers, "accept-encoding")
+                .as_ref()
+                .map(HeaderValue::as_bytes),
+            Some(&b"identity, gzip"[..])
+        );
+        assert_eq!(combined(&headers, "x-absent"), None);
+    }
+
+    #[test]
+    fn one_line_and_two_lines_select_differently() {
+        let names = [HeaderName::from_static("accept-encoding")];
+        let mut one = HeaderMap::new();
+        one.append("accept-encoding", HeaderValue::from_static("identity"));
+        let mut two = one.clone();
+        two.append("accept-encoding", HeaderValue::from_static("gzip"));
+        assert_ne!(selection(&one, &names), selection(&two, &names));
+    }
+}
