@@ -163,3 +163,72 @@ mod tests {
         assert_eq!(key("/a?b=2", Some("h"), &config).as_deref(), Some("h/a"));
     }
 }
+
+#[cfg(test)]
+mod uniqueness {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn parts(host: &str, target: &str) -> Option<Parts> {
+        let request = http::Request::builder()
+            .uri(target)
+            .header("host", host)
+            .body(())
+            .ok()?;
+        Some(request.into_parts().0)
+    }
+
+    proptest! {
+        /// No two different (host, path, query) triples share a key: a valid host holds no `/`, a
+        /// path starts with `/` and holds no `?`.
+        #[test]
+        fn different_requests_never_share_a_key(
+            hosts in proptest::collection::vec("[a-z0-9./?#@:%-]{1,8}", 2),
+            paths in proptest::collection::vec("/[a-z/.%?]{0,8}", 2),
+            queries in proptest::collection::vec(proptest::option::of("[a-z=&/?]{0,6}"), 2),
+        ) {
+            let config = CacheKeyConfig {
+                include_scheme: false,
+                include_host: true,
+                include_query: true,
+                sort_query: false,
+                drop_query_params: Vec::new(),
+            };
+            let mut seen = Vec::new();
+            for i in 0..2 {
+                let target = match &queries[i] {
+                    Some(query) => format!("{}?{query}", paths[i]),
+                    None => paths[i].clone(),
+                };
+                let Some(parts) = parts(&hosts[i], &target) else { continue };
+                if let Ok(key) = CacheKey::from_request(&parts, &config) {
+                    let authority = Authority::of_request(&parts).map(|a| a.as_str().to_owned());
+                    let triple = (authority.ok(), parts.uri.path().to_owned(), parts.uri.query().map(str::to_owned));
+                    seen.push((triple, key));
+                }
+            }
+            if let [(a, key_a), (b, key_b)] = seen.as_slice() {
+                prop_assert_eq!(a == b, key_a == key_b, "{:?} {:?} -> {} {}", a, b, key_a, key_b);
+            }
+        }
+    }
+
+    #[test]
+    fn a_host_with_a_path_in_it_has_no_key() {
+        let Some(attack) = parts("victim.example/some/prefix", "/x") else {
+            panic!("the request builds")
+        };
+        let config = CacheKeyConfig {
+            include_scheme: false,
+            include_host: true,
+            include_query: true,
+            sort_query: false,
+            drop_query_params: Vec::new(),
+        };
+        assert_eq!(
+            CacheKey::from_request(&attack, &config),
+            Err(KeyError::Authority(AuthorityError::Invalid))
+        );
+    }
+}

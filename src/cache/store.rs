@@ -215,3 +215,69 @@ impl Store {
         &self.counters
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use http::{Method, StatusCode};
+
+    use super::*;
+    use crate::cache::policy_for;
+
+    fn variant(user_agent: &str) -> (HeaderMap, StoredResponse) {
+        let mut request = HeaderMap::new();
+        request.insert(
+            "user-agent",
+            HeaderValue::from_str(user_agent).expect("value"),
+        );
+        let mut response = HeaderMap::new();
+        response.insert("cache-control", HeaderValue::from_static("max-age=60"));
+        response.insert("vary", HeaderValue::from_static("User-Agent"));
+        let now = SystemTime::now();
+        let policy = policy_for(&Method::GET, &request, StatusCode::OK, &response, now);
+        let body = Bytes::from(user_agent.to_owned());
+        let entry = StoredResponse::new(policy, StatusCode::OK, response, body, &request, now);
+        (request, entry)
+    }
+
+    #[test]
+    fn variants_per_key_are_capped_and_the_oldest_goes() {
+        let store = Store::new(1 << 20, 4);
+        let key = CacheKey::from_string("h/v".into());
+        let mut requests = Vec::new();
+        for i in 0..10 {
+            let (request, entry) = variant(&format!("agent-{i}"));
+            store.insert(key.clone(), entry);
+            requests.push(request);
+        }
+        let variants = store.get(&key).expect("stored");
+        assert_eq!(variants.len(), 4);
+        for (i, request) in requests.iter().enumerate() {
+            let found = variants.select(request).map(|v| v.body.clone());
+            if i < 6 {
+                assert_eq!(found, None, "agent-{i} should have been dropped");
+            } else {
+                assert_eq!(found, Some(Bytes::from(format!("agent-{i}"))));
+            }
+        }
+    }
+
+    #[test]
+    fn concurrent_writers_of_different_variants_all_land() {
+        let store = Store::new(64 << 20, 1000);
+        let key = CacheKey::from_string("h/race".into());
+        std::thread::scope(|scope| {
+            for thread in 0..4 {
+                let store = store.clone();
+                let key = key.clone();
+                scope.spawn(move || {
+                    for i in 0..100 {
+                        let (_, entry) = variant(&format!("agent-{thread}-{i}"));
+                        store.insert(key.clone(), entry);
+                    }
+                });
+            }
+        });
+        assert_eq!(store.get(&key).map(|v| v.len()), Some(400));
+    }
+}
