@@ -8,7 +8,9 @@ use dashmap::mapref::entry::Entry;
 use http::{HeaderMap, StatusCode};
 use tokio::sync::watch;
 
-use crate::cache::CacheKey;
+use super::origin::OriginFailure;
+use super::status::Detail;
+use crate::cache::{CacheKey, StoredResponse, field};
 
 /// A complete response the leader of a flight hands to the requests that waited for it.
 #[derive(Debug)]
@@ -21,16 +23,41 @@ pub struct SharedResponse {
     pub vary_names: Box<[http::HeaderName]>,
     pub vary_selection: Box<[Option<http::HeaderValue>]>,
     pub stored: bool,
-    pub detail: Option<&'static str>,
+    pub detail: Option<Detail>,
+}
+
+impl SharedResponse {
+    /// A response to share, from the entry built of it (stored or not).
+    pub fn of_entry(
+        entry: &StoredResponse,
+        stored: bool,
+        detail: Option<Detail>,
+    ) -> Arc<SharedResponse> {
+        Arc::new(SharedResponse {
+            status: entry.status,
+            headers: entry.headers.clone(),
+            body: entry.body.clone(),
+            vary_names: entry.vary_names.clone(),
+            vary_selection: entry.vary_selection.clone(),
+            stored,
+            detail,
+        })
+    }
+
+    /// Whether a waiting request selects the same `Vary` variant as the one fetched.
+    pub fn answers(&self, request: &HeaderMap) -> bool {
+        *field::selection(request, &self.vary_names) == *self.vary_selection
+    }
 }
 
 /// How a flight ended, as its waiters see it.
 #[derive(Clone, Debug)]
 pub enum FlightOutcome {
     Response(Arc<SharedResponse>),
-    /// The origin failed before sending a response head: waiters answer with this status.
-    Failed(StatusCode),
-    /// The leader's response cannot be shared (not storable, too large, aborted): fetch alone.
+    /// The origin failed before the leader could send a response head: waiters fail the same way.
+    Failed(OriginFailure),
+    /// The leader gave up (its response is not storable, too large, aborted, or was answered
+    /// from a stale entry): fetch alone.
     FetchAlone,
 }
 
@@ -81,6 +108,11 @@ impl Flight {
     /// Ends the flight: the key is free for the next miss, and every waiter receives the outcome.
     pub fn finish(mut self, outcome: FlightOutcome) {
         self.end(outcome);
+    }
+
+    /// Gives up leading: the waiters fetch alone.
+    pub fn abandon(self) {
+        self.finish(FlightOutcome::FetchAlone);
     }
 
     fn end(&mut self, outcome: FlightOutcome) {

@@ -266,7 +266,12 @@ mod tests {
             ("if-none-match", "\"v1\""),
         ]);
         let sent = to_origin(&client, &forwarding(&[]), OriginBody::Dropped);
-        for name in ["content-length", "transfer-encoding", "expect", "if-none-match"] {
+        for name in [
+            "content-length",
+            "transfer-encoding",
+            "expect",
+            "if-none-match",
+        ] {
             assert_eq!(sent.get(name), None, "{name} reached the origin");
         }
     }
@@ -276,7 +281,10 @@ mod tests {
         let client = map(&[("content-length", "7"), ("transfer-encoding", "chunked")]);
         let sent = to_origin(&client, &forwarding(&[]), OriginBody::Forwarded(Some(3)));
         assert_eq!(sent.get_all("content-length").iter().count(), 1);
-        assert_eq!(sent.get("content-length").map(|v| v.as_bytes()), Some(&b"3"[..]));
+        assert_eq!(
+            sent.get("content-length").map(|v| v.as_bytes()),
+            Some(&b"3"[..])
+        );
         assert_eq!(sent.get("transfer-encoding"), None);
         let chunked = to_origin(&client, &forwarding(&[]), OriginBody::Forwarded(None));
         assert_eq!(chunked.get("content-length"), None);
@@ -297,12 +305,18 @@ mod tests {
         for name in ["x-forwarded-host", "forwarded", "x-original-url"] {
             assert_eq!(sent.get(name), None, "{name} reached the origin");
         }
-        assert_eq!(sent.get("x-forwarded-proto").map(|v| v.as_bytes()), Some(&b"http"[..]));
+        assert_eq!(
+            sent.get("x-forwarded-proto").map(|v| v.as_bytes()),
+            Some(&b"http"[..])
+        );
         assert_eq!(
             sent.get("x-forwarded-for").map(|v| v.as_bytes()),
             Some(&b"10.0.0.1, 10.0.0.2, 192.0.2.7"[..])
         );
-        assert_eq!(sent.get("host").map(|v| v.as_bytes()), Some(&b"origin.internal:8081"[..]));
+        assert_eq!(
+            sent.get("host").map(|v| v.as_bytes()),
+            Some(&b"origin.internal:8081"[..])
+        );
         let trusted = [HeaderName::from_static("x-forwarded-host")];
         let sent = to_origin(&client, &forwarding(&trusted), OriginBody::Dropped);
         assert_eq!(
@@ -314,13 +328,22 @@ mod tests {
     #[test]
     fn transfer_encoding_overrides_content_length_and_marks_the_response_ambiguous() {
         let mut both = map(&[("content-length", "4"), ("transfer-encoding", "chunked")]);
-        assert_eq!(settle_response_framing(&mut both).ok(), Some(ResponseFraming::Ambiguous));
+        assert_eq!(
+            settle_response_framing(&mut both).ok(),
+            Some(ResponseFraming::Ambiguous)
+        );
         assert_eq!(both.get("content-length"), None);
         let mut twice = map(&[("content-length", "4"), ("content-length", "4")]);
-        assert_eq!(settle_response_framing(&mut twice).ok(), Some(ResponseFraming::Ambiguous));
+        assert_eq!(
+            settle_response_framing(&mut twice).ok(),
+            Some(ResponseFraming::Ambiguous)
+        );
         assert_eq!(twice.get_all("content-length").iter().count(), 1);
         let mut clean = map(&[("content-length", "4")]);
-        assert_eq!(settle_response_framing(&mut clean).ok(), Some(ResponseFraming::Clear));
+        assert_eq!(
+            settle_response_framing(&mut clean).ok(),
+            Some(ResponseFraming::Clear)
+        );
         let mut gzip = map(&[("transfer-encoding", "gzip, chunked")]);
         assert!(settle_response_framing(&mut gzip).is_err());
     }

@@ -2,12 +2,15 @@
 
 mod admin;
 mod coalesce;
+mod decision;
+mod exchange;
 mod handler;
 mod headers;
 mod idle;
 mod origin;
 mod persist;
 mod reload;
+mod respond;
 mod server;
 mod status;
 mod stream;
@@ -24,10 +27,10 @@ use crate::config::{AdmissionConfig, Config};
 use crate::telemetry::ScrapeState;
 
 pub use coalesce::{Coalescer, FlightOutcome};
-pub use handler::ProxyBody;
 pub use origin::{OriginClient, OriginError};
 pub use persist::{SnapshotLoadError, SnapshotSaveError};
 pub use reload::{ReloadError, ReloadOutcome};
+pub use respond::ProxyBody;
 pub use server::{RunningProxy, ServeError, start, start_with_file};
 pub use status::{CACHE_NAME, CacheStatus};
 

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::uri::PathAndQuery;
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
@@ -12,8 +13,25 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use metrics::counter;
 
+use super::status::Detail;
 use crate::config::OriginConfig;
 use crate::telemetry::ORIGIN_REQUESTS_TOTAL;
+
+/// Which wait ran out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waiting {
+    Connect,
+    FirstByte,
+}
+
+impl std::fmt::Display for Waiting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Waiting::Connect => "no connection",
+            Waiting::FirstByte => "no response head",
+        })
+    }
+}
 
 /// Why the origin gave no usable response head.
 #[derive(Debug, thiserror::Error)]
@@ -23,8 +41,12 @@ pub enum OriginError {
         origin: Uri,
         source: hyper_util::client::legacy::Error,
     },
-    #[error("origin {origin}: no response within {timeout:?}")]
-    Timeout { origin: Uri, timeout: Duration },
+    #[error("origin {origin}: {waiting} within {timeout:?}")]
+    Timeout {
+        origin: Uri,
+        waiting: Waiting,
+        timeout: Duration,
+    },
     #[error("origin {origin}: {source}")]
     Protocol {
         origin: Uri,
@@ -33,11 +55,10 @@ pub enum OriginError {
 }
 
 impl OriginError {
-    /// 504 when the origin was too slow, 502 when it failed otherwise (RFC 9110 15.6.3, 15.6.5).
-    pub fn status(&self) -> StatusCode {
+    pub fn failure(&self) -> OriginFailure {
         match self {
-            OriginError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-            OriginError::Connect { .. } | OriginError::Protocol { .. } => StatusCode::BAD_GATEWAY,
+            OriginError::Timeout { .. } => OriginFailure::Timeout,
+            OriginError::Connect { .. } | OriginError::Protocol { .. } => OriginFailure::Error,
         }
     }
 
@@ -46,6 +67,39 @@ impl OriginError {
             OriginError::Connect { .. } => "connect_error",
             OriginError::Timeout { .. } => "timeout",
             OriginError::Protocol { .. } => "protocol_error",
+        }
+    }
+}
+
+/// How an origin failure reaches the client, written once for every place one can happen: no
+/// response head, a body cut short before the head was sent, a response that cannot be forwarded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OriginFailure {
+    /// 502 (RFC 9110 section 15.6.3).
+    Error,
+    /// 504 (RFC 9110 section 15.6.5).
+    Timeout,
+}
+
+impl OriginFailure {
+    pub fn status(self) -> StatusCode {
+        match self {
+            OriginFailure::Error => StatusCode::BAD_GATEWAY,
+            OriginFailure::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    pub fn detail(self) -> Detail {
+        match self {
+            OriginFailure::Error => Detail::OriginError,
+            OriginFailure::Timeout => Detail::OriginTimeout,
+        }
+    }
+
+    pub fn body(self) -> &'static str {
+        match self {
+            OriginFailure::Error => "origin unavailable\n",
+            OriginFailure::Timeout => "origin timed out\n",
         }
     }
 }
@@ -70,6 +124,7 @@ pub type OutgoingBody = BoxBody<Bytes, hyper::Error>;
 pub struct OriginClient {
     client: Client<HttpConnector, OutgoingBody>,
     base: Uri,
+    connect_timeout: Duration,
     first_byte_timeout: Duration,
 }
 
@@ -88,6 +143,7 @@ impl OriginClient {
         OriginClient {
             client,
             base: config.url.clone(),
+            connect_timeout: config.connect_timeout,
             first_byte_timeout: config.first_byte_timeout,
         }
     }
@@ -97,10 +153,10 @@ impl OriginClient {
     }
 
     /// The origin's URI for a client's path and query.
-    pub fn uri_for(&self, path_and_query: &str) -> Uri {
+    pub fn uri_for(&self, path_and_query: PathAndQuery) -> Result<Uri, http::uri::InvalidUriParts> {
         let mut parts = self.base.clone().into_parts();
-        parts.path_and_query = path_and_query.parse().ok();
-        Uri::from_parts(parts).unwrap_or_else(|_| self.base.clone())
+        parts.path_and_query = Some(path_and_query);
+        Uri::from_parts(parts)
     }
 
     /// Sends a request and waits for the response head, within the first-byte timeout.
@@ -113,11 +169,10 @@ impl OriginClient {
         let outcome = match result {
             Err(_) => Err(OriginError::Timeout {
                 origin: self.base.clone(),
+                waiting: Waiting::FirstByte,
                 timeout: self.first_byte_timeout,
             }),
-            Ok(Err(source)) if source.is_connect() => {
-                Err(connect_or_timeout(self.base.clone(), source))
-            }
+            Ok(Err(source)) if source.is_connect() => Err(self.connect_failed(source)),
             Ok(Err(source)) => Err(OriginError::Protocol {
                 origin: self.base.clone(),
                 source,
@@ -131,20 +186,28 @@ impl OriginClient {
         counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => label).increment(1);
         outcome
     }
-}
 
-fn connect_or_timeout(origin: Uri, source: hyper_util::client::legacy::Error) -> OriginError {
-    // The connector reports its own timeout as a connect error; a client should see 504 for it.
-    let timed_out = std::error::Error::source(&source)
-        .map(|cause| cause.to_string().contains("timed out"))
-        .unwrap_or(false);
-    if timed_out {
-        OriginError::Timeout {
-            origin,
-            timeout: Duration::ZERO,
+    /// The connector reports its own timeout as a connect error whose cause is an I/O timeout; a
+    /// client should see 504 for it.
+    fn connect_failed(&self, source: hyper_util::client::legacy::Error) -> OriginError {
+        let mut cause = std::error::Error::source(&source);
+        while let Some(error) = cause {
+            if error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+            {
+                return OriginError::Timeout {
+                    origin: self.base.clone(),
+                    waiting: Waiting::Connect,
+                    timeout: self.connect_timeout,
+                };
+            }
+            cause = error.source();
         }
-    } else {
-        OriginError::Connect { origin, source }
+        OriginError::Connect {
+            origin: self.base.clone(),
+            source,
+        }
     }
 }
 

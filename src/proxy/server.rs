@@ -17,10 +17,11 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::Proxy;
 use super::admin;
+use super::decision::Decision;
 use super::idle::{Activity, Tracked};
 use super::origin::OUTCOMES;
 use super::persist;
-use super::status::METRIC_LABELS;
+use super::status::Outcome;
 use crate::config::Config;
 use crate::telemetry::{
     ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN,
@@ -355,13 +356,13 @@ async fn serve<C>(
 
 /// Creates every labelled series at zero, so dashboards and alerts see them before the first event.
 fn register_series() {
-    for label in METRIC_LABELS {
-        counter!(REQUESTS_TOTAL, "cache_status" => *label).increment(0);
+    for outcome in Outcome::ALL {
+        counter!(REQUESTS_TOTAL, "cache_status" => outcome.as_str()).increment(0);
     }
     for outcome in OUTCOMES {
         counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => *outcome).increment(0);
     }
-    for decision in ["admitted", "first_hit", "not_storable", "too_large"] {
+    for decision in Decision::LABELS {
         counter!(ADMISSION_TOTAL, "decision" => decision).increment(0);
     }
     for outcome in persist::OUTCOMES {

@@ -7,19 +7,113 @@ use crate::cache::NotStored;
 /// The name bloomgate gives itself in `Cache-Status`.
 pub const CACHE_NAME: &str = "bloomgate";
 
+/// Why a request went to the origin: the `fwd` parameter of RFC 9211 section 2.2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fwd {
+    /// Nothing stored for the key.
+    Miss,
+    /// Stored, but not for this request's `Vary` field values.
+    VaryMiss,
+    /// Stored but stale: revalidated or refetched.
+    Stale,
+    /// A method the cache does not answer (POST, PUT, ...).
+    Method,
+    /// A request the cache does not answer although its method is cacheable (`Range`).
+    Bypass,
+    /// A request the proxy refused itself (no valid host or target).
+    Request,
+}
+
+impl Fwd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fwd::Miss => "miss",
+            Fwd::VaryMiss => "vary-miss",
+            Fwd::Stale => "stale",
+            Fwd::Method => "method",
+            Fwd::Bypass => "bypass",
+            Fwd::Request => "request",
+        }
+    }
+}
+
+/// The `detail` parameter: what else is worth saying about a response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    NotStored(NotStored),
+    /// A stale entry served at once while it is refreshed in the background (RFC 5861).
+    StaleWhileRevalidate,
+    /// A stale entry served because the origin failed (RFC 5861).
+    StaleIfError,
+    /// The proxy's own 502: the origin failed.
+    OriginError,
+    /// The proxy's own 504: the origin was too slow.
+    OriginTimeout,
+    Purge,
+}
+
+impl Detail {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Detail::NotStored(reason) => reason.as_str(),
+            Detail::StaleWhileRevalidate => "stale-while-revalidate",
+            Detail::StaleIfError => "stale-if-error",
+            Detail::OriginError => "origin-error",
+            Detail::OriginTimeout => "origin-timeout",
+            Detail::Purge => "purge",
+        }
+    }
+}
+
 /// What the cache did for one response, written as one `Cache-Status` member.
 #[derive(Clone, Debug, Default)]
 pub struct CacheStatus {
     pub hit: bool,
-    /// Why the request went forward (`miss`, `stale`, `vary-miss`, `method`, `bypass`, `request`).
-    pub fwd: Option<&'static str>,
+    pub fwd: Option<Fwd>,
     /// Status of the origin's response, when it differs from the one sent (a 304 behind a 200).
     pub fwd_status: Option<u16>,
     pub stored: bool,
     pub collapsed: bool,
     /// Seconds of freshness left (negative when stale).
     pub ttl: Option<i64>,
-    pub detail: Option<&'static str>,
+    pub detail: Option<Detail>,
+}
+
+/// How a response counts in `bloomgate_requests_total{cache_status}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Hit,
+    Stale,
+    Collapsed,
+    Revalidated,
+    Miss,
+    Pass,
+    Error,
+}
+
+impl Outcome {
+    /// Every outcome, registered at start so every series exists.
+    pub const ALL: [Outcome; 7] = [
+        Outcome::Hit,
+        Outcome::Stale,
+        Outcome::Collapsed,
+        Outcome::Revalidated,
+        Outcome::Miss,
+        Outcome::Pass,
+        Outcome::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Hit => "hit",
+            Outcome::Stale => "stale",
+            Outcome::Collapsed => "collapsed",
+            Outcome::Revalidated => "revalidated",
+            Outcome::Miss => "miss",
+            Outcome::Pass => "pass",
+            Outcome::Error => "error",
+        }
+    }
 }
 
 impl CacheStatus {
@@ -31,7 +125,7 @@ impl CacheStatus {
         }
     }
 
-    pub fn forward(fwd: &'static str) -> CacheStatus {
+    pub fn forward(fwd: Fwd) -> CacheStatus {
         CacheStatus {
             fwd: Some(fwd),
             ..CacheStatus::default()
@@ -40,26 +134,25 @@ impl CacheStatus {
 
     pub fn not_stored(mut self, reason: NotStored) -> CacheStatus {
         self.stored = false;
-        self.detail = Some(reason.as_str());
+        self.detail = Some(Detail::NotStored(reason));
         self
     }
 
-    pub fn detail(mut self, detail: &'static str) -> CacheStatus {
+    pub fn detail(mut self, detail: Detail) -> CacheStatus {
         self.detail = Some(detail);
         self
     }
 
-    /// The label of `bloomgate_requests_total{cache_status}` for this response.
-    pub fn metric_label(&self) -> &'static str {
-        match (self.hit, self.fwd) {
-            (true, _) if self.detail == Some("stale-while-revalidate") => "stale",
-            (true, _) => "hit",
-            (false, _) if self.detail == Some("stale-if-error") => "stale",
-            (false, _) if self.collapsed => "collapsed",
-            (false, Some("stale")) if self.fwd_status == Some(304) => "revalidated",
-            (false, Some("stale" | "miss" | "vary-miss")) => "miss",
-            (false, Some("method" | "bypass" | "request")) => "pass",
-            (false, _) => "error",
+    pub fn outcome(&self) -> Outcome {
+        match (self.hit, self.fwd, self.detail) {
+            (true, _, Some(Detail::StaleWhileRevalidate)) => Outcome::Stale,
+            (true, _, _) => Outcome::Hit,
+            (false, _, Some(Detail::StaleIfError)) => Outcome::Stale,
+            _ if self.collapsed => Outcome::Collapsed,
+            (false, Some(Fwd::Stale), _) if self.fwd_status == Some(304) => Outcome::Revalidated,
+            (false, Some(Fwd::Stale | Fwd::Miss | Fwd::VaryMiss), _) => Outcome::Miss,
+            (false, Some(Fwd::Method | Fwd::Bypass | Fwd::Request), _) => Outcome::Pass,
+            (false, None, _) => Outcome::Error,
         }
     }
 
@@ -71,7 +164,7 @@ impl CacheStatus {
         }
         if let Some(fwd) = self.fwd {
             value.push_str("; fwd=");
-            value.push_str(fwd);
+            value.push_str(fwd.as_str());
         }
         if let Some(status) = self.fwd_status {
             value.push_str("; fwd-status=");
@@ -89,22 +182,11 @@ impl CacheStatus {
         }
         if let Some(detail) = self.detail {
             value.push_str("; detail=");
-            value.push_str(detail);
+            value.push_str(detail.as_str());
         }
         HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(CACHE_NAME))
     }
 }
-
-/// Labels of `bloomgate_requests_total`, registered at start so every series exists.
-pub const METRIC_LABELS: &[&str] = &[
-    "hit",
-    "stale",
-    "collapsed",
-    "revalidated",
-    "miss",
-    "pass",
-    "error",
-];
 
 #[cfg(test)]
 mod tests {
@@ -112,12 +194,12 @@ mod tests {
 
     #[test]
     fn first_hit_miss_names_its_reason() {
-        let status = CacheStatus::forward("miss").not_stored(NotStored::FirstHit);
+        let status = CacheStatus::forward(Fwd::Miss).not_stored(NotStored::FirstHit);
         assert_eq!(
             status.header_value(),
             "bloomgate; fwd=miss; detail=first-hit"
         );
-        assert_eq!(status.metric_label(), "miss");
+        assert_eq!(status.outcome(), Outcome::Miss);
     }
 
     #[test]
@@ -130,7 +212,7 @@ mod tests {
 
     #[test]
     fn stored_miss() {
-        let mut status = CacheStatus::forward("miss");
+        let mut status = CacheStatus::forward(Fwd::Miss);
         status.stored = true;
         assert_eq!(status.header_value(), "bloomgate; fwd=miss; stored");
     }

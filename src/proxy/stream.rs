@@ -10,6 +10,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use metrics::counter;
 use tokio::time::{Instant, Sleep};
 
+use super::origin::OriginFailure;
 use crate::telemetry::{ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -21,6 +22,23 @@ pub enum BodyError {
     Idle(Duration),
     #[error("origin body failed: {0}")]
     Origin(#[from] hyper::Error),
+}
+
+impl BodyError {
+    pub fn failure(&self) -> OriginFailure {
+        match self {
+            BodyError::Idle(_) => OriginFailure::Timeout,
+            BodyError::Origin(_) => OriginFailure::Error,
+        }
+    }
+}
+
+/// What reading the start of a body of unknown length gave.
+pub enum Prefix {
+    /// The whole body, within the limit.
+    Whole(Bytes),
+    /// More than the limit: the stream, which sends what was read first.
+    TooLarge(OriginStream),
 }
 
 /// Called with the complete body once the origin has sent all of it, and only then.
@@ -73,10 +91,27 @@ impl OriginStream {
         }
     }
 
-    /// Sends these chunks, already read from the origin, before the rest of the body.
-    pub fn with_prefix(mut self, prefix: Vec<Bytes>) -> OriginStream {
-        self.prefix = prefix.into();
-        self
+    /// Reads the body until it ends or passes `limit` bytes: the whole body, or the stream with
+    /// what was read so far put back in front. Used for a body of unknown length before the
+    /// response head is sent, so that `Cache-Status` can say truthfully whether it is stored.
+    pub async fn read_up_to(mut self, limit: u64) -> Result<Prefix, BodyError> {
+        let mut chunks = Vec::new();
+        let mut total = 0u64;
+        while let Some(frame) = std::future::poll_fn(|cx| self.poll_origin(cx)).await {
+            if let Ok(data) = frame?.into_data() {
+                total += data.len() as u64;
+                chunks.push(data);
+                if total > limit {
+                    self.prefix.extend(chunks);
+                    return Ok(Prefix::TooLarge(self));
+                }
+            }
+        }
+        let mut body = BytesMut::with_capacity(usize::try_from(total).unwrap_or(0));
+        for chunk in chunks {
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Prefix::Whole(body.freeze()))
     }
 
     fn complete(&mut self) {
@@ -85,24 +120,21 @@ impl OriginStream {
         }
     }
 
-    fn fail(&mut self, error: BodyError) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn fail(&mut self, error: BodyError) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         // Dropping the capture drops its flight: waiters fetch alone, and nothing is stored.
         self.capture = None;
         counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => "body_error").increment(1);
         tracing::warn!(%error, "origin body aborted");
-        Poll::Ready(Some(Err(Box::new(error))))
+        Poll::Ready(Some(Err(error)))
     }
-}
 
-impl Body for OriginStream {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
+    /// The next frame from the origin (or the prefix), with the idle timeout, byte counting and
+    /// capture applied.
+    fn poll_origin(
+        &mut self,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self;
         if let Some(chunk) = this.prefix.pop_front() {
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
@@ -140,6 +172,19 @@ impl Body for OriginStream {
                 Poll::Pending
             }
         }
+    }
+}
+
+impl Body for OriginStream {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.poll_origin(cx)
+            .map(|frame| frame.map(|result| result.map_err(|error| Box::new(error) as BoxError)))
     }
 
     fn is_end_stream(&self) -> bool {

@@ -1,0 +1,162 @@
+//! One request as it moves through the proxy: what the client asked, who asked, the configuration
+//! it started with (kept to the end, whatever a reload does meanwhile), and what goes to the origin.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::request::Parts;
+use http::{Method, Request, Uri};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+
+use super::Live;
+use super::headers::{Forwarding, OriginBody, to_origin};
+use super::origin::OutgoingBody;
+use super::status::Fwd;
+use crate::cache::{Authority, CacheKey, KeyError, StoredResponse};
+use crate::config::Config;
+
+/// A request the proxy has accepted: its parts, validated authority and cache key, and the `Live`
+/// configuration loaded once when it arrived.
+pub struct Exchange {
+    pub parts: Parts,
+    pub peer: SocketAddr,
+    pub live: Arc<Live>,
+    pub authority: Authority,
+    pub key: CacheKey,
+}
+
+/// Where a request goes first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// The cache answers it, or fetches it for storing.
+    Cache,
+    /// Straight to the origin, body and all.
+    Pass(Fwd),
+}
+
+impl Exchange {
+    /// Accepts a request, or says why it has no cache key (answered with 400).
+    pub fn new(parts: Parts, peer: SocketAddr, live: Arc<Live>) -> Result<Exchange, KeyError> {
+        let authority = Authority::of_request(&parts)?;
+        let key = CacheKey::for_target(&authority, &parts, &live.config.cache.key)?;
+        Ok(Exchange {
+            parts,
+            peer,
+            live,
+            authority,
+            key,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.live.config
+    }
+
+    /// GET and HEAD go through the cache, except ranges (the cache stores only whole responses);
+    /// every other method goes to the origin.
+    pub fn route(&self) -> Route {
+        match self.parts.method {
+            Method::GET | Method::HEAD if self.parts.headers.contains_key(header::RANGE) => {
+                Route::Pass(Fwd::Bypass)
+            }
+            Method::GET | Method::HEAD => Route::Cache,
+            _ => Route::Pass(Fwd::Method),
+        }
+    }
+
+    pub fn is_head(&self) -> bool {
+        self.parts.method == Method::HEAD
+    }
+
+    /// A copy of the request without its extensions, for a background revalidation that outlives
+    /// the client's request.
+    pub fn detached(&self) -> Exchange {
+        let mut request = Request::new(());
+        *request.method_mut() = self.parts.method.clone();
+        *request.uri_mut() = self.parts.uri.clone();
+        *request.version_mut() = self.parts.version;
+        *request.headers_mut() = self.parts.headers.clone();
+        Exchange {
+            parts: request.into_parts().0,
+            peer: self.peer,
+            live: Arc::clone(&self.live),
+            authority: self.authority.clone(),
+            key: self.key.clone(),
+        }
+    }
+
+    /// The request a cacheable fetch sends: GET, no body, and the validators of the stale entry
+    /// being revalidated, if any (RFC 9111 section 4.3.1).
+    pub fn fetch_request(
+        &self,
+        stale: Option<&StoredResponse>,
+    ) -> Result<Request<OutgoingBody>, http::uri::InvalidUriParts> {
+        let mut headers = to_origin(&self.parts.headers, &self.forwarding(), OriginBody::Dropped);
+        if let Some(entry) = stale {
+            if let Some(etag) = entry.etag() {
+                headers.insert(header::IF_NONE_MATCH, etag.clone());
+            }
+            if let Some(modified) = entry.last_modified() {
+                headers.insert(header::IF_MODIFIED_SINCE, modified.clone());
+            }
+        }
+        let empty = Empty::<Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed();
+        let mut request = Request::new(empty);
+        *request.method_mut() = Method::GET;
+        *request.uri_mut() = self.origin_uri()?;
+        *request.headers_mut() = headers;
+        Ok(request)
+    }
+
+    /// The request a pass sends: the client's method and body, with framing derived from the body.
+    pub fn pass_request(
+        &self,
+        body: Incoming,
+    ) -> Result<Request<OutgoingBody>, http::uri::InvalidUriParts> {
+        let length = hyper::body::Body::size_hint(&body).exact();
+        let headers = to_origin(
+            &self.parts.headers,
+            &self.forwarding(),
+            OriginBody::Forwarded(length),
+        );
+        let mut request = Request::new(body.boxed());
+        *request.method_mut() = self.parts.method.clone();
+        *request.uri_mut() = self.origin_uri()?;
+        *request.headers_mut() = headers;
+        Ok(request)
+    }
+
+    fn origin_uri(&self) -> Result<Uri, http::uri::InvalidUriParts> {
+        let path = self
+            .parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+        self.live.origin.uri_for(path)
+    }
+
+    /// The forwarding fields of a request to the origin. With `preserve_host` the origin gets the
+    /// validated authority the cache key was built from, so it answers for the host the entry is
+    /// stored under.
+    fn forwarding(&self) -> Forwarding<'_> {
+        let authority = match self.config().origin.preserve_host {
+            true => Some(self.authority.as_str()),
+            false => self.live.origin.base().authority().map(|a| a.as_str()),
+        };
+        let host = authority
+            .and_then(|authority| HeaderValue::from_str(authority).ok())
+            .unwrap_or_else(|| HeaderValue::from_static("localhost"));
+        Forwarding {
+            peer: self.peer,
+            host,
+            version: self.parts.version,
+            trusted: &self.config().origin.trusted_forwarding_headers,
+        }
+    }
+}
