@@ -166,3 +166,51 @@ async fn a_change_that_needs_a_restart_is_reported_and_not_applied() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+/// Fails before requests carried their configuration: the origin's answer was judged against the
+/// `cache.max_object_bytes` of a reload that happened while it was on its way.
+#[tokio::test]
+async fn a_request_in_flight_finishes_on_the_configuration_it_started_with() {
+    let origin = Origin::start();
+    let body = "x".repeat(20_000);
+    origin.set(
+        "/in-flight",
+        object(&body).delay(Duration::from_millis(1500)),
+    );
+    origin.set("/after", object(&body));
+    let path = config_path("in-flight");
+    let settings = |config: &mut ProxyConfig| {
+        config
+            .admission(false)
+            .set("origin", "first_byte_timeout", "\"5s\"");
+    };
+    let mut before = ProxyConfig::new(&origin.url());
+    settings(&mut before);
+    let proxy = before.start_with_file(&path);
+    let client = Client::new();
+
+    let url = proxy.url("/in-flight");
+    let in_flight = tokio::spawn(async move { Client::new().get(&url).await });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut smaller = ProxyConfig::new(&origin.url());
+    settings(&mut smaller);
+    smaller.set("cache", "max_object_bytes", "\"10KiB\"");
+    std::fs::write(&path, smaller.text()).expect("rewrite config");
+    let reply = reload(&client, &proxy).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+
+    let answered = in_flight.await.expect("request task");
+    assert_eq!(answered.body.len(), body.len());
+    assert!(
+        answered.is_stored(),
+        "a request that started under a 8MiB object limit was judged by the new 10KiB one: {}",
+        answered.cache_status()
+    );
+    let after = client.get(&proxy.url("/after")).await;
+    assert!(
+        has_member(after.cache_status(), "detail=too-large"),
+        "a request after the reload must use the new limit: {}",
+        after.cache_status()
+    );
+    let _ = std::fs::remove_file(&path);
+}

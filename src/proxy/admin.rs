@@ -59,7 +59,7 @@ fn answer(
             ),
             Err(error) => text_owned(StatusCode::BAD_REQUEST, format!("{error}\n")),
         };
-        super::server::log_reload(result);
+        super::reload::log_reload(result);
         return response;
     }
     if parts.method != Method::GET {

@@ -92,7 +92,8 @@ impl Coalescer {
         }
     }
 
-    pub fn in_flight(&self) -> usize {
+    #[cfg(test)]
+    fn in_flight(&self) -> usize {
         self.flights.len()
     }
 }

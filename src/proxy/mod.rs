@@ -26,13 +26,13 @@ use crate::cache::Store;
 use crate::config::{AdmissionConfig, Config};
 use crate::telemetry::ScrapeState;
 
-pub use coalesce::{Coalescer, FlightOutcome};
-pub use origin::{OriginClient, OriginError};
 pub use persist::{SnapshotLoadError, SnapshotSaveError};
 pub use reload::{ReloadError, ReloadOutcome};
-pub use respond::ProxyBody;
 pub use server::{RunningProxy, ServeError, start, start_with_file};
-pub use status::{CACHE_NAME, CacheStatus};
+pub use status::CACHE_NAME;
+
+use coalesce::Coalescer;
+use origin::OriginClient;
 
 /// What a configuration reload can swap while requests run: each request reads one `Live`.
 pub struct Live {

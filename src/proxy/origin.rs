@@ -219,3 +219,62 @@ fn status_class(status: StatusCode) -> &'static str {
         _ => "5xx",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::{BodyExt, Empty};
+
+    use super::*;
+    use crate::config::Config;
+
+    /// A listener whose accept queue is full: the kernel drops new SYNs, so a connect to it waits
+    /// until the connector's timeout.
+    fn full_listener() -> (
+        socket2::Socket,
+        Vec<std::net::TcpStream>,
+        std::net::SocketAddr,
+    ) {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        let any: std::net::SocketAddr = "127.0.0.1:0".parse().expect("address");
+        socket.bind(&any.into()).expect("bind");
+        socket.listen(0).expect("listen");
+        let addr = socket
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .expect("address");
+        let fillers = (0..4)
+            .filter_map(|_| {
+                std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).ok()
+            })
+            .collect();
+        (socket, fillers, addr)
+    }
+
+    #[tokio::test]
+    async fn a_connect_timeout_is_a_504_that_names_its_real_duration() {
+        let (_listener, _fillers, addr) = full_listener();
+        let mut config = Config::defaults().origin;
+        config.url = format!("http://{addr}").parse().expect("url");
+        config.connect_timeout = Duration::from_millis(200);
+        config.first_byte_timeout = Duration::from_secs(5);
+        let client = OriginClient::new(&config);
+        let mut request = Request::new(Empty::<Bytes>::new().map_err(|n| match n {}).boxed());
+        *request.uri_mut() = client.uri_for(PathAndQuery::from_static("/")).expect("uri");
+        let error = client.send(request).await.expect_err("nothing accepts");
+        assert!(
+            matches!(
+                error,
+                OriginError::Timeout {
+                    waiting: Waiting::Connect,
+                    timeout,
+                    ..
+                } if timeout == Duration::from_millis(200)
+            ),
+            "{error}"
+        );
+        assert!(error.to_string().contains("200ms"), "{error}");
+        assert_eq!(error.failure().status(), StatusCode::GATEWAY_TIMEOUT);
+    }
+}

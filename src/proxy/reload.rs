@@ -133,3 +133,16 @@ fn carry_over(old: Option<&Doorkeeper>, config: &Config) -> Option<Arc<Doorkeepe
     }
     new_doorkeeper(&config.admission)
 }
+
+/// Logs what a reload did, or why it changed nothing.
+pub(super) fn log_reload(result: Result<ReloadOutcome, ReloadError>) {
+    match result {
+        Ok(outcome) => {
+            tracing::info!(applied = ?outcome.applied, "configuration reloaded");
+            if !outcome.need_restart.is_empty() {
+                tracing::warn!(keys = ?outcome.need_restart, "changed keys take effect only after a restart");
+            }
+        }
+        Err(error) => tracing::error!("{error}"),
+    }
+}

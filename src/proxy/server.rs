@@ -389,20 +389,7 @@ async fn wait_for_signal(proxy: &Proxy) {
         tokio::select! {
             _ = term.recv() => return,
             _ = int.recv() => return,
-            _ = hup.recv() => log_reload(proxy.reload()),
+            _ = hup.recv() => super::reload::log_reload(proxy.reload()),
         }
-    }
-}
-
-/// Logs what a reload did, or why it changed nothing.
-pub(super) fn log_reload(result: Result<super::ReloadOutcome, super::ReloadError>) {
-    match result {
-        Ok(outcome) => {
-            tracing::info!(applied = ?outcome.applied, "configuration reloaded");
-            if !outcome.need_restart.is_empty() {
-                tracing::warn!(keys = ?outcome.need_restart, "changed keys take effect only after a restart");
-            }
-        }
-        Err(error) => tracing::error!("{error}"),
     }
 }
