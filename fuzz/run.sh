@@ -20,7 +20,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
-targets=(trace_reader bloom_snapshot config)
+targets=(trace_reader bloom_snapshot config request_to_origin)
 status=0
 for target in "${targets[@]}"; do
     mkdir -p "corpus/$target"

@@ -110,7 +110,7 @@ fn push_query(key: &mut String, query: &str, config: &CacheKeyConfig) {
 mod tests {
     use super::*;
 
-    fn config() -> CacheKeyConfig {
+    pub(super) fn config() -> CacheKeyConfig {
         CacheKeyConfig {
             include_scheme: false,
             include_host: true,
@@ -188,13 +188,7 @@ mod uniqueness {
             paths in proptest::collection::vec("/[a-z/.%?]{0,8}", 2),
             queries in proptest::collection::vec(proptest::option::of("[a-z=&/?]{0,6}"), 2),
         ) {
-            let config = CacheKeyConfig {
-                include_scheme: false,
-                include_host: true,
-                include_query: true,
-                sort_query: false,
-                drop_query_params: Vec::new(),
-            };
+            let config = super::tests::config();
             let mut seen = Vec::new();
             for i in 0..2 {
                 let target = match &queries[i] {
@@ -219,13 +213,7 @@ mod uniqueness {
         let Some(attack) = parts("victim.example/some/prefix", "/x") else {
             panic!("the request builds")
         };
-        let config = CacheKeyConfig {
-            include_scheme: false,
-            include_host: true,
-            include_query: true,
-            sort_query: false,
-            drop_query_params: Vec::new(),
-        };
+        let config = super::tests::config();
         assert_eq!(
             CacheKey::from_request(&attack, &config),
             Err(KeyError::Authority(AuthorityError::Invalid))

@@ -26,6 +26,8 @@ pub struct Exchange {
     pub live: Arc<Live>,
     pub authority: Authority,
     pub key: CacheKey,
+    /// Where the request goes at the origin: its base with the client's path and query.
+    origin_uri: Uri,
 }
 
 /// Where a request goes first.
@@ -38,16 +40,27 @@ pub enum Route {
 }
 
 impl Exchange {
-    /// Accepts a request, or says why it has no cache key (answered with 400).
-    pub fn new(parts: Parts, peer: SocketAddr, live: Arc<Live>) -> Result<Exchange, KeyError> {
-        let authority = Authority::of_request(&parts)?;
+    /// Accepts a request, or says why it cannot be cached or forwarded (answered with 400).
+    pub fn new(
+        parts: Parts,
+        peer: SocketAddr,
+        live: Arc<Live>,
+    ) -> Result<Exchange, TranslateError> {
+        let authority = Authority::of_request(&parts).map_err(KeyError::from)?;
         let key = CacheKey::for_target(&authority, &parts, &live.config.cache.key)?;
+        let path = parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+        let origin_uri = live.origin.uri_for(path)?;
         Ok(Exchange {
             parts,
             peer,
             live,
             authority,
             key,
+            origin_uri,
         })
     }
 
@@ -85,60 +98,49 @@ impl Exchange {
             live: Arc::clone(&self.live),
             authority: self.authority.clone(),
             key: self.key.clone(),
+            origin_uri: self.origin_uri.clone(),
         }
     }
 
     /// The request a cacheable fetch sends: GET, no body, and the validators of the stale entry
     /// being revalidated, if any (RFC 9111 section 4.3.1).
-    pub fn fetch_request(
-        &self,
-        stale: Option<&StoredResponse>,
-    ) -> Result<Request<OutgoingBody>, http::uri::InvalidUriParts> {
-        let mut headers = to_origin(&self.parts.headers, &self.forwarding(), OriginBody::Dropped);
+    pub fn fetch_request(&self, stale: Option<&StoredResponse>) -> Request<OutgoingBody> {
+        let mut head = self.origin_head(OriginBody::Dropped);
         if let Some(entry) = stale {
             if let Some(etag) = entry.etag() {
-                headers.insert(header::IF_NONE_MATCH, etag.clone());
+                head.headers_mut()
+                    .insert(header::IF_NONE_MATCH, etag.clone());
             }
             if let Some(modified) = entry.last_modified() {
-                headers.insert(header::IF_MODIFIED_SINCE, modified.clone());
+                head.headers_mut()
+                    .insert(header::IF_MODIFIED_SINCE, modified.clone());
             }
         }
         let empty = Empty::<Bytes>::new()
             .map_err(|never| match never {})
             .boxed();
-        let mut request = Request::new(empty);
-        *request.method_mut() = Method::GET;
-        *request.uri_mut() = self.origin_uri()?;
-        *request.headers_mut() = headers;
-        Ok(request)
+        head.map(|()| empty)
     }
 
     /// The request a pass sends: the client's method and body, with framing derived from the body.
-    pub fn pass_request(
-        &self,
-        body: Incoming,
-    ) -> Result<Request<OutgoingBody>, http::uri::InvalidUriParts> {
+    pub fn pass_request(&self, body: Incoming) -> Request<OutgoingBody> {
         let length = hyper::body::Body::size_hint(&body).exact();
-        let headers = to_origin(
-            &self.parts.headers,
-            &self.forwarding(),
-            OriginBody::Forwarded(length),
-        );
-        let mut request = Request::new(body.boxed());
-        *request.method_mut() = self.parts.method.clone();
-        *request.uri_mut() = self.origin_uri()?;
-        *request.headers_mut() = headers;
-        Ok(request)
+        let head = self.origin_head(OriginBody::Forwarded(length));
+        head.map(|()| body.boxed())
     }
 
-    fn origin_uri(&self) -> Result<Uri, http::uri::InvalidUriParts> {
-        let path = self
-            .parts
-            .uri
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
-        self.live.origin.uri_for(path)
+    /// The head of the request to the origin: a cacheable fetch is always a GET (a HEAD is
+    /// answered from the full response), a pass keeps the client's method.
+    fn origin_head(&self, body: OriginBody) -> Request<()> {
+        let method = match body {
+            OriginBody::Dropped => Method::GET,
+            OriginBody::Forwarded(_) => self.parts.method.clone(),
+        };
+        let mut request = Request::new(());
+        *request.method_mut() = method;
+        *request.uri_mut() = self.origin_uri.clone();
+        *request.headers_mut() = to_origin(&self.parts.headers, &self.forwarding(), body);
+        request
     }
 
     /// The forwarding fields of a request to the origin. With `preserve_host` the origin gets the
@@ -159,4 +161,33 @@ impl Exchange {
             trusted: &self.config().origin.trusted_forwarding_headers,
         }
     }
+}
+
+/// What the origin receives for a client's request head, built exactly as the request path builds
+/// it, without any I/O: the cache key, the route, and the request head (`body_length` is the
+/// length of a passed body, when known). `Err` is a request the proxy refuses with 400. For the
+/// fuzz target and the differential tests of the translation.
+pub fn translate(
+    live: &Arc<Live>,
+    parts: Parts,
+    peer: SocketAddr,
+    body_length: Option<u64>,
+) -> Result<(CacheKey, Route, Request<()>), TranslateError> {
+    let exchange = Exchange::new(parts, peer, Arc::clone(live))?;
+    let route = exchange.route();
+    let body = match route {
+        Route::Cache => OriginBody::Dropped,
+        Route::Pass(_) => OriginBody::Forwarded(body_length),
+    };
+    let head = exchange.origin_head(body);
+    Ok((exchange.key, route, head))
+}
+
+/// Why a request is not forwarded.
+#[derive(Debug, thiserror::Error)]
+pub enum TranslateError {
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error("request target cannot be forwarded: {0}")]
+    Target(#[from] http::uri::InvalidUriParts),
 }

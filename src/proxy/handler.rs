@@ -194,17 +194,7 @@ impl Proxy {
                 .as_ref()
                 .filter(|entry: &&Arc<StoredResponse>| entry.usable_on_error(now))
         };
-        let request = match exchange.fetch_request(stale.as_deref()) {
-            Ok(request) => request,
-            Err(error) => {
-                tracing::warn!(%error, key = %exchange.key, "no origin URI for the request");
-                return respond::short(
-                    StatusCode::BAD_REQUEST,
-                    "request target cannot be forwarded\n",
-                    CacheStatus::forward(Fwd::Request),
-                );
-            }
-        };
+        let request = exchange.fetch_request(stale.as_deref());
         let response = match exchange.live.origin.send(request).await {
             Ok(response) => response,
             Err(error) => {
@@ -476,17 +466,7 @@ impl Proxy {
     /// Forwards a request the cache does not answer (other methods, ranges), streaming both ways.
     async fn pass(self: &Arc<Self>, exchange: Exchange, body: Incoming, fwd: Fwd) -> Answer {
         let status = CacheStatus::forward(fwd);
-        let request = match exchange.pass_request(body) {
-            Ok(request) => request,
-            Err(error) => {
-                tracing::warn!(%error, key = %exchange.key, "no origin URI for the request");
-                return respond::short(
-                    StatusCode::BAD_REQUEST,
-                    "request target cannot be forwarded\n",
-                    CacheStatus::forward(Fwd::Request),
-                );
-            }
-        };
+        let request = exchange.pass_request(body);
         let response = match exchange.live.origin.send(request).await {
             Ok(response) => response,
             Err(error) => {

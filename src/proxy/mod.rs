@@ -26,10 +26,12 @@ use crate::cache::Store;
 use crate::config::{AdmissionConfig, Config};
 use crate::telemetry::ScrapeState;
 
+pub use exchange::{Route, TranslateError, translate};
 pub use persist::{SnapshotLoadError, SnapshotSaveError};
 pub use reload::{ReloadError, ReloadOutcome};
 pub use server::{RunningProxy, ServeError, start, start_with_file};
 pub use status::CACHE_NAME;
+pub use status::Fwd;
 
 use coalesce::Coalescer;
 use origin::OriginClient;
@@ -39,6 +41,18 @@ pub struct Live {
     pub config: Arc<Config>,
     pub origin: OriginClient,
     pub doorkeeper: Option<Arc<Doorkeeper>>,
+}
+
+impl Live {
+    /// The live state for a configuration: its origin client, and a fresh doorkeeper when
+    /// admission is on.
+    pub fn new(config: Config) -> Live {
+        Live {
+            origin: OriginClient::new(&config.origin),
+            doorkeeper: new_doorkeeper(&config.admission),
+            config: Arc::new(config),
+        }
+    }
 }
 
 /// Everything one request needs: the live configuration with its origin client and doorkeeper,
