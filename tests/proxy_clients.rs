@@ -156,3 +156,49 @@ async fn cache_status_does_not_claim_a_too_large_object_was_stored() {
     let response = client.get(&proxy.url(path)).await;
     assert!(!response.is_stored(), "{}", response.cache_status());
 }
+
+/// Fails without `server.send_timeout`: a client that requests a large response and never reads it
+/// held its connection (and the origin connection feeding it) for as long as it stayed.
+#[tokio::test]
+async fn a_client_that_stops_reading_is_disconnected_after_the_send_timeout() {
+    let origin = Origin::start();
+    let path = "/clients/unread";
+    origin.set(
+        path,
+        Reply {
+            body: vec![b'x'; 32 << 20],
+            ..Reply::ok("")
+        }
+        .header("cache-control", "no-store"),
+    );
+    let proxy = ProxyConfig::new(&origin.url())
+        .set("server", "send_timeout", "\"1s\"")
+        .set("origin", "idle_timeout", "\"30s\"")
+        .start();
+    let mut stalled = TcpStream::connect(proxy.addr).await.expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: clients.test\r\n\r\n");
+    stalled
+        .write_all(request.as_bytes())
+        .await
+        .expect("send request");
+    let client = Client::new();
+    let open = || async {
+        let scrape = client.get(&proxy.admin_url("/metrics")).await.text();
+        common::metric(&scrape, "bloomgate_connections_open")
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(open().await, 1.0, "the reading-nothing client is connected");
+    let mut closed = false;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if open().await == 0.0 {
+            closed = true;
+            break;
+        }
+    }
+    assert!(
+        closed,
+        "a client that read nothing was still connected 6 s later (send_timeout 1 s)"
+    );
+    drop(stalled);
+}

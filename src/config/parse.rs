@@ -59,6 +59,7 @@ fn read_server(s: &mut Section) -> Option<ServerConfig> {
     let max_connections = s.get("max_connections", at_least_one);
     let header_read_timeout = s.get("header_read_timeout", values::positive_duration);
     let idle_timeout = s.get("idle_timeout", values::positive_duration);
+    let send_timeout = s.get("send_timeout", values::positive_duration);
     let max_header_bytes = s.get("max_header_bytes", |v| {
         let bytes =
             usize::try_from(values::size(v)?).map_err(|_| format!("{} is too large", shown(v)))?;
@@ -78,6 +79,7 @@ fn read_server(s: &mut Section) -> Option<ServerConfig> {
         max_connections: max_connections?,
         header_read_timeout: header_read_timeout?,
         idle_timeout: idle_timeout?,
+        send_timeout: send_timeout?,
         max_header_bytes: max_header_bytes?,
         shutdown_grace: shutdown_grace?,
         purge_allowed_networks: purge_allowed_networks?,

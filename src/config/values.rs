@@ -111,8 +111,9 @@ pub fn names(value: &Value) -> Result<Vec<String>, String> {
     })
 }
 
-/// Client-sent forwarding fields the proxy removes unless `origin.trusted_forwarding_headers` lists
-/// them: an origin that reflects any of them into a response would let one client poison the
+/// Client-sent fields the proxy removes unless `origin.trusted_forwarding_headers` lists them: the
+/// forwarding family, and the method overrides. None is in the cache key, and an origin that reflects
+/// one into a response (or, for an override, runs another method) would let one client poison the
 /// cache for everyone.
 pub const FORWARDING_HEADERS: &[&str] = &[
     "forwarded",
@@ -127,6 +128,9 @@ pub const FORWARDING_HEADERS: &[&str] = &[
     "x-original-url",
     "x-rewrite-url",
     "x-real-ip",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
 ];
 
 /// Reads a list of forwarding field names, each one of [`FORWARDING_HEADERS`].

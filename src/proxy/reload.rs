@@ -51,7 +51,7 @@ impl Proxy {
         let mut outcome = ReloadOutcome::default();
         let was = &old.config;
 
-        let restart_only: [(&'static str, bool); 9] = [
+        let restart_only: [(&'static str, bool); 10] = [
             ("server.listen", was.server.listen != config.server.listen),
             (
                 "server.max_connections",
@@ -68,6 +68,10 @@ impl Proxy {
             (
                 "server.idle_timeout",
                 was.server.idle_timeout != config.server.idle_timeout,
+            ),
+            (
+                "server.send_timeout",
+                was.server.send_timeout != config.server.send_timeout,
             ),
             ("admin.listen", was.admin.listen != config.admin.listen),
             (

@@ -18,7 +18,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use super::Proxy;
 use super::admin;
 use super::decision::Decision;
-use super::idle::{Activity, Tracked};
+use super::idle::{Activity, SendTimeout, Tracked};
 use super::origin::OUTCOMES;
 use super::persist;
 use super::status::Outcome;
@@ -245,6 +245,7 @@ async fn accept_loop(
         first_request: server.header_read_timeout,
         between_requests: server.idle_timeout,
     };
+    let send_timeout = server.send_timeout;
     let mut connections = JoinSet::new();
 
     loop {
@@ -280,6 +281,7 @@ async fn accept_loop(
                         }
                     }
                 });
+                let stream = SendTimeout::new(stream, send_timeout);
                 let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
                 connections.spawn(serve(connection, activity, idle, shutdown.clone(), peer, permit));
             }
