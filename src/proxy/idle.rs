@@ -105,42 +105,6 @@ where
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn a_connection_without_requests_is_idle_after_the_first_limit() {
-        let activity = Activity::new();
-        let started = tokio::time::Instant::now();
-        activity
-            .idle(Duration::from_secs(10), Duration::from_secs(60))
-            .await;
-        assert_eq!(started.elapsed(), Duration::from_secs(10));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_request_in_progress_is_never_idle_and_the_second_limit_follows_it() {
-        let activity = Activity::new();
-        let request = activity.begin();
-        let watcher = tokio::spawn({
-            let activity = Arc::clone(&activity);
-            async move {
-                activity
-                    .idle(Duration::from_secs(10), Duration::from_secs(60))
-                    .await;
-                tokio::time::Instant::now()
-            }
-        });
-        tokio::time::sleep(Duration::from_secs(100)).await;
-        assert!(!watcher.is_finished(), "closed with a request in progress");
-        let ended = tokio::time::Instant::now();
-        drop(request);
-        let closed = watcher.await.expect("watcher");
-        assert_eq!(closed - ended, Duration::from_secs(60));
-    }
-}
-
 /// A client stream whose writes give up when the client has not taken a byte for `timeout`
 /// (nginx's `send_timeout`): a client that stops reading must not hold its connection, and the
 /// origin connection behind it, for ever.
@@ -225,5 +189,41 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for SendTimeout<S> 
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_without_requests_is_idle_after_the_first_limit() {
+        let activity = Activity::new();
+        let started = tokio::time::Instant::now();
+        activity
+            .idle(Duration::from_secs(10), Duration::from_secs(60))
+            .await;
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_in_progress_is_never_idle_and_the_second_limit_follows_it() {
+        let activity = Activity::new();
+        let request = activity.begin();
+        let watcher = tokio::spawn({
+            let activity = Arc::clone(&activity);
+            async move {
+                activity
+                    .idle(Duration::from_secs(10), Duration::from_secs(60))
+                    .await;
+                tokio::time::Instant::now()
+            }
+        });
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        assert!(!watcher.is_finished(), "closed with a request in progress");
+        let ended = tokio::time::Instant::now();
+        drop(request);
+        let closed = watcher.await.expect("watcher");
+        assert_eq!(closed - ended, Duration::from_secs(60));
     }
 }
