@@ -1,5 +1,7 @@
 //! Cache key: which parts of a request name a stored object.
 
+use std::borrow::Cow;
+
 use http::request::Parts;
 
 use super::authority::{Authority, AuthorityError};
@@ -53,10 +55,9 @@ impl CacheKey {
             key.push_str(host);
         }
         key.push_str(path);
-        if config.include_query
-            && let Some(query) = parts.uri.query()
-        {
-            push_query(&mut key, query, config);
+        if let Some(query) = keyed_query(parts.uri.query(), config) {
+            key.push('?');
+            key.push_str(&query);
         }
         Ok(CacheKey(key))
     }
@@ -81,13 +82,14 @@ impl std::fmt::Display for CacheKey {
     }
 }
 
-fn push_query(key: &mut String, query: &str, config: &CacheKeyConfig) {
+/// The query as the key names it: without the dropped parameters, sorted if configured, `None`
+/// when the key leaves the query out or nothing is left of it. A cacheable request is forwarded
+/// with this query too, so the origin's answer can never depend on a part of the target that the
+/// key ignores.
+pub fn keyed_query<'q>(query: Option<&'q str>, config: &CacheKeyConfig) -> Option<Cow<'q, str>> {
+    let query = query.filter(|q| config.include_query && !q.is_empty())?;
     if !config.sort_query && config.drop_query_params.is_empty() {
-        if !query.is_empty() {
-            key.push('?');
-            key.push_str(query);
-        }
-        return;
+        return Some(Cow::Borrowed(query));
     }
     let mut params: Vec<&str> = query
         .split('&')
@@ -100,10 +102,7 @@ fn push_query(key: &mut String, query: &str, config: &CacheKeyConfig) {
     if config.sort_query {
         params.sort_unstable();
     }
-    if !params.is_empty() {
-        key.push('?');
-        key.push_str(&params.join("&"));
-    }
+    (!params.is_empty()).then(|| Cow::Owned(params.join("&")))
 }
 
 #[cfg(test)]

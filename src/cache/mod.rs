@@ -11,5 +11,5 @@ pub use entry::{
     Freshness, NotStored, PolicyRequest, PolicyResponse, StoredResponse, directives, owned_headers,
     policy_for, storability,
 };
-pub use key::{CacheKey, KeyError};
+pub use key::{CacheKey, KeyError, keyed_query};
 pub use store::{Store, StoreCounters, Variants};

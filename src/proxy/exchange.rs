@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::request::Parts;
+use http::uri::PathAndQuery;
 use http::{Method, Request, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
@@ -15,7 +16,7 @@ use super::Live;
 use super::headers::{Forwarding, OriginBody, to_origin};
 use super::origin::OutgoingBody;
 use super::status::Fwd;
-use crate::cache::{Authority, CacheKey, KeyError, StoredResponse};
+use crate::cache::{Authority, CacheKey, KeyError, StoredResponse, keyed_query};
 use crate::config::Config;
 
 /// A request the proxy has accepted: its parts, validated authority and cache key, and the `Live`
@@ -26,6 +27,7 @@ pub struct Exchange {
     pub live: Arc<Live>,
     pub authority: Authority,
     pub key: CacheKey,
+    route: Route,
     /// Where the request goes at the origin: its base with the client's path and query.
     origin_uri: Uri,
 }
@@ -48,18 +50,30 @@ impl Exchange {
     ) -> Result<Exchange, TranslateError> {
         let authority = Authority::of_request(&parts).map_err(KeyError::from)?;
         let key = CacheKey::for_target(&authority, &parts, &live.config.cache.key)?;
-        let path = parts
-            .uri
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
-        let origin_uri = live.origin.uri_for(path)?;
+        let route = route(&parts);
+        let target = match route {
+            // The origin is asked for exactly what the key names (see `keyed_query`).
+            Route::Cache => match keyed_query(parts.uri.query(), &live.config.cache.key) {
+                Some(query) => PathAndQuery::try_from(format!("{}?{query}", parts.uri.path()))
+                    .map_err(|_| TranslateError::Query)?,
+                None => {
+                    PathAndQuery::try_from(parts.uri.path()).map_err(|_| TranslateError::Query)?
+                }
+            },
+            Route::Pass(_) => parts
+                .uri
+                .path_and_query()
+                .cloned()
+                .unwrap_or_else(|| PathAndQuery::from_static("/")),
+        };
+        let origin_uri = live.origin.uri_for(target)?;
         Ok(Exchange {
             parts,
             peer,
             live,
             authority,
             key,
+            route,
             origin_uri,
         })
     }
@@ -68,16 +82,8 @@ impl Exchange {
         &self.live.config
     }
 
-    /// GET and HEAD go through the cache, except ranges (the cache stores only whole responses);
-    /// every other method goes to the origin.
     pub fn route(&self) -> Route {
-        match self.parts.method {
-            Method::GET | Method::HEAD if self.parts.headers.contains_key(header::RANGE) => {
-                Route::Pass(Fwd::Bypass)
-            }
-            Method::GET | Method::HEAD => Route::Cache,
-            _ => Route::Pass(Fwd::Method),
-        }
+        self.route
     }
 
     pub fn is_head(&self) -> bool {
@@ -98,6 +104,7 @@ impl Exchange {
             live: Arc::clone(&self.live),
             authority: self.authority.clone(),
             key: self.key.clone(),
+            route: self.route,
             origin_uri: self.origin_uri.clone(),
         }
     }
@@ -163,6 +170,18 @@ impl Exchange {
     }
 }
 
+/// GET and HEAD go through the cache, except ranges (the cache stores only whole responses);
+/// every other method goes to the origin.
+fn route(parts: &Parts) -> Route {
+    match parts.method {
+        Method::GET | Method::HEAD if parts.headers.contains_key(header::RANGE) => {
+            Route::Pass(Fwd::Bypass)
+        }
+        Method::GET | Method::HEAD => Route::Cache,
+        _ => Route::Pass(Fwd::Method),
+    }
+}
+
 /// What the origin receives for a client's request head, built exactly as the request path builds
 /// it, without any I/O: the cache key, the route, and the request head (`body_length` is the
 /// length of a passed body, when known). `Err` is a request the proxy refuses with 400. For the
@@ -190,4 +209,59 @@ pub enum TranslateError {
     Key(#[from] KeyError),
     #[error("request target cannot be forwarded: {0}")]
     Target(#[from] http::uri::InvalidUriParts),
+    #[error("request query cannot be forwarded")]
+    Query,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn translated(
+        config: crate::config::Config,
+        method: &str,
+        target: &str,
+    ) -> Result<(CacheKey, Route, Request<()>), TranslateError> {
+        let live = Arc::new(Live::new(config));
+        let request = Request::builder()
+            .method(method)
+            .uri(target)
+            .header("host", "Site.example")
+            .body(())
+            .expect("request");
+        let peer = "192.0.2.9:1234".parse().expect("address");
+        translate(&live, request.into_parts().0, peer, None)
+    }
+
+    #[test]
+    fn a_cacheable_request_asks_the_origin_for_exactly_what_the_key_names() {
+        let mut config = crate::config::Config::defaults();
+        config.cache.key.drop_query_params = vec!["utm_source".into()];
+        config.cache.key.sort_query = true;
+        let (key, route, head) =
+            translated(config.clone(), "GET", "/p?z=1&utm_source=mail&a=2").expect("accepted");
+        assert_eq!(route, Route::Cache);
+        assert_eq!(key.as_str(), "site.example/p?a=2&z=1");
+        assert_eq!(
+            head.uri().path_and_query().map(|p| p.as_str()),
+            Some("/p?a=2&z=1")
+        );
+        let (_, route, head) =
+            translated(config, "POST", "/p?z=1&utm_source=mail").expect("accepted");
+        assert_eq!(route, Route::Pass(Fwd::Method));
+        assert_eq!(
+            head.uri().path_and_query().map(|p| p.as_str()),
+            Some("/p?z=1&utm_source=mail"),
+            "a pass is forwarded as sent"
+        );
+    }
+
+    #[test]
+    fn without_the_query_in_the_key_the_origin_gets_none() {
+        let mut config = crate::config::Config::defaults();
+        config.cache.key.include_query = false;
+        let (key, _, head) = translated(config, "GET", "/p?lang=%3Cscript%3E").expect("accepted");
+        assert_eq!(key.as_str(), "site.example/p");
+        assert_eq!(head.uri().path_and_query().map(|p| p.as_str()), Some("/p"));
+    }
 }
