@@ -385,3 +385,15 @@ fn every_key_in_the_shipped_file_has_a_comment_above_it() {
         }
     }
 }
+
+#[test]
+fn preserving_the_host_without_keying_it_is_refused() {
+    let errors = bloomgate::config::Config::from_toml_str(
+        "[origin]\npreserve_host = true\n[cache.key]\ninclude_host = false\n",
+    )
+    .expect_err("a host-blind key behind a host-aware origin is refused");
+    assert!(
+        errors.to_string().contains("origin.preserve_host"),
+        "{errors}"
+    );
+}

@@ -41,10 +41,20 @@ fn read_config(root: &mut Section) -> Option<Config> {
     let admission = root.child("admission", read_admission);
     let admin = root.child("admin", read_admin);
     let log = root.child("log", read_log);
+    let (origin, cache) = (origin?, cache?);
+    if origin.preserve_host && !cache.key.include_host {
+        // The origin would answer for the client's host, and every host would share one entry.
+        root.report(
+            "origin.preserve_host",
+            "true needs cache.key.include_host = true: with the client's Host sent to the origin \
+             but left out of the key, one host's response would be served for every other",
+        );
+        return None;
+    }
     Some(Config {
         server: server?,
-        origin: origin?,
-        cache: cache?,
+        origin,
+        cache,
         admission: admission?,
         admin: admin?,
         log: log?,
