@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::values::format_size;
+use super::size::format_size;
 use super::{Config, ConfigErrors};
 
 /// Arguments of `bloomgate check-config`.

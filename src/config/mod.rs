@@ -7,6 +7,7 @@
 mod check;
 mod error;
 mod parse;
+mod size;
 mod values;
 
 use std::net::SocketAddr;
@@ -18,7 +19,7 @@ use toml::Table;
 
 pub use check::{CheckConfigArgs, check_config};
 pub use error::{ConfigError, ConfigErrors};
-pub use values::format_size;
+pub use size::{SizeError, format_size, parse_size};
 
 /// The annotated default configuration, as shipped in `config/bloomgate.toml`.
 pub const DEFAULT_TOML: &str = include_str!("../../config/bloomgate.toml");

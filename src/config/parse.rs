@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use toml::{Table, Value};
 
 use super::error::ConfigError;
-use super::values::{self, format_size, shown};
+use super::size::format_size;
+use super::values::{self, shown};
 use super::{
     AdminConfig, AdmissionConfig, CacheConfig, CacheKeyConfig, Config, LogConfig, OriginConfig,
     ServerConfig,

@@ -168,7 +168,8 @@ pub struct OriginArgs {
     #[arg(
         long,
         default_value_t = 1024,
-        help = "Size in bytes of objects named by a path other than /obj/<key>?size=N"
+        value_parser = crate::config::parse_size,
+        help = "Size of objects named by a path other than /obj/<key>?size=N (bytes, or with a unit as in the config file: 64KiB)"
     )]
     pub default_size: u64,
 }

@@ -14,7 +14,7 @@ mod policy;
 mod prefetch;
 mod report;
 
-pub use cli::{SimulateArgs, parse_bytes, run, simulate};
+pub use cli::{SimulateArgs, run, simulate};
 pub use engine::{CacheSetup, SimRequest, Simulator, TraceStats, key_fingerprint};
 pub use interner::Interner;
 pub use lru::ByteLru;
