@@ -59,9 +59,11 @@ fn main() -> ExitCode {
             runtime().and_then(|rt| Ok(rt.block_on(bloomgate::demo::run(args))?))
         }
         Command::Origin(args) => {
+            init_logging(&Config::defaults().log.level);
             runtime().and_then(|rt| Ok(rt.block_on(bloomgate::load::origin::run(args))?))
         }
         Command::Replay(args) => {
+            init_logging(&Config::defaults().log.level);
             runtime().and_then(|rt| Ok(rt.block_on(bloomgate::load::replay::run(args))?))
         }
         Command::Simulate(args) => bloomgate::sim::run(&args).map_err(Into::into),
@@ -96,6 +98,7 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
     loaded.map_err(|errors| anyhow::anyhow!("{errors}"))
 }
 
+/// Logs `tracing` events to stderr at `level`, or as `RUST_LOG` says when it is set.
 fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
