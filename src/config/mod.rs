@@ -9,6 +9,7 @@ mod error;
 mod parse;
 mod size;
 mod values;
+mod write;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
