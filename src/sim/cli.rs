@@ -10,8 +10,9 @@ use crate::admission::DoorkeeperConfig;
 use crate::config::parse_size;
 use crate::trace::{ReadOptions, SYNTHESIZED_SIZE_RULE, TraceInfo};
 
-use super::engine::{CacheSetup, SimRequest, Simulator, TraceStats};
+use super::engine::{CacheSetup, Simulator};
 use super::report::{CacheReport, DoorkeeperSummary, SimReport, TraceSummary};
+use super::request::{SimRequest, TraceStats};
 use super::{SimError, pipeline};
 
 /// The smallest default doorkeeper capacity, so tiny caches still get a meaningful window.

@@ -13,9 +13,10 @@ mod pipeline;
 mod policy;
 mod prefetch;
 mod report;
+mod request;
 
 pub use cli::{SimulateArgs, run, simulate};
-pub use engine::{CacheSetup, SimRequest, Simulator, TraceStats, key_fingerprint};
+pub use engine::{CacheSetup, Simulator};
 pub use interner::Interner;
 pub use lru::ByteLru;
 pub use pipeline::{Consumer, scan};
@@ -23,6 +24,7 @@ pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, Rotations, Trace
 pub use report::{
     BloomVsAdmitAll, BloomVsExact, CacheReport, DoorkeeperSummary, SimReport, TraceSummary,
 };
+pub use request::{SimRequest, TraceStats, key_fingerprint};
 
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]

@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use super::engine::TraceStats;
 use super::policy::{PolicyKind, PolicyReport};
+use super::request::TraceStats;
 use crate::trace::{Compression, TraceFormat};
 
 /// The whole run.
