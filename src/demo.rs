@@ -194,7 +194,7 @@ fn proxy_config(origin: http::Uri, cache_bytes: u64, objects: u64) -> Config {
     config.cache.max_bytes = cache_bytes;
     config.cache.max_object_bytes = config.cache.max_object_bytes.min(cache_bytes);
     // One generation remembers about a third of the trace's objects, so the demo shows rotations.
-    config.admission.capacity = (objects / 3).max(1000);
+    config.admission.doorkeeper.capacity = (objects / 3).max(1000);
     config
 }
 

@@ -62,10 +62,13 @@ impl Config {
             .map_or_else(String::new, |path| path.to_string_lossy().into_owned());
         let admission = table([
             ("enabled", Value::Boolean(admission.enabled)),
-            ("capacity", count(admission.capacity)),
-            ("target_fpr", Value::Float(admission.target_fpr)),
-            ("rotate_at_fpr", Value::Float(admission.rotate_at_fpr)),
-            ("max_age", duration(admission.max_age)),
+            ("capacity", count(admission.doorkeeper.capacity)),
+            ("target_fpr", Value::Float(admission.doorkeeper.target_fpr)),
+            (
+                "rotate_at_fpr",
+                Value::Float(admission.doorkeeper.rotate_at_fpr),
+            ),
+            ("max_age", duration(admission.doorkeeper.max_age)),
             ("snapshot_path", text(snapshot_path)),
             ("snapshot_interval", duration(admission.snapshot_interval)),
         ]);
@@ -163,10 +166,10 @@ mod tests {
         config.cache.key.sort_query = true;
         config.cache.key.drop_query_params = vec!["utm_source".into(), "a \"quoted\" name".into()];
         config.admission.enabled = false;
-        config.admission.capacity = 12_345;
-        config.admission.target_fpr = 0.001;
-        config.admission.rotate_at_fpr = 0.1 + 0.2;
-        config.admission.max_age = Duration::from_secs(5400);
+        config.admission.doorkeeper.capacity = 12_345;
+        config.admission.doorkeeper.target_fpr = 0.001;
+        config.admission.doorkeeper.rotate_at_fpr = 0.1 + 0.2;
+        config.admission.doorkeeper.max_age = Duration::from_secs(5400);
         config.admission.snapshot_path = Some(PathBuf::from("/var/lib/bloomgate/doorkeeper"));
         config.admin.listen = "127.0.0.1:9999".parse().unwrap();
         config.log.level = "info,bloomgate=debug".into();

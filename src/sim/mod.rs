@@ -20,7 +20,7 @@ pub use engine::{CacheSetup, Simulator};
 pub use interner::Interner;
 pub use lru::ByteLru;
 pub use pipeline::{Consumer, scan};
-pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, Rotations, TraceClock};
+pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, TraceClock};
 pub use report::{
     BloomVsAdmitAll, BloomVsExact, CacheReport, DoorkeeperSummary, SimReport, TraceSummary,
 };
