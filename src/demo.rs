@@ -10,8 +10,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::load::{OriginOptions, ReplayOptions, ReplayReport, replay, start_origin};
 use crate::trace::SyntheticTrace;
+use crate::traffic::{OriginOptions, ReplayOptions, ReplayReport, replay, start_origin};
 
 /// Arguments of `bloomgate demo`.
 #[derive(Clone, Debug, clap::Args)]
@@ -44,7 +44,7 @@ pub enum DemoError {
     #[error("demo: {0}")]
     Serve(#[from] crate::proxy::ServeError),
     #[error("demo: replay failed: {0}")]
-    Replay(#[from] crate::load::LoadError),
+    Replay(#[from] crate::traffic::TrafficError),
     #[error("demo: the admit-all proxy did not start: {0}")]
     Child(String),
 }

@@ -27,9 +27,9 @@ enum Command {
     /// Validate a config file: every error, each naming its key; exits non-zero on any.
     CheckConfig(CheckConfigArgs),
     /// Run a synthetic origin for load tests: `/obj/<key>?size=N` returns N deterministic bytes.
-    Origin(bloomgate::load::origin::OriginArgs),
+    Origin(bloomgate::traffic::origin::OriginArgs),
     /// Replay a request trace live against a running proxy and report what it did.
-    Replay(bloomgate::load::replay::ReplayArgs),
+    Replay(bloomgate::traffic::replay::ReplayArgs),
     /// Replay a trace offline through admit-all, exact second-hit and Bloom admission side by side.
     Simulate(bloomgate::sim::SimulateArgs),
     /// Work with request traces.
@@ -60,11 +60,11 @@ fn main() -> ExitCode {
         }
         Command::Origin(args) => {
             init_logging(&Config::defaults().log.level);
-            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::load::origin::run(args))?))
+            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::traffic::origin::run(args))?))
         }
         Command::Replay(args) => {
             init_logging(&Config::defaults().log.level);
-            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::load::replay::run(args))?))
+            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::traffic::replay::run(args))?))
         }
         Command::Simulate(args) => bloomgate::sim::run(&args).map_err(Into::into),
         Command::Trace(TraceCommand::Generate(args)) => {

@@ -4,9 +4,9 @@ mod origin_support;
 
 use std::time::{Duration, Instant};
 
-use bloomgate::load::origin::LAST_MODIFIED;
-use bloomgate::load::pattern::object_bytes;
-use bloomgate::load::{OriginOptions, start_origin};
+use bloomgate::traffic::origin::LAST_MODIFIED;
+use bloomgate::traffic::pattern::object_bytes;
+use bloomgate::traffic::{OriginOptions, start_origin};
 use origin_support::{RawConnection, get};
 
 #[tokio::test]

@@ -47,7 +47,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::LoadError;
+use super::TrafficError;
 use super::fault::{Fault, FaultStream, RawEnding, RawResponse, Takeover};
 use super::object_path::{OBJECT_PREFIX, decode_key};
 use super::pattern::{ObjectChunks, OriginBody, stable_hash};
@@ -175,7 +175,7 @@ pub struct OriginArgs {
 }
 
 /// Runs `bloomgate origin` until Ctrl-C or SIGTERM.
-pub async fn run(args: OriginArgs) -> Result<(), LoadError> {
+pub async fn run(args: OriginArgs) -> Result<(), TrafficError> {
     let opts = OriginOptions {
         listen: args.listen,
         max_age: args.max_age,
@@ -183,7 +183,7 @@ pub async fn run(args: OriginArgs) -> Result<(), LoadError> {
     };
     let origin = start_origin(opts)
         .await
-        .map_err(|source| LoadError::Listen {
+        .map_err(|source| TrafficError::Listen {
             addr: args.listen,
             source,
         })?;
