@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::config::Config;
+use crate::listening::ListeningLine;
 use crate::trace::SyntheticTrace;
 use crate::traffic::{OriginOptions, ReplayOptions, ReplayReport, replay, start_origin};
 
@@ -242,12 +243,13 @@ impl AdmitAllProxy {
             .ok_or_else(|| DemoError::Child("no stdout".into()))?;
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line)?;
-        let (addr, admin) = parse_listening(&line)
-            .ok_or_else(|| DemoError::Child(format!("unexpected output {line:?}")))?;
+        let listening = line
+            .parse::<ListeningLine>()
+            .map_err(|error| DemoError::Child(error.to_string()))?;
         Ok(AdmitAllProxy {
             child,
-            addr,
-            admin,
+            addr: listening.addr,
+            admin: listening.admin_addr,
             _config: file,
         })
     }
@@ -276,20 +278,6 @@ impl Drop for AdmitAllProxy {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Parses `bloomgate listening on http://A (admin http://B/metrics) ...`.
-pub fn parse_listening(line: &str) -> Option<(SocketAddr, SocketAddr)> {
-    let rest = line.split("listening on http://").nth(1)?;
-    let addr = rest.split_whitespace().next()?.parse().ok()?;
-    let admin = rest
-        .split("admin http://")
-        .nth(1)?
-        .split('/')
-        .next()?
-        .parse()
-        .ok()?;
-    Some((addr, admin))
 }
 
 async fn scrape(admin: SocketAddr) -> std::io::Result<String> {
@@ -326,19 +314,6 @@ impl Drop for TempConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn listening_line_gives_both_addresses() {
-        let line = "bloomgate listening on http://127.0.0.1:4000 (admin http://127.0.0.1:4001/metrics) -> origin http://x/";
-        assert_eq!(
-            parse_listening(line),
-            Some((
-                "127.0.0.1:4000".parse().unwrap(),
-                "127.0.0.1:4001".parse().unwrap()
-            ))
-        );
-        assert_eq!(parse_listening("something else"), None);
-    }
 
     #[test]
     fn the_admit_all_proxy_differs_from_the_demo_proxy_in_admission_only() {

@@ -7,6 +7,7 @@ pub mod bloom;
 pub mod cache;
 pub mod config;
 pub mod demo;
+pub mod listening;
 pub mod proxy;
 pub mod sim;
 pub mod telemetry;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use bloomgate::config::{self, CheckConfigArgs, Config};
+use bloomgate::listening::ListeningLine;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -127,10 +128,12 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         });
         let running = bloomgate::proxy::start_with_file(config, path).await?;
         // One line on stdout that scripts and tests read to find the ports.
-        println!(
-            "bloomgate listening on http://{} (admin http://{}/metrics) -> origin {}",
-            running.addr, running.admin_addr, origin
-        );
+        let listening = ListeningLine {
+            addr: running.addr,
+            admin_addr: running.admin_addr,
+            origin,
+        };
+        println!("{listening}");
         running.run_until_signal().await;
         Ok(())
     })
