@@ -3,7 +3,8 @@
 //! Keys are 48-byte URLs; 10^6 and 10^7 keys at 10 bits per key; insert, lookup of present keys
 //! and lookup of absent keys, on 1 and 2 threads. Each criterion iteration is a chunk of
 //! operations (split across the threads), so throughput is reported per operation. Run with
-//! `cargo bench --bench filter`; results and the machine are in BLOOM.md.
+//! `cargo bench --bench filter`; results and the machine are in README.md, "The admission filter",
+//! under "Measured" and "A second run on a quieter machine".
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -95,7 +95,8 @@ EOF
 }
 
 # start_proxy NAME CONFIG: starts `bloomgate serve`; sets PROXY_PID, PROXY_URL (http://host:port)
-# and ADMIN_URL (http://host:port, without /metrics).
+# and ADMIN_URL (http://host:port, without /metrics). The line read here is the one
+# bloomgate::listening::ListeningLine (src/listening.rs) prints and parses; keep the two in step.
 start_proxy() {
   local name=$1 config=$2 line
   "$BLOOMGATE" serve --config "$config" >"$WORK/$name.log" 2>&1 &

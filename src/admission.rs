@@ -55,62 +55,100 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use snapshot::DoorkeeperSnapshotError;
 
 /// How the doorkeeper sizes its filters and when it rotates them.
+///
+/// The proxy reads these from the `[admission]` table of its config file under the same names.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DoorkeeperConfig {
-    /// Distinct keys one generation holds; each filter is sized for it.
+    /// Distinct keys one generation holds; each filter is sized for it. At least 1.
     pub capacity: u64,
-    /// False-positive rate of one filter at `capacity` keys.
+    /// False-positive rate of one filter at `capacity` keys, in (0, 1).
     pub target_fpr: f64,
-    /// Rotate when `1 - (1 - fpr(current)) * (1 - fpr(previous))` reaches this; above `target_fpr`.
+    /// Rotate when `1 - (1 - fpr(current)) * (1 - fpr(previous))` reaches this; in (`target_fpr`, 1).
     pub rotate_at_fpr: f64,
-    /// Rotate when `current` is this old.
+    /// Rotate when `current` is this old. Above zero.
     pub max_age: Duration,
 }
 
-/// Why a [`DoorkeeperConfig`] cannot be used.
+/// Why a [`DoorkeeperConfig`] cannot be used: the field at fault and the value it holds.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("doorkeeper {}: {}", self.field(), self.problem())]
 pub enum DoorkeeperConfigError {
     /// `capacity` is 0.
-    #[error("doorkeeper capacity = 0 must be above 0")]
     ZeroCapacity,
     /// `target_fpr` is not in (0, 1).
-    #[error("doorkeeper target_fpr = {0} must be in (0, 1)")]
     TargetFpr(f64),
-    /// `rotate_at_fpr` is not in (target_fpr, 1).
-    #[error("doorkeeper rotate_at_fpr = {rotate_at_fpr} must be in (target_fpr = {target_fpr}, 1)")]
-    RotateAtFpr {
+    /// `rotate_at_fpr` is not in (0, 1).
+    RotateAtFpr(f64),
+    /// `rotate_at_fpr` is not above `target_fpr`.
+    RotateAtFprNotAboveTarget {
         /// The configured rotation threshold.
         rotate_at_fpr: f64,
         /// The configured per-filter target.
         target_fpr: f64,
     },
     /// `max_age` is zero.
-    #[error("doorkeeper max_age = 0s must be above 0")]
     ZeroMaxAge,
 }
 
+impl DoorkeeperConfigError {
+    /// The name of the field at fault, as in [`DoorkeeperConfig`] and the config file.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Self::ZeroCapacity => "capacity",
+            Self::TargetFpr(_) => "target_fpr",
+            Self::RotateAtFpr(_) | Self::RotateAtFprNotAboveTarget { .. } => "rotate_at_fpr",
+            Self::ZeroMaxAge => "max_age",
+        }
+    }
+
+    /// What is wrong with the field's value, without the field's name.
+    pub fn problem(&self) -> String {
+        match self {
+            Self::ZeroCapacity => "must be at least 1, got 0".to_owned(),
+            Self::TargetFpr(fpr) | Self::RotateAtFpr(fpr) => format!("{fpr:?} must be in (0, 1)"),
+            Self::RotateAtFprNotAboveTarget {
+                rotate_at_fpr,
+                target_fpr,
+            } => format!("{rotate_at_fpr:?} must be greater than target_fpr ({target_fpr:?})"),
+            Self::ZeroMaxAge => "must be greater than 0, got 0s".to_owned(),
+        }
+    }
+}
+
 impl DoorkeeperConfig {
-    /// Checks the ranges documented on each field.
+    /// Checks the ranges documented on each field; the error is the first of [`Self::problems`].
+    pub fn validate(&self) -> Result<(), DoorkeeperConfigError> {
+        match self.problems().into_iter().next() {
+            Some(problem) => Err(problem),
+            None => Ok(()),
+        }
+    }
+
+    /// Every field outside its documented range, in field order; empty when the config is usable.
     ///
     /// `rotate_at_fpr` must exceed `target_fpr`: a generation that ended at its capacity leaves a
     /// `previous` at about `target_fpr`, and a threshold below that would rotate on every insert.
-    pub fn validate(&self) -> Result<(), DoorkeeperConfigError> {
+    pub fn problems(&self) -> Vec<DoorkeeperConfigError> {
+        let in_unit_interval = |p: f64| p > 0.0 && p < 1.0;
+        let mut problems = Vec::new();
         if self.capacity == 0 {
-            return Err(DoorkeeperConfigError::ZeroCapacity);
+            problems.push(DoorkeeperConfigError::ZeroCapacity);
         }
-        if !(self.target_fpr > 0.0 && self.target_fpr < 1.0) {
-            return Err(DoorkeeperConfigError::TargetFpr(self.target_fpr));
+        if !in_unit_interval(self.target_fpr) {
+            problems.push(DoorkeeperConfigError::TargetFpr(self.target_fpr));
         }
-        if !(self.rotate_at_fpr > self.target_fpr && self.rotate_at_fpr < 1.0) {
-            return Err(DoorkeeperConfigError::RotateAtFpr {
+        if !in_unit_interval(self.rotate_at_fpr) {
+            problems.push(DoorkeeperConfigError::RotateAtFpr(self.rotate_at_fpr));
+        } else if in_unit_interval(self.target_fpr) && self.rotate_at_fpr <= self.target_fpr {
+            problems.push(DoorkeeperConfigError::RotateAtFprNotAboveTarget {
                 rotate_at_fpr: self.rotate_at_fpr,
                 target_fpr: self.target_fpr,
             });
         }
         if self.max_age.is_zero() {
-            return Err(DoorkeeperConfigError::ZeroMaxAge);
+            problems.push(DoorkeeperConfigError::ZeroMaxAge);
         }
-        Ok(())
+        problems
     }
 
     /// The size and bits per key of each filter.
@@ -162,7 +200,7 @@ impl RotationReason {
 }
 
 /// Rotations since the doorkeeper started, by reason.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RotationCounts {
     /// Rotations because the combined false-positive estimate reached `rotate_at_fpr`.
     pub fpr_threshold: u64,

@@ -10,8 +10,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::load::{OriginOptions, ReplayOptions, ReplayReport, replay, start_origin};
+use crate::listening::ListeningLine;
 use crate::trace::SyntheticTrace;
+use crate::traffic::{OriginOptions, ReplayOptions, ReplayReport, replay, start_origin};
 
 /// Arguments of `bloomgate demo`.
 #[derive(Clone, Debug, clap::Args)]
@@ -44,7 +45,7 @@ pub enum DemoError {
     #[error("demo: {0}")]
     Serve(#[from] crate::proxy::ServeError),
     #[error("demo: replay failed: {0}")]
-    Replay(#[from] crate::load::LoadError),
+    Replay(#[from] crate::traffic::TrafficError),
     #[error("demo: the admit-all proxy did not start: {0}")]
     Child(String),
 }
@@ -77,22 +78,14 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
         origin.addr
     );
 
-    let mut config = Config::defaults();
-    config.server.listen = SocketAddr::from(([127, 0, 0, 1], 0));
-    config.admin.listen = SocketAddr::from(([127, 0, 0, 1], 0));
-    config.origin.url = origin
+    let origin_url = origin
         .url()
         .parse()
         .map_err(|_| DemoError::Child(format!("bad origin url {}", origin.url())))?;
-    config.cache.max_bytes = cache_bytes;
-    config.cache.max_object_bytes = config.cache.max_object_bytes.min(cache_bytes);
-    // One generation remembers about a third of the trace's objects, so the demo shows rotations.
-    config.admission.capacity = (trace.objects / 3).max(1000);
+    let config = proxy_config(origin_url, cache_bytes, trace.objects);
 
     // The comparison runs as a second process so that its metrics do not mix with the demo's.
-    let mut baseline = config.clone();
-    baseline.admission.enabled = false;
-    let admit_all = AdmitAllProxy::start(&baseline)?;
+    let admit_all = AdmitAllProxy::start(&admit_all_config(&config))?;
 
     let running = crate::proxy::start(config.clone()).await?;
     let progress = std::io::stderr().is_terminal();
@@ -193,6 +186,27 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
     Ok(())
 }
 
+/// The demo proxy's configuration: the defaults on free loopback ports, in front of `origin`.
+fn proxy_config(origin: http::Uri, cache_bytes: u64, objects: u64) -> Config {
+    let mut config = Config::defaults();
+    config.server.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    config.admin.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    config.origin.url = origin;
+    config.cache.max_bytes = cache_bytes;
+    config.cache.max_object_bytes = config.cache.max_object_bytes.min(cache_bytes);
+    // One generation remembers about a third of the trace's objects, so the demo shows rotations.
+    config.admission.doorkeeper.capacity = (objects / 3).max(1000);
+    config
+}
+
+/// The baseline's configuration: the demo proxy's with admission off, so that the two proxies
+/// compared differ in admission only.
+fn admit_all_config(config: &Config) -> Config {
+    let mut baseline = config.clone();
+    baseline.admission.enabled = false;
+    baseline
+}
+
 fn row(name: &str, with: String, without: String) {
     println!("{name:<28} {with:>14} {without:>14}");
 }
@@ -229,12 +243,13 @@ impl AdmitAllProxy {
             .ok_or_else(|| DemoError::Child("no stdout".into()))?;
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line)?;
-        let (addr, admin) = parse_listening(&line)
-            .ok_or_else(|| DemoError::Child(format!("unexpected output {line:?}")))?;
+        let listening = line
+            .parse::<ListeningLine>()
+            .map_err(|error| DemoError::Child(error.to_string()))?;
         Ok(AdmitAllProxy {
             child,
-            addr,
-            admin,
+            addr: listening.addr,
+            admin: listening.admin_addr,
             _config: file,
         })
     }
@@ -265,20 +280,6 @@ impl Drop for AdmitAllProxy {
     }
 }
 
-/// Parses `bloomgate listening on http://A (admin http://B/metrics) ...`.
-pub fn parse_listening(line: &str) -> Option<(SocketAddr, SocketAddr)> {
-    let rest = line.split("listening on http://").nth(1)?;
-    let addr = rest.split_whitespace().next()?.parse().ok()?;
-    let admin = rest
-        .split("admin http://")
-        .nth(1)?
-        .split('/')
-        .next()?
-        .parse()
-        .ok()?;
-    Some((addr, admin))
-}
-
 async fn scrape(admin: SocketAddr) -> std::io::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(admin).await?;
@@ -299,17 +300,7 @@ struct TempConfig(PathBuf);
 impl TempConfig {
     fn write(config: &Config) -> std::io::Result<TempConfig> {
         let path = std::env::temp_dir().join(format!("bloomgate-demo-{}.toml", std::process::id()));
-        let text = format!(
-            "[server]\nlisten = \"{}\"\n[admin]\nlisten = \"{}\"\n[origin]\nurl = \"{}\"\n[cache]\nmax_bytes = {}\nmax_object_bytes = {}\n[admission]\nenabled = {}\ncapacity = {}\n[log]\nlevel = \"warn\"\n",
-            config.server.listen,
-            config.admin.listen,
-            config.origin.url,
-            config.cache.max_bytes,
-            config.cache.max_object_bytes,
-            config.admission.enabled,
-            config.admission.capacity,
-        );
-        std::fs::write(&path, text)?;
+        std::fs::write(&path, config.to_toml())?;
         Ok(TempConfig(path))
     }
 }
@@ -325,15 +316,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn listening_line_gives_both_addresses() {
-        let line = "bloomgate listening on http://127.0.0.1:4000 (admin http://127.0.0.1:4001/metrics) -> origin http://x/";
-        assert_eq!(
-            parse_listening(line),
-            Some((
-                "127.0.0.1:4000".parse().unwrap(),
-                "127.0.0.1:4001".parse().unwrap()
-            ))
-        );
-        assert_eq!(parse_listening("something else"), None);
+    fn the_admit_all_proxy_differs_from_the_demo_proxy_in_admission_only() {
+        let mut config = proxy_config("http://127.0.0.1:4010".parse().unwrap(), 3 << 20, 20_000);
+        // Keys the demo leaves at their defaults today reach the child too.
+        config.origin.idle_timeout = Duration::from_millis(1500);
+        config.cache.key.drop_query_params = vec!["utm_source".to_owned()];
+        let file = TempConfig::write(&admit_all_config(&config)).unwrap();
+        let read_by_the_child = Config::load(&file.0).unwrap();
+        assert!(config.admission.enabled);
+        let mut expected = config;
+        expected.admission.enabled = false;
+        assert_eq!(read_by_the_child, expected);
     }
 }

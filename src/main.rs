@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use bloomgate::config::{self, CheckConfigArgs, Config};
+use bloomgate::listening::ListeningLine;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -27,9 +28,9 @@ enum Command {
     /// Validate a config file: every error, each naming its key; exits non-zero on any.
     CheckConfig(CheckConfigArgs),
     /// Run a synthetic origin for load tests: `/obj/<key>?size=N` returns N deterministic bytes.
-    Origin(bloomgate::load::origin::OriginArgs),
+    Origin(bloomgate::traffic::origin::OriginArgs),
     /// Replay a request trace live against a running proxy and report what it did.
-    Replay(bloomgate::load::replay::ReplayArgs),
+    Replay(bloomgate::traffic::replay::ReplayArgs),
     /// Replay a trace offline through admit-all, exact second-hit and Bloom admission side by side.
     Simulate(bloomgate::sim::SimulateArgs),
     /// Work with request traces.
@@ -59,10 +60,12 @@ fn main() -> ExitCode {
             runtime().and_then(|rt| Ok(rt.block_on(bloomgate::demo::run(args))?))
         }
         Command::Origin(args) => {
-            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::load::origin::run(args))?))
+            init_logging(&Config::defaults().log.level);
+            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::traffic::origin::run(args))?))
         }
         Command::Replay(args) => {
-            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::load::replay::run(args))?))
+            init_logging(&Config::defaults().log.level);
+            runtime().and_then(|rt| Ok(rt.block_on(bloomgate::traffic::replay::run(args))?))
         }
         Command::Simulate(args) => bloomgate::sim::run(&args).map_err(Into::into),
         Command::Trace(TraceCommand::Generate(args)) => {
@@ -96,6 +99,7 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
     loaded.map_err(|errors| anyhow::anyhow!("{errors}"))
 }
 
+/// Logs `tracing` events to stderr at `level`, or as `RUST_LOG` says when it is set.
 fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
@@ -124,10 +128,12 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         });
         let running = bloomgate::proxy::start_with_file(config, path).await?;
         // One line on stdout that scripts and tests read to find the ports.
-        println!(
-            "bloomgate listening on http://{} (admin http://{}/metrics) -> origin {}",
-            running.addr, running.admin_addr, origin
-        );
+        let listening = ListeningLine {
+            addr: running.addr,
+            admin_addr: running.admin_addr,
+            origin,
+        };
+        println!("{listening}");
         running.run_until_signal().await;
         Ok(())
     })

@@ -243,6 +243,25 @@ fn invalid_configs_are_rejected_with_the_bad_field_named() {
 }
 
 #[test]
+fn every_field_out_of_range_is_named_at_once() {
+    let bad = DoorkeeperConfig {
+        capacity: 0,
+        target_fpr: 0.05,
+        rotate_at_fpr: 0.02,
+        max_age: Duration::ZERO,
+    };
+    let problems = bad.problems();
+    let fields: Vec<&str> = problems.iter().map(|p| p.field()).collect();
+    assert_eq!(fields, ["capacity", "rotate_at_fpr", "max_age"]);
+    assert_eq!(
+        problems[1].to_string(),
+        "doorkeeper rotate_at_fpr: 0.02 must be greater than target_fpr (0.05)"
+    );
+    assert_eq!(bad.validate(), Err(DoorkeeperConfigError::ZeroCapacity));
+    assert_eq!(config(1000, 0.02).problems(), []);
+}
+
+#[test]
 fn rotation_reasons_have_prometheus_labels() {
     let labels = RotationReason::ALL.map(|r| r.as_str());
     assert_eq!(labels, ["fpr_threshold", "capacity", "max_age"]);

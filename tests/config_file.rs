@@ -242,7 +242,7 @@ fn largest_object_may_not_exceed_the_cache() {
 fn rotation_threshold_must_exceed_the_target_rate() {
     assert_eq!(
         lines_of("[admission]\ntarget_fpr = 0.05\n"),
-        ["admission.rotate_at_fpr: 0.02 must be greater than admission.target_fpr (0.05)"]
+        ["admission.rotate_at_fpr: 0.02 must be greater than target_fpr (0.05)"]
     );
     assert!(
         Config::from_toml_str("[admission]\ntarget_fpr = 0.001\nrotate_at_fpr = 0.002\n").is_ok()

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use bloomgate::listening::ListeningLine;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -145,21 +146,11 @@ fn start_proxy(dir: &Path, origin: SocketAddr) -> Proxy {
     let process = Running(child);
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).unwrap();
-    // "bloomgate listening on http://ADDR (admin http://ADMIN/metrics) -> origin ..."
-    let addr = line
-        .split("listening on http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no proxy address in {line:?}"));
-    let admin = line
-        .split("(admin http://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_else(|| panic!("no admin address in {line:?}"));
+    let listening: ListeningLine = line.parse().unwrap_or_else(|error| panic!("{error}"));
     Proxy {
         _process: process,
-        addr: addr.parse().unwrap(),
-        admin: admin.parse().unwrap(),
+        addr: listening.addr,
+        admin: listening.admin_addr,
     }
 }
 

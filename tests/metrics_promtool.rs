@@ -1,5 +1,5 @@
 //! The /metrics scrape after real traffic passes `promtool check metrics` and names every metric
-//! of DESIGN.md.
+//! of the design (`../shared/DESIGN.md`, outside this repository).
 
 mod common;
 
@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use common::{Client, Fault, Origin, ProxyConfig, Reply};
 use http::Method;
 
-/// The metric names DESIGN.md promises (the dashboard uses exactly these).
+/// The metric names `../shared/DESIGN.md` promises (the dashboard uses exactly these).
 const DESIGN_METRICS: &[&str] = &[
     "bloomgate_requests_total",
     "bloomgate_request_duration_seconds",

@@ -4,8 +4,8 @@ mod origin_support;
 
 use std::time::Duration;
 
-use bloomgate::load::pattern::object_bytes;
-use bloomgate::load::{OriginOptions, start_origin};
+use bloomgate::traffic::pattern::object_bytes;
+use bloomgate::traffic::{OriginOptions, start_origin};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;

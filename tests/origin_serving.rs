@@ -4,9 +4,9 @@ mod origin_support;
 
 use std::time::{Duration, Instant};
 
-use bloomgate::load::origin::LAST_MODIFIED;
-use bloomgate::load::pattern::object_bytes;
-use bloomgate::load::{OriginOptions, start_origin};
+use bloomgate::traffic::origin::LAST_MODIFIED;
+use bloomgate::traffic::pattern::object_bytes;
+use bloomgate::traffic::{OriginOptions, start_origin};
 use origin_support::{RawConnection, get};
 
 #[tokio::test]
@@ -255,4 +255,59 @@ async fn shutdown_stops_accepting() {
     assert_eq!(get(addr, "/obj/s?size=1", &[]).await.status, 200);
     origin.shutdown().await;
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
+
+/// A `bloomgate origin` process, killed when dropped.
+struct OriginCommand(std::process::Child);
+
+impl Drop for OriginCommand {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_origin_command_logs_what_rust_log_asks_for() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::process::{Command, Stdio};
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+        .args(["origin", "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "bloomgate=debug")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let _origin = OriginCommand(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr = line
+        .trim_end()
+        .strip_prefix("origin listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+
+    // Bytes that are not HTTP end the connection with an error, which the origin logs at debug.
+    let mut connection = std::net::TcpStream::connect(addr).unwrap();
+    connection.write_all(b"NOT HTTP\r\n\r\n").unwrap();
+    let _ = connection.read_to_end(&mut Vec::new());
+
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match received.recv_timeout(left) {
+            Ok(line) if line.contains("origin: connection ended with an error") => return,
+            Ok(line) => seen.push(line),
+            Err(_) => break,
+        }
+    }
+    panic!("no tracing line on stderr within 10 s; stderr so far: {seen:?}");
 }

@@ -4,10 +4,10 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use bloomgate::load::object_path::PathMode;
-use bloomgate::load::replay::{ReplayArgs, run};
-use bloomgate::load::{LoadError, OriginOptions, ReplayOptions, replay, start_origin};
 use bloomgate::trace::{Request, SyntheticTrace};
+use bloomgate::traffic::object_path::PathMode;
+use bloomgate::traffic::replay::{ReplayArgs, run};
+use bloomgate::traffic::{OriginOptions, ReplayOptions, TrafficError, replay, start_origin};
 use bytes::Bytes;
 use clap::Parser;
 use http_body_util::Full;
@@ -230,7 +230,7 @@ async fn bad_options_are_named() {
         let error = replay(trace(), options(target.to_owned()))
             .await
             .unwrap_err();
-        assert!(matches!(error, LoadError::Target { .. }), "{error}");
+        assert!(matches!(error, TrafficError::Target { .. }), "{error}");
         assert!(error.to_string().contains(reason), "{target}: {error}");
     }
     let error = replay(
@@ -267,7 +267,7 @@ async fn a_bad_trace_line_stops_the_replay_naming_the_line() {
     ]);
     let error = run(cli.replay).await.unwrap_err();
     std::fs::remove_file(&path).unwrap();
-    assert!(matches!(error, LoadError::Trace(_)), "{error}");
+    assert!(matches!(error, TrafficError::Trace(_)), "{error}");
     assert!(error.to_string().contains(":3:"), "{error}");
     assert_eq!(origin.stats.requests_for("a"), 1);
     assert_eq!(origin.stats.requests_for("c"), 0);

@@ -1,7 +1,9 @@
 //! `bloomgate simulate` as the user runs it: a trace file in, a report with footprint and cache sizes out.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
+use bloomgate::config::Config;
 use bloomgate::sim::{PolicyKind, SimError, SimulateArgs, simulate};
 
 fn args(trace: PathBuf) -> SimulateArgs {
@@ -65,4 +67,62 @@ fn bad_arguments_and_bad_lines_are_errors_naming_them() {
     };
     let error = simulate(&wrong).unwrap_err();
     assert!(error.to_string().contains("rotate_at_fpr"), "{error}");
+}
+
+/// Runs the `bloomgate simulate` binary with `--cache-bytes sizes` over `trace`.
+fn simulate_command(trace: &Path, sizes: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+        .args([
+            "simulate",
+            "--json",
+            "--capacity",
+            "1000",
+            "--cache-bytes",
+            sizes,
+        ])
+        .arg("--trace")
+        .arg(trace)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn cache_bytes_mean_the_same_as_in_the_config_file() {
+    let path = trace_file("units.csv", "time,key,size\n1,a,100\n");
+    let sizes = ["512MB", "512MiB", "1.5GB", "8 kib", "100"];
+    let output = simulate_command(&path, &sizes.join(","));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let simulated: Vec<u64> = report["caches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|cache| cache["cache_bytes"].as_u64().unwrap())
+        .collect();
+    let configured: Vec<u64> = sizes
+        .iter()
+        .map(|size| {
+            let text = format!("[cache]\nmax_bytes = \"{size}\"\nmax_object_bytes = 1\n");
+            Config::from_toml_str(&text).unwrap().cache.max_bytes
+        })
+        .collect();
+    assert_eq!(simulated, configured);
+    assert_eq!(simulated[0], 512_000_000);
+}
+
+#[test]
+fn cache_bytes_with_a_unit_the_config_file_refuses_are_refused() {
+    let path = trace_file("bad-unit.csv", "time,key,size\n1,a,100\n");
+    let output = simulate_command(&path, "1G");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("\"1G\""), "{stderr}");
+    assert!(
+        Config::from_toml_str("[cache]\nmax_bytes = \"1G\"\n").is_err(),
+        "the config file refuses 1G too"
+    );
 }

@@ -62,7 +62,8 @@ impl CacheKey {
         Ok(CacheKey(key))
     }
 
-    /// A key given directly, as a PURGE names it.
+    /// A key taken as it is written, without the normalisation of [`Self::from_request`] (tests
+    /// use it; PURGE builds its key with `from_request`, like the request it removes).
     pub fn from_string(key: String) -> CacheKey {
         CacheKey(key)
     }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::values::format_size;
+use super::size::format_size;
 use super::{Config, ConfigErrors};
 
 /// Arguments of `bloomgate check-config`.
@@ -19,14 +19,14 @@ pub fn check_config(args: &CheckConfigArgs) -> Result<String, ConfigErrors> {
 }
 
 fn summary(config: &Config) -> String {
-    let admission = &config.admission;
-    let admission = if admission.enabled {
+    let admission = if config.admission.enabled {
+        let door = &config.admission.doorkeeper;
         format!(
             "admission on second hit (capacity {}, fpr {}, rotate at {} or every {})",
-            admission.capacity,
-            admission.target_fpr,
-            admission.rotate_at_fpr,
-            humantime::format_duration(admission.max_age)
+            door.capacity,
+            door.target_fpr,
+            door.rotate_at_fpr,
+            humantime::format_duration(door.max_age)
         )
     } else {
         "admission off (every storable response is stored)".to_owned()

@@ -7,7 +7,9 @@
 mod check;
 mod error;
 mod parse;
+mod size;
 mod values;
+mod write;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -16,9 +18,12 @@ use std::time::Duration;
 
 use toml::Table;
 
+use crate::admission::DoorkeeperConfig;
+
 pub use check::{CheckConfigArgs, check_config};
 pub use error::{ConfigError, ConfigErrors};
-pub use values::{FORWARDING_HEADERS, format_size};
+pub use size::{SizeError, format_size, parse_size};
+pub use values::FORWARDING_HEADERS;
 
 /// The annotated default configuration, as shipped in `config/bloomgate.toml`.
 pub const DEFAULT_TOML: &str = include_str!("../../config/bloomgate.toml");
@@ -123,14 +128,10 @@ pub struct CacheKeyConfig {
 pub struct AdmissionConfig {
     /// False stores every storable response on its first request. Default true.
     pub enabled: bool,
-    /// Distinct keys one filter generation is sized for. At least 1. Default 1000000.
-    pub capacity: u64,
-    /// False-positive rate a generation is sized for at `capacity`, in (0, 1). Default 0.01.
-    pub target_fpr: f64,
-    /// Rotate when the estimated combined false-positive rate crosses this, in (target_fpr, 1). Default 0.02.
-    pub rotate_at_fpr: f64,
-    /// Rotate a generation at least this often. Default 1h.
-    pub max_age: Duration,
+    /// The keys `capacity` (default 1000000), `target_fpr` (0.01), `rotate_at_fpr` (0.02) and
+    /// `max_age` (1h), which sit directly in `[admission]`; their ranges are checked by
+    /// [`DoorkeeperConfig::problems`].
+    pub doorkeeper: DoorkeeperConfig,
     /// File the filters are saved to and restored from across restarts; `None` (an empty string
     /// in the file) keeps them in memory only. Default none.
     pub snapshot_path: Option<PathBuf>,
@@ -236,10 +237,15 @@ mod tests {
         assert!(!key.include_scheme && key.include_host && key.include_query && !key.sort_query);
         assert!(key.drop_query_params.is_empty());
         assert!(config.admission.enabled);
-        assert_eq!(config.admission.capacity, 1_000_000);
-        assert_eq!(config.admission.target_fpr, 0.01);
-        assert_eq!(config.admission.rotate_at_fpr, 0.02);
-        assert_eq!(config.admission.max_age, Duration::from_secs(3600));
+        assert_eq!(
+            config.admission.doorkeeper,
+            DoorkeeperConfig {
+                capacity: 1_000_000,
+                target_fpr: 0.01,
+                rotate_at_fpr: 0.02,
+                max_age: Duration::from_secs(3600),
+            }
+        );
         assert_eq!(config.admission.snapshot_path, None);
         assert_eq!(config.admission.snapshot_interval, Duration::from_secs(300));
         assert_eq!(config.admin.listen, "127.0.0.1:9091".parse().unwrap());

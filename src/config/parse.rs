@@ -4,8 +4,11 @@ use std::path::PathBuf;
 
 use toml::{Table, Value};
 
+use crate::admission::DoorkeeperConfig;
+
 use super::error::ConfigError;
-use super::values::{self, format_size, shown};
+use super::size::format_size;
+use super::values::{self, shown};
 use super::{
     AdminConfig, AdmissionConfig, CacheConfig, CacheKeyConfig, Config, LogConfig, OriginConfig,
     ServerConfig,
@@ -160,40 +163,38 @@ fn read_cache_key(s: &mut Section) -> Option<CacheKeyConfig> {
 
 fn read_admission(s: &mut Section) -> Option<AdmissionConfig> {
     let enabled = s.get("enabled", values::boolean);
-    let capacity = s.get("capacity", |v| {
-        let n = values::count(v)?;
-        if n == 0 {
-            return Err("must be at least 1, got 0".to_owned());
-        }
-        Ok(n)
-    });
-    let target_fpr = s.get("target_fpr", values::open_fraction);
-    let rotate_at_fpr = s.get("rotate_at_fpr", values::open_fraction);
-    let max_age = s.get("max_age", values::positive_duration);
+    let doorkeeper = read_doorkeeper(s);
     let snapshot_path = s.get("snapshot_path", |v| {
         let path = values::string(v)?;
         Ok((!path.is_empty()).then(|| PathBuf::from(path)))
     });
     let snapshot_interval = s.get("snapshot_interval", values::positive_duration);
-    let (target_fpr, rotate_at_fpr) = (target_fpr?, rotate_at_fpr?);
-    // The previous generation alone is near target_fpr when it rotates out full, so a threshold at or
-    // below it would rotate again at once, over and over.
-    if rotate_at_fpr <= target_fpr {
-        s.report(
-            "rotate_at_fpr",
-            format!("{rotate_at_fpr} must be greater than admission.target_fpr ({target_fpr})"),
-        );
-        return None;
-    }
     Some(AdmissionConfig {
         enabled: enabled?,
-        capacity: capacity?,
-        target_fpr,
-        rotate_at_fpr,
-        max_age: max_age?,
+        doorkeeper: doorkeeper?,
         snapshot_path: snapshot_path?,
         snapshot_interval: snapshot_interval?,
     })
+}
+
+/// The doorkeeper's keys, which sit directly in `[admission]`: read here, range-checked by the
+/// doorkeeper itself, each problem reported against its key.
+fn read_doorkeeper(s: &mut Section) -> Option<DoorkeeperConfig> {
+    let capacity = s.get("capacity", values::count);
+    let target_fpr = s.get("target_fpr", values::number);
+    let rotate_at_fpr = s.get("rotate_at_fpr", values::number);
+    let max_age = s.get("max_age", values::duration);
+    let doorkeeper = DoorkeeperConfig {
+        capacity: capacity?,
+        target_fpr: target_fpr?,
+        rotate_at_fpr: rotate_at_fpr?,
+        max_age: max_age?,
+    };
+    let problems = doorkeeper.problems();
+    for problem in &problems {
+        s.report(problem.field(), problem.problem());
+    }
+    problems.is_empty().then_some(doorkeeper)
 }
 
 fn read_admin(s: &mut Section) -> Option<AdminConfig> {

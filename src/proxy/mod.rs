@@ -114,8 +114,8 @@ impl Proxy {
             doorkeeper: live.doorkeeper.as_ref().map(|door| {
                 (
                     door.stats(),
-                    live.config.admission.rotate_at_fpr,
-                    live.config.admission.capacity,
+                    live.config.admission.doorkeeper.rotate_at_fpr,
+                    live.config.admission.doorkeeper.capacity,
                 )
             }),
             cache_entries,
@@ -130,12 +130,7 @@ impl Proxy {
 }
 
 fn doorkeeper_config(admission: &AdmissionConfig) -> DoorkeeperConfig {
-    DoorkeeperConfig {
-        capacity: admission.capacity,
-        target_fpr: admission.target_fpr,
-        rotate_at_fpr: admission.rotate_at_fpr,
-        max_age: admission.max_age,
-    }
+    admission.doorkeeper.clone()
 }
 
 fn new_doorkeeper(admission: &AdmissionConfig) -> Option<Arc<Doorkeeper>> {

@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::admission::DoorkeeperConfig;
+use crate::config::parse_size;
 use crate::trace::{ReadOptions, SYNTHESIZED_SIZE_RULE, TraceInfo};
 
-use super::engine::{CacheSetup, SimRequest, Simulator, TraceStats};
+use super::engine::{CacheSetup, Simulator};
 use super::report::{CacheReport, DoorkeeperSummary, SimReport, TraceSummary};
+use super::request::{SimRequest, TraceStats};
 use super::{SimError, pipeline};
 
 /// The smallest default doorkeeper capacity, so tiny caches still get a meaningful window.
@@ -25,8 +27,9 @@ pub struct SimulateArgs {
     /// The trace: CSV with a header (time,key,size), or an nginx combined log; plain, gzip or zstd.
     #[arg(long)]
     pub trace: PathBuf,
-    /// Cache size(s) in bytes, with an optional unit (KiB, MiB, GiB, or K, M, G): 64MiB,1GiB.
-    #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
+    /// Cache size(s), read as `cache.max_bytes` is (KiB, MiB, GiB powers of 1024; KB, MB, GB powers
+    /// of 1000): 64MiB,1GiB.
+    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
     pub cache_bytes: Vec<u64>,
     /// Cache size(s) as percent of the trace's footprint (sum of distinct objects' sizes): 1,5,10.
     /// Reads the trace twice.
@@ -222,43 +225,4 @@ fn progress_bar(total: Option<u64>, message: &'static str) -> ProgressBar {
         ),
     };
     bar.with_message(message)
-}
-
-/// Parses a byte count with an optional unit: `1000`, `64KiB`, `64K`, `1.5GiB`.
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} in {text:?} (use KiB, MiB, GiB)"
-            ));
-        }
-    };
-    let number: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a byte count like 64MiB"))?;
-    Ok((number * multiplier as f64).round() as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn byte_counts_take_binary_units() {
-        assert_eq!(parse_bytes("1000"), Ok(1000));
-        assert_eq!(parse_bytes("64KiB"), Ok(65_536));
-        assert_eq!(parse_bytes("1.5G"), Ok(1_610_612_736));
-        assert!(parse_bytes("12 parsecs").is_err());
-        assert!(parse_bytes("MiB").is_err());
-    }
 }

@@ -1,7 +1,7 @@
 //! Interning key fingerprints to dense object ids, with the trace statistics that come with it.
 
-use super::engine::{SimRequest, TraceStats};
 use super::prefetch::{DISTANCE, prefetch};
+use super::request::{SimRequest, TraceStats};
 
 /// Marks a slot that holds no fingerprint (ids stay below it: a trace has fewer than 2^32 - 1
 /// distinct keys, or its fingerprints would collide long before).

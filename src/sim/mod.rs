@@ -13,16 +13,18 @@ mod pipeline;
 mod policy;
 mod prefetch;
 mod report;
+mod request;
 
-pub use cli::{SimulateArgs, parse_bytes, run, simulate};
-pub use engine::{CacheSetup, SimRequest, Simulator, TraceStats, key_fingerprint};
+pub use cli::{SimulateArgs, run, simulate};
+pub use engine::{CacheSetup, Simulator};
 pub use interner::Interner;
 pub use lru::ByteLru;
 pub use pipeline::{Consumer, scan};
-pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, Rotations, TraceClock};
+pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, TraceClock};
 pub use report::{
     BloomVsAdmitAll, BloomVsExact, CacheReport, DoorkeeperSummary, SimReport, TraceSummary,
 };
+pub use request::{SimRequest, TraceStats, key_fingerprint};
 
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]

@@ -5,8 +5,8 @@ use std::sync::{Arc, mpsc};
 
 use crate::trace::{ReadOptions, TraceError, TraceInfo, TraceReader};
 
-use super::engine::{SimRequest, TraceStats, key_fingerprint};
 use super::interner::Interner;
+use super::request::{SimRequest, TraceStats, key_fingerprint};
 
 /// Requests per batch handed from the reading thread to the consuming threads.
 const BATCH: usize = 16 * 1024;

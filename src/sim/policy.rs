@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::admission::{Admission, Clock, Doorkeeper, DoorkeeperConfig};
+use crate::admission::{Admission, Clock, Doorkeeper, DoorkeeperConfig, RotationCounts};
 
 use super::lru::ByteLru;
 use super::prefetch::prefetch;
@@ -41,14 +41,6 @@ impl PolicyKind {
     }
 }
 
-/// Rotations by reason, as the doorkeeper counts them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Rotations {
-    pub fpr_threshold: u64,
-    pub capacity: u64,
-    pub max_age: u64,
-}
-
 /// The outcome of one policy over the whole trace.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PolicyReport {
@@ -69,7 +61,7 @@ pub struct PolicyReport {
     pub first_hits: u64,
     /// Misses not stored because the object is larger than the whole cache.
     pub too_large: u64,
-    pub rotations: Rotations,
+    pub rotations: RotationCounts,
     /// Memory of the admission state, in bytes: for `bloom` both filters; for `second-hit-exact`
     /// the peak number of keys in the window times [`NGINX_BYTES_PER_KEY`]; 0 for `admit-all`.
     pub admission_memory_bytes: u64,
@@ -137,7 +129,7 @@ struct ExactWindow {
     /// Keys of the previous generation not observed again since (so not counted in `current_keys`).
     previous_only_keys: u64,
     peak_keys: u64,
-    rotations: Rotations,
+    rotations: RotationCounts,
 }
 
 impl ExactWindow {
@@ -151,7 +143,7 @@ impl ExactWindow {
             current_keys: 0,
             previous_only_keys: 0,
             peak_keys: 0,
-            rotations: Rotations::default(),
+            rotations: RotationCounts::default(),
         }
     }
 
@@ -242,7 +234,7 @@ impl PolicySim {
                 evictions: 0,
                 first_hits: 0,
                 too_large: 0,
-                rotations: Rotations::default(),
+                rotations: RotationCounts::default(),
                 admission_memory_bytes: 0,
                 simulator_admission_bytes: 0,
                 window_keys_peak: 0,
@@ -322,11 +314,7 @@ impl PolicySim {
             }
             AdmissionState::Bloom { doorkeeper, .. } => {
                 let stats = doorkeeper.stats();
-                report.rotations = Rotations {
-                    fpr_threshold: stats.rotations.fpr_threshold,
-                    capacity: stats.rotations.capacity,
-                    max_age: stats.rotations.max_age,
-                };
+                report.rotations = stats.rotations;
                 report.admission_memory_bytes = stats.memory_bytes as u64;
                 report.simulator_admission_bytes = stats.memory_bytes as u64;
             }

@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use super::engine::TraceStats;
 use super::policy::{PolicyKind, PolicyReport};
+use super::request::TraceStats;
 use crate::trace::{Compression, TraceFormat};
 
 /// The whole run.
@@ -197,8 +197,7 @@ impl fmt::Display for SimReport {
                 "adm. memory"
             )?;
             for p in &cache.policies {
-                let rotations =
-                    p.rotations.fpr_threshold + p.rotations.capacity + p.rotations.max_age;
+                let rotations = p.rotations.total();
                 writeln!(
                     f,
                     "{:<17} {:>7.2} {:>7.2} {:>10} {:>11} {:>11} {:>9} {:>11}",

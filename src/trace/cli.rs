@@ -24,8 +24,8 @@ pub struct GenerateArgs {
     /// Share of the objects requested exactly once, in [0, 1].
     #[arg(long, default_value_t = SyntheticTrace::default().one_hit_share)]
     pub one_hit_share: f64,
-    /// Median object size in bytes.
-    #[arg(long, default_value_t = SyntheticTrace::default().size_median)]
+    /// Median object size: bytes, or with a unit as in the config file (8KiB).
+    #[arg(long, default_value_t = SyntheticTrace::default().size_median, value_parser = crate::config::parse_size)]
     pub size_median: u64,
     /// Sigma of the log-normal size.
     #[arg(long, default_value_t = SyntheticTrace::default().size_sigma)]

@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use bloomgate::listening::ListeningLine;
+
 /// A config file for one proxy: the keys a test sets, by table; everything else is the default.
 pub struct ProxyConfig {
     origin: String,
@@ -132,14 +134,14 @@ impl ProxyProcess {
         let mut stdout = BufReader::new(child.stdout.take().expect("proxy stdout"));
         let mut line = String::new();
         let _ = stdout.read_line(&mut line);
-        let addresses = parse_listening_line(&line);
+        let listening = line.parse::<ListeningLine>();
         // The proxy has read its config; a shared proxy is never dropped, so clean up now.
         if keep_at.is_none() {
             let _ = std::fs::remove_file(&config_path);
         }
         let log = File::open(&log_path).expect("open proxy log");
         let _ = std::fs::remove_file(&log_path);
-        let Some((addr, admin)) = addresses else {
+        let Ok(listening) = listening else {
             let mut log = log;
             let mut text = String::new();
             let _ = log.read_to_string(&mut text);
@@ -147,8 +149,8 @@ impl ProxyProcess {
             panic!("bloomgate did not start; stdout {line:?}; stderr:\n{log}\nconfig:\n{config}");
         };
         ProxyProcess {
-            addr,
-            admin,
+            addr: listening.addr,
+            admin: listening.admin_addr,
             child,
             stdin,
             log,
@@ -231,13 +233,4 @@ fn is_running(pid: u32) -> bool {
     stat.rsplit_once(')')
         .and_then(|(_, rest)| rest.split_whitespace().next())
         .is_some_and(|state| state != "Z" && state != "X")
-}
-
-/// Reads `bloomgate listening on http://A (admin http://B/metrics) -> origin ...`.
-fn parse_listening_line(line: &str) -> Option<(SocketAddr, SocketAddr)> {
-    let rest = line.strip_prefix("bloomgate listening on http://")?;
-    let (addr, rest) = rest.split_once(' ')?;
-    let rest = rest.strip_prefix("(admin http://")?;
-    let (admin, _) = rest.split_once('/')?;
-    Some((addr.parse().ok()?, admin.parse().ok()?))
 }

@@ -29,7 +29,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::LoadError;
+use super::TrafficError;
 use super::cache_status::CacheStatus;
 use super::object_path::{PathMode, request_path};
 use crate::trace::{self, ReadOptions, SyntheticTrace, TraceError, TraceReader};
@@ -131,16 +131,16 @@ pub struct ErrorCounts {
 pub async fn replay(
     requests: impl Iterator<Item = trace::Request> + Send + 'static,
     opts: ReplayOptions,
-) -> Result<ReplayReport, LoadError> {
+) -> Result<ReplayReport, TrafficError> {
     let target = Target::parse(&opts.target)?;
     if opts.concurrency == 0 {
-        return Err(LoadError::Options(
+        return Err(TrafficError::Options(
             "replay: concurrency must be at least 1".to_owned(),
         ));
     }
     let pacer = match opts.rate {
         Some(rate) if !(rate.is_finite() && rate > 0.0) => {
-            return Err(LoadError::Options(format!(
+            return Err(TrafficError::Options(format!(
                 "replay: rate {rate} must be a positive number"
             )));
         }
@@ -185,13 +185,13 @@ pub async fn replay(
     }
     let mut tally = Tally::new();
     while let Some(finished) = workers.join_next().await {
-        tally.merge(finished.map_err(|error| LoadError::Worker(error.to_string()))?);
+        tally.merge(finished.map_err(|error| TrafficError::Worker(error.to_string()))?);
     }
     let elapsed = started.elapsed();
     progress.finish();
     feeder
         .await
-        .map_err(|error| LoadError::Worker(error.to_string()))?;
+        .map_err(|error| TrafficError::Worker(error.to_string()))?;
     Ok(tally.report(opts.target, elapsed))
 }
 
@@ -248,9 +248,9 @@ pub struct ReplayArgs {
 }
 
 /// Runs `bloomgate replay`: replays, then prints the report (a table, or JSON with `--json`).
-pub async fn run(args: ReplayArgs) -> Result<(), LoadError> {
+pub async fn run(args: ReplayArgs) -> Result<(), TrafficError> {
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        return Err(LoadError::Options(format!(
+        return Err(TrafficError::Options(format!(
             "replay: --timeout {} must be a positive number of seconds",
             args.timeout
         )));
@@ -342,8 +342,8 @@ struct Target {
 }
 
 impl Target {
-    fn parse(target: &str) -> Result<Target, LoadError> {
-        let bad = |reason: &str| LoadError::Target {
+    fn parse(target: &str) -> Result<Target, TrafficError> {
+        let bad = |reason: &str| TrafficError::Target {
             target: target.to_owned(),
             reason: reason.to_owned(),
         };

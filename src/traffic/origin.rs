@@ -47,7 +47,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::LoadError;
+use super::TrafficError;
 use super::fault::{Fault, FaultStream, RawEnding, RawResponse, Takeover};
 use super::object_path::{OBJECT_PREFIX, decode_key};
 use super::pattern::{ObjectChunks, OriginBody, stable_hash};
@@ -168,13 +168,14 @@ pub struct OriginArgs {
     #[arg(
         long,
         default_value_t = 1024,
-        help = "Size in bytes of objects named by a path other than /obj/<key>?size=N"
+        value_parser = crate::config::parse_size,
+        help = "Size of objects named by a path other than /obj/<key>?size=N (bytes, or with a unit as in the config file: 64KiB)"
     )]
     pub default_size: u64,
 }
 
 /// Runs `bloomgate origin` until Ctrl-C or SIGTERM.
-pub async fn run(args: OriginArgs) -> Result<(), LoadError> {
+pub async fn run(args: OriginArgs) -> Result<(), TrafficError> {
     let opts = OriginOptions {
         listen: args.listen,
         max_age: args.max_age,
@@ -182,7 +183,7 @@ pub async fn run(args: OriginArgs) -> Result<(), LoadError> {
     };
     let origin = start_origin(opts)
         .await
-        .map_err(|source| LoadError::Listen {
+        .map_err(|source| TrafficError::Listen {
             addr: args.listen,
             source,
         })?;

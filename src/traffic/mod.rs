@@ -1,4 +1,4 @@
-//! Load tools: the synthetic origin and the live replay client.
+//! Traffic for load tests: the synthetic origin (`bloomgate origin`) and the live replay client (`bloomgate replay`).
 //!
 //! [`origin`] serves deterministic objects of any size and counts what reaches it, with faults on
 //! command; [`replay`](mod@replay) sends a trace's requests to a running proxy and reports what its
@@ -16,9 +16,9 @@ use std::net::SocketAddr;
 pub use origin::{OriginHandle, OriginOptions, OriginStats, start_origin};
 pub use replay::{ReplayOptions, ReplayReport, replay};
 
-/// Errors of the `origin` and `replay` commands.
+/// Errors of the synthetic origin and the replay client (the `origin` and `replay` commands).
 #[derive(Debug, thiserror::Error)]
-pub enum LoadError {
+pub enum TrafficError {
     #[error("origin: cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -39,11 +39,11 @@ pub enum LoadError {
 }
 
 /// Returns on Ctrl-C (SIGINT) or SIGTERM.
-async fn wait_for_stop_signal() -> Result<(), LoadError> {
+async fn wait_for_stop_signal() -> Result<(), TrafficError> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(LoadError::Signal)?;
+        .map_err(TrafficError::Signal)?;
     tokio::select! {
-        interrupted = tokio::signal::ctrl_c() => interrupted.map_err(LoadError::Signal),
+        interrupted = tokio::signal::ctrl_c() => interrupted.map_err(TrafficError::Signal),
         _ = terminate.recv() => Ok(()),
     }
 }

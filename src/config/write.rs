@@ -1,0 +1,192 @@
+//! Writing a `Config` back as a config file, for a process that must run on the same configuration.
+
+use std::fmt::Display;
+use std::time::Duration;
+
+use toml::{Table, Value};
+
+use super::Config;
+use super::size::format_size;
+
+impl Config {
+    /// The whole configuration as config-file text, every key written out, so that
+    /// [`Config::from_toml_str`] reads it back as this same `Config`.
+    pub fn to_toml(&self) -> String {
+        let Config {
+            server,
+            origin,
+            cache,
+            admission,
+            admin,
+            log,
+        } = self;
+        let server = table([
+            ("listen", text(server.listen)),
+            ("max_connections", count(server.max_connections)),
+            ("header_read_timeout", duration(server.header_read_timeout)),
+            ("idle_timeout", duration(server.idle_timeout)),
+            ("send_timeout", duration(server.send_timeout)),
+            ("max_header_bytes", size(server.max_header_bytes as u64)),
+            ("shutdown_grace", duration(server.shutdown_grace)),
+            (
+                "purge_allowed_networks",
+                texts(&server.purge_allowed_networks),
+            ),
+        ]);
+        let origin = table([
+            ("url", text(&origin.url)),
+            ("connect_timeout", duration(origin.connect_timeout)),
+            ("first_byte_timeout", duration(origin.first_byte_timeout)),
+            ("idle_timeout", duration(origin.idle_timeout)),
+            ("pool_idle_timeout", duration(origin.pool_idle_timeout)),
+            (
+                "pool_max_idle_per_host",
+                count(origin.pool_max_idle_per_host),
+            ),
+            ("preserve_host", Value::Boolean(origin.preserve_host)),
+            (
+                "trusted_forwarding_headers",
+                texts(&origin.trusted_forwarding_headers),
+            ),
+        ]);
+        let key = table([
+            ("include_scheme", Value::Boolean(cache.key.include_scheme)),
+            ("include_host", Value::Boolean(cache.key.include_host)),
+            ("include_query", Value::Boolean(cache.key.include_query)),
+            ("sort_query", Value::Boolean(cache.key.sort_query)),
+            ("drop_query_params", texts(&cache.key.drop_query_params)),
+        ]);
+        let cache = table([
+            ("max_bytes", size(cache.max_bytes)),
+            ("max_object_bytes", size(cache.max_object_bytes)),
+            ("max_variants", count(cache.max_variants)),
+            ("key", key),
+        ]);
+        // The file says "no snapshot" with an empty path.
+        let snapshot_path = admission
+            .snapshot_path
+            .as_ref()
+            .map_or_else(String::new, |path| path.to_string_lossy().into_owned());
+        let admission = table([
+            ("enabled", Value::Boolean(admission.enabled)),
+            ("capacity", count(admission.doorkeeper.capacity)),
+            ("target_fpr", Value::Float(admission.doorkeeper.target_fpr)),
+            (
+                "rotate_at_fpr",
+                Value::Float(admission.doorkeeper.rotate_at_fpr),
+            ),
+            ("max_age", duration(admission.doorkeeper.max_age)),
+            ("snapshot_path", text(snapshot_path)),
+            ("snapshot_interval", duration(admission.snapshot_interval)),
+        ]);
+        let root: Table = [
+            ("server", server),
+            ("origin", origin),
+            ("cache", cache),
+            ("admission", admission),
+            ("admin", table([("listen", text(admin.listen))])),
+            ("log", table([("level", text(&log.level))])),
+        ]
+        .into_iter()
+        .map(|(name, table)| (name.to_owned(), table))
+        .collect();
+        root.to_string()
+    }
+}
+
+fn table<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    Value::Table(
+        entries
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), value))
+            .collect::<Table>(),
+    )
+}
+
+fn text(value: impl Display) -> Value {
+    Value::String(value.to_string())
+}
+
+fn texts(values: &[impl Display]) -> Value {
+    Value::Array(values.iter().map(text).collect())
+}
+
+fn size(bytes: u64) -> Value {
+    // A string with a unit, because a TOML integer stops at i64::MAX.
+    text(format_size(bytes))
+}
+
+fn duration(duration: Duration) -> Value {
+    text(humantime::format_duration(duration))
+}
+
+fn count(n: impl TryInto<i64>) -> Value {
+    // A count read from a file fits an i64; one set in code beyond it is written as the largest.
+    Value::Integer(n.try_into().unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::config::DEFAULT_TABLE;
+
+    /// The dotted key of every value in a table.
+    fn keys(table: &Table, prefix: &str, found: &mut Vec<String>) {
+        for (key, value) in table {
+            let dotted = format!("{prefix}{key}");
+            match value {
+                Value::Table(inner) => keys(inner, &format!("{dotted}."), found),
+                _ => found.push(dotted),
+            }
+        }
+    }
+
+    #[test]
+    fn every_key_of_the_defaults_is_written() {
+        let written: Table = Config::defaults().to_toml().parse().unwrap();
+        let (mut expected, mut found) = (Vec::new(), Vec::new());
+        keys(&DEFAULT_TABLE, "", &mut expected);
+        keys(&written, "", &mut found);
+        expected.sort();
+        found.sort();
+        assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn a_written_config_reads_back_the_same() {
+        let mut config = Config::defaults();
+        config.server.listen = "[::1]:0".parse().unwrap();
+        config.server.max_connections = 7;
+        config.server.header_read_timeout = Duration::from_millis(1500);
+        config.server.max_header_bytes = 10_000;
+        config.server.shutdown_grace = Duration::ZERO;
+        config.server.idle_timeout = Duration::from_secs(3);
+        config.server.send_timeout = Duration::from_millis(2500);
+        config.server.purge_allowed_networks = vec!["10.0.0.0/8".parse().unwrap()];
+        config.origin.url = "http://origin.internal:8081".parse().unwrap();
+        config.origin.connect_timeout = Duration::from_nanos(1_000_000_001);
+        config.origin.pool_max_idle_per_host = 0;
+        config.origin.preserve_host = true;
+        config.origin.trusted_forwarding_headers =
+            vec![http::HeaderName::from_static("x-forwarded-host")];
+        config.cache.max_bytes = 1_500_000_000;
+        config.cache.max_object_bytes = 1;
+        config.cache.max_variants = 3;
+        config.cache.key.include_scheme = true;
+        config.cache.key.sort_query = true;
+        config.cache.key.drop_query_params = vec!["utm_source".into(), "a \"quoted\" name".into()];
+        config.admission.enabled = false;
+        config.admission.doorkeeper.capacity = 12_345;
+        config.admission.doorkeeper.target_fpr = 0.001;
+        config.admission.doorkeeper.rotate_at_fpr = 0.1 + 0.2;
+        config.admission.doorkeeper.max_age = Duration::from_secs(5400);
+        config.admission.snapshot_path = Some(PathBuf::from("/var/lib/bloomgate/doorkeeper"));
+        config.admin.listen = "127.0.0.1:9999".parse().unwrap();
+        config.log.level = "info,bloomgate=debug".into();
+        assert_eq!(Config::from_toml_str(&config.to_toml()), Ok(config));
+        let defaults = Config::defaults();
+        assert_eq!(Config::from_toml_str(&defaults.to_toml()), Ok(defaults));
+    }
+}

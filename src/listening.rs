@@ -1,0 +1,110 @@
+//! The line `bloomgate serve` prints on stdout once it listens, which scripts and tests read for its ports.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+use http::Uri;
+
+const PREFIX: &str = "bloomgate listening on http://";
+const ADMIN: &str = " (admin http://";
+const ORIGIN: &str = "/metrics) -> origin ";
+
+/// Where a started `bloomgate serve` listens, as the one line it prints on stdout:
+/// `bloomgate listening on http://ADDR (admin http://ADMIN/metrics) -> origin URL`.
+///
+/// `load/lib.sh` reads the same line with `sed`, so a change here changes it there too.
+///
+/// # Examples
+/// ```
+/// use bloomgate::listening::ListeningLine;
+///
+/// let line = "bloomgate listening on http://127.0.0.1:8080 (admin http://127.0.0.1:9091/metrics) -> origin http://127.0.0.1:8081/\n";
+/// let listening: ListeningLine = line.parse().unwrap();
+/// assert_eq!(listening.admin_addr, "127.0.0.1:9091".parse().unwrap());
+/// assert_eq!(listening.to_string(), line.trim_end());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListeningLine {
+    /// The public listener.
+    pub addr: SocketAddr,
+    /// The admin listener (metrics, health, purge).
+    pub admin_addr: SocketAddr,
+    /// The origin requests go to.
+    pub origin: Uri,
+}
+
+/// A line that is not a [`ListeningLine`], quoted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "expected \"bloomgate listening on http://ADDR (admin http://ADMIN/metrics) -> origin URL\", got {0:?}"
+)]
+pub struct NotAListeningLine(pub String);
+
+impl fmt::Display for ListeningLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{PREFIX}{}{ADMIN}{}{ORIGIN}{}",
+            self.addr, self.admin_addr, self.origin
+        )
+    }
+}
+
+impl FromStr for ListeningLine {
+    type Err = NotAListeningLine;
+
+    /// Reads the line as printed, with or without its line ending.
+    fn from_str(line: &str) -> Result<Self, Self::Err> {
+        parse(line.trim_end()).ok_or_else(|| NotAListeningLine(line.to_owned()))
+    }
+}
+
+fn parse(line: &str) -> Option<ListeningLine> {
+    let rest = line.strip_prefix(PREFIX)?;
+    let (addr, rest) = rest.split_once(ADMIN)?;
+    let (admin_addr, origin) = rest.split_once(ORIGIN)?;
+    Some(ListeningLine {
+        addr: addr.parse().ok()?,
+        admin_addr: admin_addr.parse().ok()?,
+        origin: origin.parse().ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_printed_line_reads_back_as_the_same_addresses() {
+        let listening = ListeningLine {
+            addr: "[::1]:4000".parse().unwrap(),
+            admin_addr: "127.0.0.1:4001".parse().unwrap(),
+            origin: "http://origin.internal:8081".parse().unwrap(),
+        };
+        let line = format!("{listening}\n");
+        assert_eq!(
+            line,
+            "bloomgate listening on http://[::1]:4000 (admin http://127.0.0.1:4001/metrics) -> origin http://origin.internal:8081/\n"
+        );
+        assert_eq!(line.parse(), Ok(listening));
+    }
+
+    #[test]
+    fn other_lines_are_quoted_in_the_error() {
+        assert_eq!(
+            "origin listening on http://127.0.0.1:8081".parse::<ListeningLine>(),
+            Err(NotAListeningLine(
+                "origin listening on http://127.0.0.1:8081".to_owned()
+            ))
+        );
+        for bad in [
+            "",
+            "bloomgate listening on http://127.0.0.1:4000",
+            "bloomgate listening on http://nowhere (admin http://127.0.0.1:4001/metrics) -> origin http://x/",
+            "bloomgate listening on http://127.0.0.1:4000 (admin http://127.0.0.1:4001/metrics) -> origin ",
+        ] {
+            assert!(bad.parse::<ListeningLine>().is_err(), "{bad:?}");
+        }
+    }
+}
