@@ -62,9 +62,10 @@ impl CacheKey {
         Ok(CacheKey(key))
     }
 
-    /// A key taken as it is written, without the normalisation of [`Self::from_request`] (tests
-    /// use it; PURGE builds its key with `from_request`, like the request it removes).
-    pub fn from_string(key: String) -> CacheKey {
+    /// A key taken as it is written, without the normalisation of [`Self::from_request`]: for
+    /// tests (PURGE builds its key with `from_request`, like the request it removes).
+    #[cfg(test)]
+    pub(crate) fn from_string(key: String) -> CacheKey {
         CacheKey(key)
     }
 

@@ -1,4 +1,5 @@
-//! The caching reverse proxy: the request path of DESIGN.md, its listeners and its admin endpoints.
+//! The caching reverse proxy: the request path (`handler.rs`, one `Exchange` per request), its
+//! listeners and its admin endpoints.
 
 mod admin;
 mod coalesce;
@@ -21,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
-use crate::admission::{Doorkeeper, DoorkeeperConfig};
+use crate::admission::Doorkeeper;
 use crate::cache::Store;
 use crate::config::{AdmissionConfig, Config};
 use crate::telemetry::ScrapeState;
@@ -129,12 +130,8 @@ impl Proxy {
     }
 }
 
-fn doorkeeper_config(admission: &AdmissionConfig) -> DoorkeeperConfig {
-    admission.doorkeeper.clone()
-}
-
 fn new_doorkeeper(admission: &AdmissionConfig) -> Option<Arc<Doorkeeper>> {
     admission
         .enabled
-        .then(|| Arc::new(Doorkeeper::new(doorkeeper_config(admission))))
+        .then(|| Arc::new(Doorkeeper::new(admission.doorkeeper.clone())))
 }

@@ -14,7 +14,7 @@ use std::sync::{Arc, PoisonError};
 
 use metrics::counter;
 
-use super::{Proxy, doorkeeper_config, new_doorkeeper};
+use super::{Proxy, new_doorkeeper};
 use crate::admission::{Doorkeeper, DoorkeeperConfig, DoorkeeperSnapshotError};
 use crate::config::AdmissionConfig;
 use crate::telemetry::FILTER_SNAPSHOTS_TOTAL;
@@ -113,7 +113,7 @@ pub(super) fn restore_or_new(admission: &AdmissionConfig) -> Option<Arc<Doorkeep
     let Some(path) = &admission.snapshot_path else {
         return new_doorkeeper(admission);
     };
-    match load(path, doorkeeper_config(admission)) {
+    match load(path, admission.doorkeeper.clone()) {
         Ok(restored) => {
             let stats = restored.stats();
             tracing::info!(

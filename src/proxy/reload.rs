@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Live, Proxy, doorkeeper_config, new_doorkeeper};
+use super::{Live, Proxy, new_doorkeeper};
 use crate::admission::Doorkeeper;
 use crate::config::{Config, ConfigErrors};
 use crate::proxy::OriginClient;
@@ -131,7 +131,7 @@ fn carry_over(old: Option<&Doorkeeper>, config: &Config) -> Option<Arc<Doorkeepe
     }
     if let Some(old) = old
         && let Ok(restored) =
-            Doorkeeper::restore(doorkeeper_config(&config.admission), &old.snapshot())
+            Doorkeeper::restore(config.admission.doorkeeper.clone(), &old.snapshot())
     {
         return Some(Arc::new(restored));
     }
