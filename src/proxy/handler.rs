@@ -194,8 +194,8 @@ impl Proxy {
                 .as_ref()
                 .filter(|entry: &&Arc<StoredResponse>| entry.usable_on_error(now))
         };
-        let request = exchange.fetch_request(stale.as_deref());
-        let response = match exchange.live.origin.send(request).await {
+        let request = || exchange.fetch_request(stale.as_deref());
+        let response = match exchange.live.origin.send_idempotent(request).await {
             Ok(response) => response,
             Err(error) => {
                 tracing::warn!(%error, key = %exchange.key, "origin request failed");

@@ -187,6 +187,23 @@ impl OriginClient {
         outcome
     }
 
+    /// Sends a request that may safely be sent twice (a cacheable fetch: GET, no body), retrying
+    /// once on a fresh connection when a pooled one turned out to be closed by the origin before
+    /// it answered: the race every keep-alive client has with an origin that closes idle
+    /// connections (nginx retries the same way on a reused upstream connection).
+    pub async fn send_idempotent(
+        &self,
+        request: impl Fn() -> Request<OutgoingBody>,
+    ) -> Result<Response<Incoming>, OriginError> {
+        match self.send(request()).await {
+            Err(OriginError::Protocol { source, .. }) if closed_before_answering(&source) => {
+                tracing::debug!(origin = %self.base, "pooled connection closed by the origin; retrying once");
+                self.send(request()).await
+            }
+            outcome => outcome,
+        }
+    }
+
     /// The connector reports its own timeout as a connect error whose cause is an I/O timeout; a
     /// client should see 504 for it.
     fn connect_failed(&self, source: hyper_util::client::legacy::Error) -> OriginError {
@@ -209,6 +226,18 @@ impl OriginClient {
             source,
         }
     }
+}
+
+/// Whether a request failed because its connection was closed before any response came back.
+fn closed_before_answering(error: &hyper_util::client::legacy::Error) -> bool {
+    let mut cause = std::error::Error::source(error);
+    while let Some(inner) = cause {
+        if let Some(hyper) = inner.downcast_ref::<hyper::Error>() {
+            return hyper.is_incomplete_message() || hyper.is_canceled();
+        }
+        cause = inner.source();
+    }
+    false
 }
 
 fn status_class(status: StatusCode) -> &'static str {
