@@ -15,8 +15,9 @@ where
         return Some(first.clone());
     };
     let mut joined = Vec::with_capacity(first.len() + second.len() + 2);
-    for line in [first, second].into_iter().chain(lines) {
-        if !joined.is_empty() {
+    for (index, line) in [first, second].into_iter().chain(lines).enumerate() {
+        // An empty line still counts: "" and "x" join as ", x", not "x".
+        if index > 0 {
             joined.extend_from_slice(b", ");
         }
         joined.extend_from_slice(line.as_bytes());
@@ -46,6 +47,19 @@ mod tests {
             Some(&b"identity, gzip"[..])
         );
         assert_eq!(combined(&headers, "x-absent"), None);
+    }
+
+    #[test]
+    fn an_empty_first_line_is_kept() {
+        let mut headers = HeaderMap::new();
+        headers.append("user-agent", HeaderValue::from_static(""));
+        headers.append("user-agent", HeaderValue::from_static("victim/1.0"));
+        assert_eq!(
+            combined(&headers, "user-agent")
+                .as_ref()
+                .map(HeaderValue::as_bytes),
+            Some(&b", victim/1.0"[..])
+        );
     }
 
     #[test]

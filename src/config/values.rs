@@ -83,7 +83,8 @@ pub fn names(value: &Value) -> Result<Vec<String>, String> {
 }
 
 /// Client-sent fields the proxy removes unless `origin.trusted_forwarding_headers` lists them: the
-/// forwarding family, and the method overrides. None is in the cache key, and an origin that reflects
+/// forwarding family, the client-address and scheme fields that web frameworks and CDNs trust, and
+/// the method overrides. None is in the cache key, and an origin that reflects
 /// one into a response (or, for an override, runs another method) would let one client poison the
 /// cache for everyone.
 pub const FORWARDING_HEADERS: &[&str] = &[
@@ -99,6 +100,17 @@ pub const FORWARDING_HEADERS: &[&str] = &[
     "x-original-url",
     "x-rewrite-url",
     "x-real-ip",
+    "x-client-ip",
+    "client-ip",
+    "true-client-ip",
+    "cf-connecting-ip",
+    "fastly-client-ip",
+    "x-cluster-client-ip",
+    "x-forwarded",
+    "forwarded-for",
+    "x-forwarded-ssl",
+    "x-url-scheme",
+    "front-end-https",
     "x-http-method-override",
     "x-http-method",
     "x-method-override",

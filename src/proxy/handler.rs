@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap};
 use http::{Method, Request, Response, StatusCode, response};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use hyper::body::{Body, Incoming};
 use metrics::{counter, histogram};
 
 use super::coalesce::{self, Flight, FlightOutcome, Role, SharedResponse};
@@ -342,6 +342,12 @@ impl Proxy {
         };
         let content_length = storable.content_length;
         let capture = self.capture(&exchange, &head, storable, decision, flight);
+        if incoming.is_end_stream() {
+            // An empty body: hyper never polls a body it knows to be empty, so complete it here.
+            capture.complete_with(Bytes::new());
+            let body = OriginStream::new(incoming, idle_timeout, None);
+            return (self.client_response(&exchange, head, body, false), status);
+        }
         if content_length.is_none() && decision == Decision::Admitted {
             // A body of unknown length is read up to the largest object before the head goes out,
             // so that `stored` in Cache-Status is true when sent.
