@@ -19,7 +19,16 @@ use tokio::net::TcpStream;
 /// Sends raw bytes on a new connection and parses what comes back (until the proxy closes, or
 /// nothing more arrives for half a second).
 async fn raw_responses(addr: SocketAddr, request: &[u8]) -> Result<Vec<WireResponse>, String> {
-    let bytes = raw_exchange_bytes(addr, request, Duration::from_millis(500)).await;
+    raw_responses_within(addr, request, Duration::from_millis(500)).await
+}
+
+/// Like [`raw_responses`], waiting up to `wait` for each read.
+async fn raw_responses_within(
+    addr: SocketAddr,
+    request: &[u8],
+    wait: Duration,
+) -> Result<Vec<WireResponse>, String> {
+    let bytes = raw_exchange_bytes(addr, request, wait).await;
     if bytes.is_empty() {
         return Err("no response at all (connection closed or silent)".to_string());
     }
@@ -197,10 +206,7 @@ async fn a_host_with_a_path_in_it_is_refused_and_plants_nothing() {
     let attacker = raw_status(proxy.addr, attack).await;
     let origin_contacted = origin.count("/x");
     let victim = Client::new()
-        .get_with(
-            &proxy.url("/some/prefix/x"),
-            &[("host", "victim.example")],
-        )
+        .get_with(&proxy.url("/some/prefix/x"), &[("host", "victim.example")])
         .await;
     assert_eq!(
         victim.text(),
@@ -228,15 +234,42 @@ async fn host_values_that_are_not_host_and_port_are_refused() {
     // contains more than one Host header field line or a Host header field with an invalid field
     // value." RFC 9110 section 4.2.4: userinfo in an http URI is an error.
     let refused: &[(&str, &str)] = &[
-        ("query", "GET /host/check HTTP/1.1\r\nHost: victim.example?x=1\r\n"),
-        ("fragment", "GET /host/check HTTP/1.1\r\nHost: victim.example#frag\r\n"),
-        ("userinfo", "GET /host/check HTTP/1.1\r\nHost: user@victim.example\r\n"),
-        ("space inside", "GET /host/check HTTP/1.1\r\nHost: victim .example\r\n"),
-        ("tab inside", "GET /host/check HTTP/1.1\r\nHost: victim\t.example\r\n"),
-        ("control", "GET /host/check HTTP/1.1\r\nHost: victim\x01.example\r\n"),
-        ("delete", "GET /host/check HTTP/1.1\r\nHost: victim.example\x7f\r\n"),
-        ("slash", "GET /host/check HTTP/1.1\r\nHost: victim.example/\r\n"),
-        ("list", "GET /host/check HTTP/1.1\r\nHost: a.example, b.example\r\n"),
+        (
+            "query",
+            "GET /host/check HTTP/1.1\r\nHost: victim.example?x=1\r\n",
+        ),
+        (
+            "fragment",
+            "GET /host/check HTTP/1.1\r\nHost: victim.example#frag\r\n",
+        ),
+        (
+            "userinfo",
+            "GET /host/check HTTP/1.1\r\nHost: user@victim.example\r\n",
+        ),
+        (
+            "space inside",
+            "GET /host/check HTTP/1.1\r\nHost: victim .example\r\n",
+        ),
+        (
+            "tab inside",
+            "GET /host/check HTTP/1.1\r\nHost: victim\t.example\r\n",
+        ),
+        (
+            "control",
+            "GET /host/check HTTP/1.1\r\nHost: victim\x01.example\r\n",
+        ),
+        (
+            "delete",
+            "GET /host/check HTTP/1.1\r\nHost: victim.example\x7f\r\n",
+        ),
+        (
+            "slash",
+            "GET /host/check HTTP/1.1\r\nHost: victim.example/\r\n",
+        ),
+        (
+            "list",
+            "GET /host/check HTTP/1.1\r\nHost: a.example, b.example\r\n",
+        ),
         (
             "two lines, different",
             "GET /host/check HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n",
@@ -271,7 +304,8 @@ async fn host_values_that_are_not_host_and_port_are_refused() {
     let accepted = ["Example.COM:8080", "[::1]:80", "127.0.0.1", "a.example"];
     for host in accepted {
         let before = origin.count("/host/check");
-        let request = format!("GET /host/check HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        let request =
+            format!("GET /host/check HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
         let status = raw_status(proxy.addr, request.as_bytes()).await;
         if status != Ok(200) || origin.count("/host/check") != before + 1 {
             failures.push(format!("valid Host {host:?} got {status:?}"));
@@ -297,6 +331,26 @@ async fn host_values_that_are_not_host_and_port_are_refused() {
     if !h2.is_refusal() || reached != 0 {
         failures.push(format!(
             "h2 :authority with a path got {h2:?}, origin received {reached} request(s)"
+        ));
+    }
+    // RFC 9113 section 8.3.1: `:authority` MUST NOT include userinfo for http URIs.
+    let before = origin.all_received().len();
+    let h2 = h2_exchange(
+        proxy.addr,
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/host/check"),
+            (":authority", "user@victim.example"),
+        ],
+        None,
+        Duration::from_secs(2),
+    )
+    .await;
+    let reached = origin.all_received().len() - before;
+    if !h2.is_refusal() || reached != 0 {
+        failures.push(format!(
+            "h2 :authority with userinfo got {h2:?}, origin received {reached} request(s)"
         ));
     }
 
@@ -352,6 +406,50 @@ async fn repeated_lines_of_any_vary_header_cannot_poison_a_variant() {
     vary_poisoning_attempt("x-lang", "en", "fr").await;
 }
 
+/// Today: a request that joins a fetch in flight gets the leader's response when the first line
+/// of each Vary header matches: the same first-line comparison as for stored variants, on the
+/// coalescing path, so the poisoning works even with admission on and nothing stored.
+#[tokio::test]
+async fn a_request_joining_a_fetch_in_flight_gets_only_a_response_for_its_own_vary_values() {
+    let origin = Origin::start();
+    let path = "/vary/coalesced";
+    origin.set(
+        path,
+        Reply::echo("accept-encoding")
+            .header("cache-control", "max-age=60")
+            .header("vary", "accept-encoding")
+            .delay(Duration::from_millis(500)),
+    );
+    // Admission on: the first response is not stored, so only coalescing can share it.
+    let proxy = ProxyConfig::new(&origin.url()).start();
+    let addr = proxy.addr;
+    let attacker = tokio::spawn(async move {
+        let attack = format!(
+            "GET {path} HTTP/1.1\r\nHost: v.example\r\nAccept-Encoding: identity\r\n\
+             Accept-Encoding: gzip\r\nConnection: close\r\n\r\n"
+        );
+        // Reads patiently: a client that leaves cancels the fetch its followers wait for.
+        raw_responses_within(addr, attack.as_bytes(), Duration::from_secs(3)).await
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let victim = Client::new()
+        .get_with(
+            &proxy.url(path),
+            &[("host", "v.example"), ("accept-encoding", "identity")],
+        )
+        .await;
+    let attacker = attacker.await.expect("attacker task");
+    // RFC 9111 section 4.1: a response is reused only for a request whose Vary fields match, each
+    // field's lines combined (RFC 9110 section 5.3).
+    assert_eq!(
+        victim.text(),
+        "identity",
+        "a client sending only `accept-encoding: identity` got the response fetched for \
+         `identity, gzip` ({}); the attacker got {attacker:?}",
+        victim.cache_status()
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 4. A response framed both ways.
 // ---------------------------------------------------------------------------------------------
@@ -398,7 +496,11 @@ async fn a_response_with_both_content_length_and_chunked_is_never_served_as_4_by
             "{attempt} request: the ambiguous response was stored and served: {cache_status}"
         );
     }
-    assert_eq!(origin.count("/framing/both"), 2, "each request goes to the origin");
+    assert_eq!(
+        origin.count("/framing/both"),
+        2,
+        "each request goes to the origin"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -541,9 +643,9 @@ async fn silent_connections_cannot_hold_every_connection_slot() {
     for _ in 0..50 {
         silent.push(TcpStream::connect(proxy.addr).await.expect("connect"));
     }
-    let closings = silent.into_iter().map(|mut stream| async move {
-        closed_within(&mut stream, Duration::from_secs(4)).await
-    });
+    let closings = silent
+        .into_iter()
+        .map(|mut stream| async move { closed_within(&mut stream, Duration::from_secs(4)).await });
     let closed = futures_join_all(closings).await;
     let still_open = closed.iter().filter(|c| c.is_none()).count();
     assert_eq!(
@@ -632,7 +734,9 @@ async fn client_forwarding_headers_are_replaced_or_dropped() {
     }
     for (name, value) in CLIENT_FORWARDING {
         if let Some(got) = request.combined(name).filter(|got| got.contains(value)) {
-            failures.push(format!("{name}: the client's value reached the origin: {got:?}"));
+            failures.push(format!(
+                "{name}: the client's value reached the origin: {got:?}"
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -664,7 +768,9 @@ async fn a_trusted_forwarding_header_passes_unchanged_and_only_it() {
     }
     for (name, value) in &CLIENT_FORWARDING[1..] {
         if let Some(got) = request.combined(name).filter(|got| got.contains(value)) {
-            failures.push(format!("{name}: the client's value reached the origin: {got:?}"));
+            failures.push(format!(
+                "{name}: the client's value reached the origin: {got:?}"
+            ));
         }
     }
     let proto = request.combined("x-forwarded-proto");

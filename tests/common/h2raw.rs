@@ -85,7 +85,12 @@ impl H2Conn {
     }
 
     /// Sends a HEADERS frame with this field block (fields in order, pseudo-fields included).
-    pub async fn send_headers(&mut self, stream_id: u32, fields: &[(&str, &str)], end_stream: bool) {
+    pub async fn send_headers(
+        &mut self,
+        stream_id: u32,
+        fields: &[(&str, &str)],
+        end_stream: bool,
+    ) {
         let block = encode_fields(fields);
         let flags = END_HEADERS | if end_stream { END_STREAM } else { 0 };
         let _ = self
@@ -120,7 +125,10 @@ impl H2Conn {
                         payload,
                     };
                     if frame.kind == SETTINGS && frame.flags & ACK == 0 {
-                        let _ = self.stream.write_all(&self::frame(SETTINGS, ACK, 0, &[])).await;
+                        let _ = self
+                            .stream
+                            .write_all(&self::frame(SETTINGS, ACK, 0, &[]))
+                            .await;
                     }
                     if frame.kind == PING && frame.flags & ACK == 0 {
                         let _ = self
@@ -175,10 +183,9 @@ impl H2Conn {
                         .payload
                         .get(4..8)
                         .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-                    let last = frame
-                        .payload
-                        .get(..4)
-                        .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & 0x7fff_ffff);
+                    let last = frame.payload.get(..4).map_or(0, |b| {
+                        u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & 0x7fff_ffff
+                    });
                     // A graceful GOAWAY that still covers the stream lets it finish.
                     if code != 0 || last < stream_id {
                         return H2Outcome::GoAway(code);

@@ -302,11 +302,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
 
 async fn serve_connection(stream: TcpStream, state: Arc<State>) {
     let raw = Arc::new(Mutex::new(Vec::new()));
-    state
-        .raw
-        .lock()
-        .expect("raw")
-        .push(Arc::clone(&raw));
+    state.raw.lock().expect("raw").push(Arc::clone(&raw));
     let mut connection = Connection {
         stream,
         buffer: Vec::new(),

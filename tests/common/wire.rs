@@ -75,13 +75,17 @@ fn parse_request(raw: &[u8]) -> Result<(WireRequest, usize), String> {
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err(format!("request line {start_line:?} is not `method SP target SP version`"));
+        return Err(format!(
+            "request line {start_line:?} is not `method SP target SP version`"
+        ));
     };
     if method.is_empty() || !method.bytes().all(is_tchar) {
         return Err(format!("method {method:?} is not a token"));
     }
     if target.is_empty() || target.bytes().any(|b| b <= b' ' || b == 0x7f) {
-        return Err(format!("target {target:?} is empty or has a space or control"));
+        return Err(format!(
+            "target {target:?} is empty or has a space or control"
+        ));
     }
     if version != "HTTP/1.1" {
         return Err(format!("version {version:?} is not HTTP/1.1"));
@@ -109,10 +113,10 @@ fn parse_head(raw: &[u8]) -> Result<(String, Vec<(String, String)>, usize), Stri
             raw.len()
         ));
     };
-    let head = &raw[..end];
-    let mut lines = head.split(|&b| b == b'\n');
+    // Every line of the head, each with its CRLF.
+    let head = &raw[..end + 2];
     let mut texts = Vec::new();
-    for line in &mut lines {
+    for line in head[..head.len() - 1].split(|&b| b == b'\n') {
         let Some(line) = line.strip_suffix(b"\r") else {
             return Err("a line ends in a bare LF".to_string());
         };
@@ -144,10 +148,7 @@ fn parse_head(raw: &[u8]) -> Result<(String, Vec<(String, String)>, usize), Stri
             ));
         }
         let value = &line[colon + 1..];
-        if value
-            .iter()
-            .any(|&b| (b < b' ' && b != b'\t') || b == 0x7f)
-        {
+        if value.iter().any(|&b| (b < b' ' && b != b'\t') || b == 0x7f) {
             return Err(format!(
                 "control character in the value of {:?}",
                 String::from_utf8_lossy(name)
@@ -281,10 +282,11 @@ pub fn parse_responses(raw: &[u8], head_request: bool) -> Result<Vec<WireRespons
     let mut responses = Vec::new();
     let mut rest = raw;
     while !rest.is_empty() {
-        let (start_line, fields, head_len) = parse_head(rest)
-            .map_err(|e| format!("response {}: {e}", responses.len()))?;
+        let (start_line, fields, head_len) =
+            parse_head(rest).map_err(|e| format!("response {}: {e}", responses.len()))?;
         let status: u16 = start_line
             .strip_prefix("HTTP/1.1 ")
+            .or_else(|| start_line.strip_prefix("HTTP/1.0 "))
             .and_then(|s| s.get(..3))
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| format!("status line {start_line:?}"))?;
