@@ -60,6 +60,8 @@ struct Case {
     connection_named: &'static [&'static str],
     /// A further check of the forwarded request.
     extra: Option<fn(&WireRequest) -> Result<(), String>>,
+    /// The version of the protocol the client spoke, as Via names it ("1.1", "1.0", "2").
+    protocol: &'static str,
 }
 
 impl Case {
@@ -75,7 +77,13 @@ impl Case {
             body_rule: BodyRule::Optional,
             connection_named: &[],
             extra: None,
+            protocol: "1.1",
         }
+    }
+
+    fn protocol(mut self, version: &'static str) -> Case {
+        self.protocol = version;
+        self
     }
 
     fn method(mut self, method: &'static str) -> Case {
@@ -198,10 +206,16 @@ fn check_forwarded(case: &Case, request: &WireRequest) -> Vec<String> {
     {
         problems.push(format!("Transfer-Encoding {te:?} forwarded"));
     }
-    // RFC 9110 section 7.6.3: a proxy adds its Via entry.
+    // RFC 9110 section 7.6.3: a proxy adds its Via entry, naming the protocol it received the
+    // request with; "1.1 bloomgate" whatever the client spoke is accepted too.
     let via = request.combined("via").unwrap_or_default();
-    if via.rsplit(',').next().map(str::trim) != Some("1.1 bloomgate") {
-        problems.push(format!("Via {via:?} does not end with \"1.1 bloomgate\""));
+    let last = via.rsplit(',').next().map_or("", str::trim);
+    let received = last.strip_prefix("HTTP/").unwrap_or(last);
+    if received != format!("{} bloomgate", case.protocol) && received != "1.1 bloomgate" {
+        problems.push(format!(
+            "Via {via:?} does not end with \"{} bloomgate\" (or \"1.1 bloomgate\")",
+            case.protocol
+        ));
     }
     let xff = request.combined("x-forwarded-for").unwrap_or_default();
     if xff.rsplit(',').next().map(str::trim) != Some("127.0.0.1") {
@@ -780,7 +794,8 @@ fn h1_cases() -> Vec<(Case, Vec<u8>)> {
                 MayRefuse,
                 "/c/http10-body",
             )
-            .body(b"hello", Optional),
+            .body(b"hello", Optional)
+            .protocol("1.0"),
             h1(
                 "GET /c/http10-body HTTP/1.0\r\nHost: c.example\r\nContent-Length: 5",
                 b"hello",
@@ -843,6 +858,7 @@ struct H2Case {
 }
 
 fn h2_case(case: Case, extra_fields: &[(&'static str, &'static str)]) -> H2Case {
+    let case = case.protocol("2");
     let mut fields = vec![
         (":method", case.method),
         (":scheme", "http"),

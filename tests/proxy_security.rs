@@ -333,6 +333,27 @@ async fn host_values_that_are_not_host_and_port_are_refused() {
             "h2 :authority with a path got {h2:?}, origin received {reached} request(s)"
         ));
     }
+    // RFC 9113 section 8.3.1: without `:authority`, Host names the target, with the same rules.
+    let before = origin.all_received().len();
+    let h2 = h2_exchange(
+        proxy.addr,
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/host/check"),
+            ("host", "victim.example/some/prefix"),
+        ],
+        None,
+        Duration::from_secs(2),
+    )
+    .await;
+    let reached = origin.all_received().len() - before;
+    if !h2.is_refusal() || reached != 0 {
+        failures.push(format!(
+            "h2 without :authority, host with a path, got {h2:?}, origin received {reached} \
+             request(s)"
+        ));
+    }
     // RFC 9113 section 8.3.1: `:authority` MUST NOT include userinfo for http URIs.
     let before = origin.all_received().len();
     let h2 = h2_exchange(
@@ -406,6 +427,45 @@ async fn repeated_lines_of_any_vary_header_cannot_poison_a_variant() {
     vary_poisoning_attempt("x-lang", "en", "fr").await;
 }
 
+/// An origin that reads the first line of a repeated header (Go's `Header.Get`; Node for
+/// User-Agent) answers a request with an empty first line as if the header were empty; the
+/// variant must then be stored for what that request sent, never for the second line alone.
+///
+/// Today: passes (the variant is keyed by the first line, the empty one). Guards the fix that
+/// combines repeated lines: joining must keep an empty first line (RFC 9110 section 5.3 combines
+/// `""` and `"x"` into `", x"`, not `"x"`), or the attacker's answer for "no User-Agent" is
+/// stored as the variant of the victim's User-Agent.
+#[tokio::test]
+async fn an_empty_first_header_line_cannot_make_a_variant_answer_for_another_value() {
+    let origin = Origin::start();
+    let path = "/vary/empty-first-line";
+    origin.set(
+        path,
+        Reply::echo_first("user-agent")
+            .header("cache-control", "max-age=60")
+            .header("vary", "user-agent"),
+    );
+    let proxy = ProxyConfig::new(&origin.url()).admission(false).start();
+    let attack = format!(
+        "GET {path} HTTP/1.1\r\nHost: v.example\r\nUser-Agent: \r\n\
+         User-Agent: victim-agent/1.0\r\nConnection: close\r\n\r\n"
+    );
+    let attacker = raw_responses(proxy.addr, attack.as_bytes()).await;
+    let victim = Client::new()
+        .get_with(
+            &proxy.url(path),
+            &[("host", "v.example"), ("user-agent", "victim-agent/1.0")],
+        )
+        .await;
+    assert_eq!(
+        victim.text(),
+        "victim-agent/1.0",
+        "the victim got the answer the origin gave for an empty User-Agent ({}); the attacker \
+         got {attacker:?}",
+        victim.cache_status()
+    );
+}
+
 /// Today: a request that joins a fetch in flight gets the leader's response when the first line
 /// of each Vary header matches: the same first-line comparison as for stored variants, on the
 /// coalescing path, so the poisoning works even with admission on and nothing stored.
@@ -450,6 +510,33 @@ async fn a_request_joining_a_fetch_in_flight_gets_only_a_response_for_its_own_va
     );
 }
 
+/// Not an attack, found while writing these tests: a storable response with an empty body framed
+/// by `Content-Length: 0` is announced `Cache-Status: ...; stored` but never stored, so every
+/// request for it goes to the origin (the capture completes only on a data frame or on the end of
+/// a body hyper never polls). The same empty body sent chunked is stored.
+///
+/// Today: fails (three requests, three origin fetches, each saying `stored`).
+#[tokio::test]
+async fn an_empty_response_said_to_be_stored_is_served_from_the_cache() {
+    let origin = Origin::start();
+    origin.set(
+        "/empty/length",
+        Reply::ok("").header("cache-control", "max-age=60"),
+    );
+    let proxy = ProxyConfig::new(&origin.url()).admission(false).start();
+    let client = Client::new();
+    let first = client.get(&proxy.url("/empty/length")).await;
+    let second = client.get(&proxy.url("/empty/length")).await;
+    // RFC 9211 section 2.6: `stored` means the response was stored.
+    assert!(
+        !first.is_stored() || second.is_hit(),
+        "the first response said {:?}, the second {:?}; the origin was asked {} times",
+        first.cache_status(),
+        second.cache_status(),
+        origin.count("/empty/length")
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 4. A response framed both ways.
 // ---------------------------------------------------------------------------------------------
@@ -461,8 +548,9 @@ async fn a_request_joining_a_fetch_in_flight_gets_only_a_response_for_its_own_va
 async fn a_response_with_both_content_length_and_chunked_is_never_served_as_4_bytes() {
     let origin = Origin::start();
     let body: Vec<u8> = (0..96u8).map(|i| b'a' + i % 26).collect();
+    // The origin closes after it (and says so, so that no request waits on the connection).
     let mut raw = b"HTTP/1.1 200 OK\r\ncache-control: max-age=60\r\ncontent-length: 4\r\n\
-                    transfer-encoding: chunked\r\n\r\n60\r\n"
+                    transfer-encoding: chunked\r\nconnection: close\r\n\r\n60\r\n"
         .to_vec();
     raw.extend_from_slice(&body);
     raw.extend_from_slice(b"\r\n0\r\n\r\n");
@@ -740,6 +828,56 @@ async fn client_forwarding_headers_are_replaced_or_dropped() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Fields beyond the X-Forwarded family that common frameworks and libraries read for the client
+/// address or the scheme: Node's request-ip (x-client-ip first, then cf-connecting-ip,
+/// fastly-client-ip, true-client-ip, x-cluster-client-ip, x-forwarded, forwarded-for), Rack
+/// (x-forwarded-ssl, x-forwarded-scheme, x-url-scheme), IIS/OWA (front-end-https).
+const CLIENT_ADDRESS_AND_SCHEME: &[(&str, &str)] = &[
+    ("x-client-ip", "203.0.113.21"),
+    ("true-client-ip", "203.0.113.22"),
+    ("cf-connecting-ip", "203.0.113.23"),
+    ("fastly-client-ip", "203.0.113.24"),
+    ("x-cluster-client-ip", "203.0.113.25"),
+    ("x-forwarded", "for=203.0.113.26"),
+    ("forwarded-for", "203.0.113.27"),
+    ("client-ip", "203.0.113.28"),
+    ("x-forwarded-ssl", "on"),
+    ("x-forwarded-scheme", "https"),
+    ("x-url-scheme", "https"),
+    ("front-end-https", "on"),
+];
+
+/// Today: every one of these passes untouched, so dropping X-Forwarded-Host and setting
+/// X-Forwarded-For and X-Forwarded-Proto is not enough: an Express app using request-ip reads
+/// the client's `X-Client-IP` before X-Forwarded-For, and Rack believes `X-Forwarded-Ssl: on`.
+#[tokio::test]
+async fn client_address_and_scheme_headers_that_frameworks_trust_are_dropped() {
+    let origin = Origin::start();
+    origin.set("/forwarding/more", Reply::ok("ok"));
+    let proxy = ProxyConfig::new(&origin.url()).start();
+    let mut request = "GET /forwarding/more HTTP/1.1\r\nHost: f.example\r\n".to_string();
+    for (name, value) in CLIENT_ADDRESS_AND_SCHEME {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("Connection: close\r\n\r\n");
+    assert_eq!(raw_status(proxy.addr, request.as_bytes()).await, Ok(200));
+    let received = origin.received("/forwarding/more");
+    let forwarded = received.first().expect("the origin got the request");
+    let passed: Vec<String> = CLIENT_ADDRESS_AND_SCHEME
+        .iter()
+        .filter_map(|(name, value)| {
+            forwarded
+                .combined(name)
+                .filter(|got| got.contains(value))
+                .map(|got| format!("{name}: {got}"))
+        })
+        .collect();
+    assert!(
+        passed.is_empty(),
+        "client-sent address or scheme fields reached the origin: {passed:?}"
+    );
 }
 
 /// Today: `origin.trusted_forwarding_headers` does not exist, so the proxy refuses to start with

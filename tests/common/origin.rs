@@ -40,6 +40,9 @@ pub struct Reply {
     pub chunked: bool,
     /// The body is the request's lines of this header, joined with ", " (`(none)` without one).
     pub echo: Option<String>,
+    /// With `echo`: the body is the first line's value only, as Go's `Header.Get` and Node (for
+    /// User-Agent and other singleton fields) read a repeated header.
+    pub echo_first: bool,
     /// Sent verbatim as the whole response, whatever its framing; then the connection closes.
     pub raw: Option<Vec<u8>>,
 }
@@ -55,6 +58,7 @@ impl Reply {
             answers_304: false,
             chunked: false,
             echo: None,
+            echo_first: false,
             raw: None,
         }
     }
@@ -64,6 +68,14 @@ impl Reply {
     pub fn echo(name: &str) -> Reply {
         let mut reply = Reply::ok("");
         reply.echo = Some(name.to_ascii_lowercase());
+        reply
+    }
+
+    /// A reply whose body is the value of the request's first `name` line (`(none)` without
+    /// one, `(empty)` when it is empty): an origin that reads a repeated header as Go's `Header.Get` does.
+    pub fn echo_first(name: &str) -> Reply {
+        let mut reply = Reply::echo(name);
+        reply.echo_first = true;
         reply
     }
 
@@ -329,10 +341,11 @@ async fn serve_connection(stream: TcpStream, state: Arc<State>) {
                 .filter(|(n, _)| *n == name)
                 .map(|(_, v)| v.as_str())
                 .collect();
-            reply.body = if values.is_empty() {
-                b"(none)".to_vec()
-            } else {
-                values.join(", ").into_bytes()
+            reply.body = match values.first() {
+                None => b"(none)".to_vec(),
+                Some(first) if reply.echo_first && first.is_empty() => b"(empty)".to_vec(),
+                Some(first) if reply.echo_first => first.as_bytes().to_vec(),
+                Some(_) => values.join(", ").into_bytes(),
             };
         }
         let close = request
