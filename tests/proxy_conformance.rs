@@ -42,6 +42,9 @@ enum BodyRule {
     Optional,
 }
 
+/// A case's own check of the forwarded request: the problem, if any.
+type ExtraCheck = fn(&WireRequest) -> Result<(), String>;
+
 /// One odd request and what a conforming proxy makes of it.
 struct Case {
     name: &'static str,
@@ -59,7 +62,7 @@ struct Case {
     /// Fields the client's Connection header names: they must not be forwarded.
     connection_named: &'static [&'static str],
     /// A further check of the forwarded request.
-    extra: Option<fn(&WireRequest) -> Result<(), String>>,
+    extra: Option<ExtraCheck>,
     /// The version of the protocol the client spoke, as Via names it ("1.1", "1.0", "2").
     protocol: &'static str,
 }
@@ -107,7 +110,7 @@ impl Case {
         self
     }
 
-    fn extra(mut self, check: fn(&WireRequest) -> Result<(), String>) -> Case {
+    fn extra(mut self, check: ExtraCheck) -> Case {
         self.extra = Some(check);
         self
     }
@@ -294,13 +297,18 @@ fn judge(case: &Case, answer: Answer, origin: &Origin, before: usize) -> Option<
         // Refused by the proxy itself.
         match status {
             // 4xx, or 501 for a method the proxy does not implement (RFC 9110 section 15.6.2).
-            Some(status) if (400..500).contains(&status) || status == 501 => {
-                if case.verdict == Verdict::MustForward {
-                    problems.push(format!("refused with {status}, but a conforming proxy forwards it"));
-                }
+            Some(status)
+                if ((400..500).contains(&status) || status == 501)
+                    && case.verdict == Verdict::MustForward =>
+            {
+                problems.push(format!(
+                    "refused with {status}, but a conforming proxy forwards it"
+                ));
             }
+            Some(status) if (400..500).contains(&status) || status == 501 => {}
             Some(status) => problems.push(format!(
-                "answered {status} without contacting the origin (expected a 4xx refusal or a forward)"
+                "answered {status} without contacting the origin (expected a 4xx refusal or a \
+                 forward)"
             )),
             None => {}
         }
@@ -415,7 +423,8 @@ fn h1_cases() -> Vec<(Case, Vec<u8>)> {
             )
             .body(b"hello", Optional),
             h1(
-                "GET /c/dup-cl-get HTTP/1.1\r\nHost: c.example\r\nContent-Length: 5\r\nContent-Length: 5",
+                "GET /c/dup-cl-get HTTP/1.1\r\nHost: c.example\r\nContent-Length: 5\r\n\
+                Content-Length: 5",
                 b"hello",
             ),
         ),
@@ -429,7 +438,8 @@ fn h1_cases() -> Vec<(Case, Vec<u8>)> {
             .method("POST")
             .body(b"hello", Required),
             h1(
-                "POST /c/dup-cl-post HTTP/1.1\r\nHost: c.example\r\nContent-Length: 5\r\nContent-Length: 5",
+                "POST /c/dup-cl-post HTTP/1.1\r\nHost: c.example\r\nContent-Length: 5\r\n\
+                Content-Length: 5",
                 b"hello",
             ),
         ),
@@ -455,7 +465,8 @@ fn h1_cases() -> Vec<(Case, Vec<u8>)> {
                 "/c/cl-conflict-get",
             ),
             h1(
-                "GET /c/cl-conflict-get HTTP/1.1\r\nHost: c.example\r\nContent-Length: 5\r\nContent-Length: 6",
+                "GET /c/cl-conflict-get HTTP/1.1\r\nHost: c.example\r\nContent-Length: 5\r\n\
+                Content-Length: 6",
                 b"hello!",
             ),
         ),
@@ -468,7 +479,8 @@ fn h1_cases() -> Vec<(Case, Vec<u8>)> {
             )
             .method("POST"),
             h1(
-                "POST /c/cl-conflict-post HTTP/1.1\r\nHost: c.example\r\nContent-Length: 5\r\nContent-Length: 6",
+                "POST /c/cl-conflict-post HTTP/1.1\r\nHost: c.example\r\nContent-Length: 5\r\n\
+                Content-Length: 6",
                 b"hello!",
             ),
         ),
@@ -494,7 +506,8 @@ fn h1_cases() -> Vec<(Case, Vec<u8>)> {
             )
             .body(b"hello", Optional),
             h1(
-                "GET /c/cl-te-get HTTP/1.1\r\nHost: c.example\r\nContent-Length: 5\r\nTransfer-Encoding: chunked",
+                "GET /c/cl-te-get HTTP/1.1\r\nHost: c.example\r\nContent-Length: 5\r\n\
+                Transfer-Encoding: chunked",
                 b"5\r\nhello\r\n0\r\n\r\n",
             ),
         ),
@@ -508,7 +521,8 @@ fn h1_cases() -> Vec<(Case, Vec<u8>)> {
             .method("POST")
             .body(b"hello", Required),
             h1(
-                "POST /c/cl-te-post HTTP/1.1\r\nHost: c.example\r\nContent-Length: 3\r\nTransfer-Encoding: chunked",
+                "POST /c/cl-te-post HTTP/1.1\r\nHost: c.example\r\nContent-Length: 3\r\n\
+                Transfer-Encoding: chunked",
                 b"5\r\nhello\r\n0\r\n\r\n",
             ),
         ),
@@ -700,7 +714,8 @@ fn h1_cases() -> Vec<(Case, Vec<u8>)> {
             )
             .body(b"hello", Optional),
             h1(
-                "GET /c/expect HTTP/1.1\r\nHost: c.example\r\nExpect: 100-continue\r\nContent-Length: 5",
+                "GET /c/expect HTTP/1.1\r\nHost: c.example\r\nExpect: 100-continue\r\n\
+                Content-Length: 5",
                 b"hello",
             ),
         ),
@@ -713,7 +728,8 @@ fn h1_cases() -> Vec<(Case, Vec<u8>)> {
             )
             .connection_named(&["x-secret"]),
             h1(
-                "GET /c/connection-named HTTP/1.1\r\nHost: c.example\r\nConnection: close, X-Secret\r\nX-Secret: 1",
+                "GET /c/connection-named HTTP/1.1\r\nHost: c.example\r\n\
+                Connection: close, X-Secret\r\nX-Secret: 1",
                 b"",
             ),
         ),
@@ -725,7 +741,9 @@ fn h1_cases() -> Vec<(Case, Vec<u8>)> {
                 "/c/upgrade",
             ),
             h1(
-                "GET /c/upgrade HTTP/1.1\r\nHost: c.example\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+                "GET /c/upgrade HTTP/1.1\r\nHost: c.example\r\nConnection: Upgrade\r\n\
+                Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+                Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
                 b"",
             ),
         ),
@@ -755,7 +773,9 @@ fn h1_cases() -> Vec<(Case, Vec<u8>)> {
                 "/c/hop-by-hop",
             ),
             h1(
-                "GET /c/hop-by-hop HTTP/1.1\r\nHost: c.example\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nTE: trailers\r\nTrailer: X-Checksum\r\nProxy-Authorization: Basic c2VjcmV0",
+                "GET /c/hop-by-hop HTTP/1.1\r\nHost: c.example\r\nKeep-Alive: timeout=5\r\n\
+                Proxy-Connection: keep-alive\r\nTE: trailers\r\nTrailer: X-Checksum\r\n\
+                Proxy-Authorization: Basic c2VjcmV0",
                 b"",
             ),
         ),
@@ -767,7 +787,9 @@ fn h1_cases() -> Vec<(Case, Vec<u8>)> {
                 "/c/conditionals",
             ),
             h1(
-                "GET /c/conditionals HTTP/1.1\r\nHost: c.example\r\nIf-None-Match: \"v1\"\r\nIf-Modified-Since: Sun, 01 Jan 2023 00:00:00 GMT\r\nIf-Match: \"v1\"\r\nIf-Unmodified-Since: Sun, 01 Jan 2023 00:00:00 GMT\r\nIf-Range: \"v1\"",
+                "GET /c/conditionals HTTP/1.1\r\nHost: c.example\r\nIf-None-Match: \"v1\"\r\n\
+                If-Modified-Since: Sun, 01 Jan 2023 00:00:00 GMT\r\nIf-Match: \"v1\"\r\n\
+                If-Unmodified-Since: Sun, 01 Jan 2023 00:00:00 GMT\r\nIf-Range: \"v1\"",
                 b"",
             ),
         ),
@@ -1066,7 +1088,8 @@ async fn odd_h2_requests_are_refused_or_forwarded_conformingly() {
         let as_a = client.get_with(&url, &[("host", "a.example")]).await;
         if !as_a.is_hit() {
             failures.push(format!(
-                "- :authority and a different host: the response was not stored under a.example ({})",
+                "- :authority and a different host: the response was not stored under a.example \
+                 ({})",
                 as_a.cache_status()
             ));
         }

@@ -149,7 +149,8 @@ impl H2Conn {
     }
 
     /// Whether the connection is still open after this long: reads frames (answering SETTINGS
-    /// and PING) until EOF, GOAWAY or the wait passes; returns when the connection ended, if it did.
+    /// and PING) until EOF, GOAWAY or the wait passes; returns when the connection ended, if it
+    /// did.
     pub async fn closed_within(&mut self, wait: Duration) -> Option<Duration> {
         let started = Instant::now();
         let deadline = started + wait;

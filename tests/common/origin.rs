@@ -72,7 +72,8 @@ impl Reply {
     }
 
     /// A reply whose body is the value of the request's first `name` line (`(none)` without
-    /// one, `(empty)` when it is empty): an origin that reads a repeated header as Go's `Header.Get` does.
+    /// one, `(empty)` when it is empty): an origin that reads a repeated header as Go's
+    /// `Header.Get` does.
     pub fn echo_first(name: &str) -> Reply {
         let mut reply = Reply::echo(name);
         reply.echo_first = true;

@@ -70,7 +70,11 @@ pub fn parse_requests(raw: &[u8]) -> Result<Vec<WireRequest>, String> {
 
 /// Parses one request at the start of `raw`; returns it and the bytes it used.
 fn parse_request(raw: &[u8]) -> Result<(WireRequest, usize), String> {
-    let (start_line, fields, head_len) = parse_head(raw)?;
+    let Head {
+        start_line,
+        fields,
+        len: head_len,
+    } = parse_head(raw)?;
     let mut parts = start_line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -105,8 +109,15 @@ fn parse_request(raw: &[u8]) -> Result<(WireRequest, usize), String> {
     ))
 }
 
+/// A parsed head: the start line, the fields (names lower-cased), and the bytes it took.
+struct Head {
+    start_line: String,
+    fields: Vec<(String, String)>,
+    len: usize,
+}
+
 /// The start line, the fields and the length of a head, strictly.
-fn parse_head(raw: &[u8]) -> Result<(String, Vec<(String, String)>, usize), String> {
+fn parse_head(raw: &[u8]) -> Result<Head, String> {
     let Some(end) = find(raw, b"\r\n\r\n") else {
         return Err(format!(
             "incomplete head ({} bytes without an empty line)",
@@ -159,7 +170,11 @@ fn parse_head(raw: &[u8]) -> Result<(String, Vec<(String, String)>, usize), Stri
             .to_string();
         fields.push((String::from_utf8_lossy(name).to_ascii_lowercase(), value));
     }
-    Ok((start_line, fields, end + 4))
+    Ok(Head {
+        start_line,
+        fields,
+        len: end + 4,
+    })
 }
 
 /// The framing the fields announce; an error for an ambiguous or invalid one (RFC 9112 6.1-6.3).
@@ -282,8 +297,11 @@ pub fn parse_responses(raw: &[u8], head_request: bool) -> Result<Vec<WireRespons
     let mut responses = Vec::new();
     let mut rest = raw;
     while !rest.is_empty() {
-        let (start_line, fields, head_len) =
-            parse_head(rest).map_err(|e| format!("response {}: {e}", responses.len()))?;
+        let Head {
+            start_line,
+            fields,
+            len: head_len,
+        } = parse_head(rest).map_err(|e| format!("response {}: {e}", responses.len()))?;
         let status: u16 = start_line
             .strip_prefix("HTTP/1.1 ")
             .or_else(|| start_line.strip_prefix("HTTP/1.0 "))
