@@ -115,6 +115,13 @@ pub async fn raw_exchange(addr: SocketAddr, request: &[u8], wait: Duration) -> S
     read_available(&mut stream, wait).await
 }
 
+/// Like [`raw_exchange`], but returns the bytes exactly as received.
+pub async fn raw_exchange_bytes(addr: SocketAddr, request: &[u8], wait: Duration) -> Vec<u8> {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let _ = stream.write_all(request).await;
+    read_available_bytes(&mut stream, wait).await
+}
+
 /// Reads until end-of-file, an error, or `wait` without new bytes.
 pub async fn read_available(stream: &mut TcpStream, wait: Duration) -> String {
     let mut received = Vec::new();
@@ -126,6 +133,34 @@ pub async fn read_available(stream: &mut TcpStream, wait: Duration) -> String {
         }
     }
     String::from_utf8_lossy(&received).into_owned()
+}
+
+/// Reads bytes until end-of-file, an error, or `wait` without new bytes.
+pub async fn read_available_bytes(stream: &mut TcpStream, wait: Duration) -> Vec<u8> {
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        match tokio::time::timeout(wait, stream.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => received.extend_from_slice(&chunk[..n]),
+        }
+    }
+    received
+}
+
+/// How long until the peer closes `stream` (a read returns end-of-file or an error), reading and
+/// discarding whatever it sends; `None` when it is still open after `wait`.
+pub async fn closed_within(stream: &mut TcpStream, wait: Duration) -> Option<Duration> {
+    let started = std::time::Instant::now();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let left = wait.checked_sub(started.elapsed())?;
+        match tokio::time::timeout(left, stream.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(started.elapsed()),
+            Ok(Ok(_)) => continue,
+            Err(_) => return None,
+        }
+    }
 }
 
 /// The status code of the first response in raw bytes, if any.

@@ -4,13 +4,15 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod client;
+pub mod h2raw;
 pub mod origin;
 pub mod proxy;
+pub mod wire;
 
 pub use client::{
     Client, Reply as ClientReply, has_member, raw_exchange, raw_status, read_available,
 };
-pub use origin::{Fault, Origin, Received, Reply, refusing_addr};
+pub use origin::{BodyReading, Fault, Origin, Received, Reply, refusing_addr};
 pub use proxy::{ProxyConfig, ProxyProcess};
 
 /// Metric value of the series `name{labels}` in a Prometheus text scrape (0 when absent).

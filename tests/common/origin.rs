@@ -38,6 +38,13 @@ pub struct Reply {
     pub answers_304: bool,
     /// Send the body chunked (two chunks) instead of with a Content-Length.
     pub chunked: bool,
+    /// The body is the request's lines of this header, joined with ", " (`(none)` without one).
+    pub echo: Option<String>,
+    /// With `echo`: the body is the first line's value only, as Go's `Header.Get` and Node (for
+    /// User-Agent and other singleton fields) read a repeated header.
+    pub echo_first: bool,
+    /// Sent verbatim as the whole response, whatever its framing; then the connection closes.
+    pub raw: Option<Vec<u8>>,
 }
 
 impl Reply {
@@ -50,7 +57,35 @@ impl Reply {
             fault: None,
             answers_304: false,
             chunked: false,
+            echo: None,
+            echo_first: false,
+            raw: None,
         }
+    }
+
+    /// A reply whose body is the request's `name` lines joined with ", ", so that a test sees
+    /// which value of a repeated header the origin answered for.
+    pub fn echo(name: &str) -> Reply {
+        let mut reply = Reply::ok("");
+        reply.echo = Some(name.to_ascii_lowercase());
+        reply
+    }
+
+    /// A reply whose body is the value of the request's first `name` line (`(none)` without
+    /// one, `(empty)` when it is empty): an origin that reads a repeated header as Go's
+    /// `Header.Get` does.
+    pub fn echo_first(name: &str) -> Reply {
+        let mut reply = Reply::echo(name);
+        reply.echo_first = true;
+        reply
+    }
+
+    /// A response written byte for byte as given (no header added), then the connection closes:
+    /// for framings no well-behaved server would send.
+    pub fn raw(bytes: &[u8]) -> Reply {
+        let mut reply = Reply::ok("");
+        reply.raw = Some(bytes.to_vec());
+        reply
     }
 
     pub fn chunked(mut self) -> Reply {
@@ -107,12 +142,38 @@ impl Received {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
     }
+
+    /// Every line of `name`, joined with ", " as RFC 9110 section 5.3 combines them.
+    pub fn combined(&self, name: &str) -> Option<String> {
+        let values: Vec<&str> = self
+            .headers
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .collect();
+        (!values.is_empty()).then(|| values.join(", "))
+    }
+}
+
+/// When the origin reads a request's body.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BodyReading {
+    /// The whole body before answering.
+    #[default]
+    BeforeAnswer,
+    /// Answers right after the head, then reads the body the head announced before it reads the
+    /// next request on the connection, as Go's net/http and Node do: a proxy that announces a
+    /// body it does not send gets its next request eaten as that body.
+    AfterAnswer,
 }
 
 #[derive(Default)]
 struct State {
     replies: Mutex<HashMap<String, Reply>>,
     received: Mutex<Vec<Received>>,
+    /// Every byte received, per connection, in the order the connections were accepted.
+    raw: Mutex<Vec<Arc<Mutex<Vec<u8>>>>>,
+    reading: BodyReading,
 }
 
 /// A running test origin; it stops when dropped.
@@ -127,7 +188,15 @@ impl Origin {
     /// Starts an origin on its own thread and runtime, so a proxy shared by several tests (each
     /// with its own runtime) can use it.
     pub fn start() -> Origin {
-        let state = Arc::new(State::default());
+        Origin::start_reading(BodyReading::BeforeAnswer)
+    }
+
+    /// An origin that reads request bodies as `reading` says.
+    pub fn start_reading(reading: BodyReading) -> Origin {
+        let state = Arc::new(State {
+            reading,
+            ..State::default()
+        });
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = oneshot::channel::<()>();
         let thread = std::thread::spawn({
@@ -191,6 +260,27 @@ impl Origin {
             .collect()
     }
 
+    /// Every request received, oldest first.
+    pub fn all_received(&self) -> Vec<Received> {
+        self.state.received.lock().expect("received").clone()
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.state.raw.lock().expect("raw").len()
+    }
+
+    /// The bytes received on each connection so far, in the order the connections were accepted.
+    pub fn raw_connections(&self) -> Vec<Vec<u8>> {
+        self.state
+            .raw
+            .lock()
+            .expect("raw")
+            .iter()
+            .map(|bytes| bytes.lock().expect("raw bytes").clone())
+            .collect()
+    }
+
     /// Stops listening and closes every connection: from now on the origin refuses connections.
     pub fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {
@@ -223,19 +313,42 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
     }
 }
 
-async fn serve_connection(mut stream: TcpStream, state: Arc<State>) {
-    let mut buffer = Vec::new();
+async fn serve_connection(stream: TcpStream, state: Arc<State>) {
+    let raw = Arc::new(Mutex::new(Vec::new()));
+    state.raw.lock().expect("raw").push(Arc::clone(&raw));
+    let mut connection = Connection {
+        stream,
+        buffer: Vec::new(),
+        raw,
+    };
     loop {
-        let Some(request) = read_request(&mut stream, &mut buffer).await else {
+        let Some((request, framing)) = connection.read_head().await else {
             return;
         };
-        let reply = state
+        if state.reading == BodyReading::BeforeAnswer && !connection.read_body(framing).await {
+            return;
+        }
+        let mut reply = state
             .replies
             .lock()
             .expect("replies")
             .get(&request.target)
             .cloned()
             .unwrap_or_else(|| Reply::ok("no reply set for this path\n").status(404));
+        if let Some(name) = reply.echo.clone() {
+            let values: Vec<&str> = request
+                .headers
+                .iter()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, v)| v.as_str())
+                .collect();
+            reply.body = match values.first() {
+                None => b"(none)".to_vec(),
+                Some(first) if reply.echo_first && first.is_empty() => b"(empty)".to_vec(),
+                Some(first) if reply.echo_first => first.as_bytes().to_vec(),
+                Some(_) => values.join(", ").into_bytes(),
+            };
+        }
         let close = request
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
@@ -248,7 +361,16 @@ async fn serve_connection(mut stream: TcpStream, state: Arc<State>) {
         let not_modified = reply.answers_304
             && if_none_match.is_some()
             && if_none_match.as_deref() == reply.header_value("etag");
-        if !answer(&mut stream, &reply, head_only, not_modified).await || close {
+        if let Some(bytes) = &reply.raw {
+            let _ = connection.stream.write_all(bytes).await;
+            let _ = connection.stream.flush().await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            return;
+        }
+        if !answer(&mut connection.stream, &reply, head_only, not_modified).await || close {
+            return;
+        }
+        if state.reading == BodyReading::AfterAnswer && !connection.read_body(framing).await {
             return;
         }
     }
@@ -331,66 +453,101 @@ async fn answer(
     }
 }
 
-/// Reads one request head (and a Content-Length body); `None` when the peer closed.
-async fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Received> {
-    let head_end = loop {
-        if let Some(end) = find(buffer, b"\r\n\r\n") {
-            break end;
-        }
+/// How a request head says its body is framed.
+#[derive(Clone, Copy, Debug)]
+enum Framing {
+    Length(usize),
+    Chunked,
+}
+
+/// One accepted connection: what is buffered, and the record of every byte read.
+struct Connection {
+    stream: TcpStream,
+    buffer: Vec<u8>,
+    raw: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Connection {
+    /// Reads more bytes into the buffer; false when the peer closed or the read failed.
+    async fn fill(&mut self) -> bool {
         let mut chunk = [0u8; 4096];
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buffer[..head_end]).to_string();
-    buffer.drain(..head_end + 4);
-    let mut lines = head.split("\r\n");
-    let mut request_line = lines.next()?.split(' ');
-    let method = request_line.next()?.to_string();
-    let target = request_line.next()?.to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string()))
-        .collect();
-    let request = Received {
-        method,
-        target,
-        headers,
-    };
-    let length: usize = request
-        .header("content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    if request
-        .header("transfer-encoding")
-        .is_some_and(|v| v.contains("chunked"))
-    {
-        loop {
-            if let Some(end) = find(buffer, b"0\r\n\r\n") {
-                buffer.drain(..end + 5);
-                break;
+        match self.stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                self.buffer.extend_from_slice(&chunk[..n]);
+                self.raw
+                    .lock()
+                    .expect("raw bytes")
+                    .extend_from_slice(&chunk[..n]);
+                true
             }
-            let mut chunk = [0u8; 4096];
-            let n = stream.read(&mut chunk).await.ok()?;
-            if n == 0 {
-                return None;
-            }
-            buffer.extend_from_slice(&chunk[..n]);
         }
-    } else {
-        while buffer.len() < length {
-            let mut chunk = [0u8; 4096];
-            let n = stream.read(&mut chunk).await.ok()?;
-            if n == 0 {
-                return None;
-            }
-            buffer.extend_from_slice(&chunk[..n]);
-        }
-        buffer.drain(..length);
     }
-    Some(request)
+
+    /// Reads one request head; `None` when the peer closed or the head is not a request.
+    async fn read_head(&mut self) -> Option<(Received, Framing)> {
+        let head_end = loop {
+            if let Some(end) = find(&self.buffer, b"\r\n\r\n") {
+                break end;
+            }
+            if !self.fill().await {
+                return None;
+            }
+        };
+        let head = String::from_utf8_lossy(&self.buffer[..head_end]).to_string();
+        self.buffer.drain(..head_end + 4);
+        let mut lines = head.split("\r\n");
+        let mut request_line = lines.next()?.split(' ');
+        let method = request_line.next()?.to_string();
+        let target = request_line.next()?.to_string();
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|line| line.split_once(':'))
+            .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string()))
+            .collect();
+        let request = Received {
+            method,
+            target,
+            headers,
+        };
+        let framing = if request
+            .header("transfer-encoding")
+            .is_some_and(|v| v.contains("chunked"))
+        {
+            Framing::Chunked
+        } else {
+            Framing::Length(
+                request
+                    .header("content-length")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+            )
+        };
+        Some((request, framing))
+    }
+
+    /// Reads (and discards) the body the head announced; false when the peer closed first.
+    async fn read_body(&mut self, framing: Framing) -> bool {
+        match framing {
+            Framing::Chunked => loop {
+                if let Some(end) = find(&self.buffer, b"0\r\n\r\n") {
+                    self.buffer.drain(..end + 5);
+                    return true;
+                }
+                if !self.fill().await {
+                    return false;
+                }
+            },
+            Framing::Length(length) => {
+                while self.buffer.len() < length {
+                    if !self.fill().await {
+                        return false;
+                    }
+                }
+                self.buffer.drain(..length);
+                true
+            }
+        }
+    }
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
