@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{
@@ -10,7 +12,7 @@ use common::{
     read_available, refusing_addr,
 };
 use http::StatusCode;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 async fn scrape(client: &Client, proxy: &common::ProxyProcess) -> String {
@@ -269,4 +271,61 @@ async fn smuggling_attempts_are_refused() {
         0,
         "a smuggling attempt reached the origin"
     );
+}
+
+/// An origin that answers the first request on each connection (keep-alive, no `Connection:
+/// close`), then reads the next request and closes without answering: the race every keep-alive
+/// client has with an origin that closes idle connections. Returns its address and a count of
+/// the requests it answered.
+async fn origin_closing_after_one_answer() -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let answered = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&answered);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let counter = Arc::clone(&counter);
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 8192];
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                let reply =
+                    b"HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncontent-length: 2\r\n\r\nok";
+                if stream.write_all(reply).await.is_err() {
+                    return;
+                }
+                counter.fetch_add(1, Ordering::SeqCst);
+                // The next request arrives; the origin closes instead of answering it.
+                let _ = stream.read(&mut buffer).await;
+            });
+        }
+    });
+    (addr, answered)
+}
+
+/// Fails without the retry: the second GET went out on the pooled connection the origin was
+/// closing, and its client got a 502.
+#[tokio::test]
+async fn a_get_on_a_pooled_connection_the_origin_closed_is_retried_once() {
+    let (addr, answered) = origin_closing_after_one_answer().await;
+    let proxy = ProxyConfig::new(&format!("http://{addr}")).start();
+    let client = Client::new();
+    for round in 0..5 {
+        let reply = client.get(&proxy.url("/faults/closing")).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "request {round}: {} ({})",
+            reply.text(),
+            reply.cache_status()
+        );
+    }
+    assert_eq!(answered.load(Ordering::SeqCst), 5);
 }
