@@ -17,7 +17,7 @@ use metrics::{counter, histogram};
 use super::coalesce::{self, Flight, FlightOutcome, Role, SharedResponse};
 use super::decision::{self, Decision};
 use super::exchange::{Exchange, Route};
-use super::headers::{not_modified, settle_response_framing, strip_hop_by_hop};
+use super::headers::{ResponseFraming, not_modified, settle_response_framing, strip_hop_by_hop};
 use super::origin::OriginFailure;
 use super::respond::{self, Answer, ProxyBody};
 use super::status::{CacheStatus, Detail, Fwd};
@@ -304,36 +304,15 @@ impl Proxy {
         strip_hop_by_hop(&mut head.headers);
         // What may be stored must not pin the connections' read buffers (see `owned_headers`).
         head.headers = owned_headers(&head.headers);
-        let config = exchange.config();
-        let max_object = config.cache.max_object_bytes;
-        let storable = decision::storable(
-            &exchange.parts.headers,
-            &head,
-            framing,
-            max_object,
-            SystemTime::now(),
-        );
-        if revalidating && storable.is_err() {
-            // The origin no longer lets this object be stored: drop the stale copy too.
-            self.store.purge(&exchange.key);
-        }
-        let (decision, storable) = match storable {
-            Err(reason) => (Decision::NotStorable(reason), None),
-            Ok(storable) => {
-                let doorkeeper = exchange.live.doorkeeper.as_deref();
-                (
-                    decision::admit(doorkeeper, &exchange.key, revalidating),
-                    Some(storable),
-                )
-            }
-        };
-        counter!(ADMISSION_TOTAL, "decision" => decision.label()).increment(1);
+        let (decision, storable) = self.decide(&exchange, &head, framing, revalidating);
         let mut status = CacheStatus::forward(fwd);
         status.stored = decision == Decision::Admitted;
         if let Some(reason) = decision.not_stored() {
             status = status.not_stored(reason);
         }
 
+        let config = exchange.config();
+        let max_object = config.cache.max_object_bytes;
         let idle_timeout = config.origin.idle_timeout;
         let Some(storable) = storable else {
             abandon(flight);
@@ -375,6 +354,39 @@ impl Proxy {
         }
         let body = OriginStream::new(incoming, idle_timeout, Some(capture));
         (self.client_response(&exchange, head, body, true), status)
+    }
+
+    /// Whether a response is stored: storability first (a pure decision), then, for storable
+    /// responses only, the doorkeeper. A revalidated entry the origin no longer lets us store is
+    /// dropped.
+    fn decide(
+        &self,
+        exchange: &Exchange,
+        head: &response::Parts,
+        framing: ResponseFraming,
+        revalidating: bool,
+    ) -> (Decision, Option<decision::Storable>) {
+        let max_object = exchange.config().cache.max_object_bytes;
+        let storable = decision::storable(
+            &exchange.parts.headers,
+            head,
+            framing,
+            max_object,
+            SystemTime::now(),
+        );
+        if revalidating && storable.is_err() {
+            self.store.purge(&exchange.key);
+        }
+        let decided = match storable {
+            Err(reason) => (Decision::NotStorable(reason), None),
+            Ok(storable) => {
+                let doorkeeper = exchange.live.doorkeeper.as_deref();
+                let admitted = decision::admit(doorkeeper, &exchange.key, revalidating);
+                (admitted, Some(storable))
+            }
+        };
+        counter!(ADMISSION_TOTAL, "decision" => decided.0.label()).increment(1);
+        decided
     }
 
     /// The capture of a storable body: once the origin has sent all of it, it is stored if admitted
