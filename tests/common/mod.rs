@@ -1,8 +1,5 @@
 //! Shared pieces of the end-to-end tests: a programmable origin, the proxy process, clients.
 
-// Each test file uses a different part of this module.
-#![allow(dead_code, unused_imports)]
-
 pub mod client;
 pub mod h2raw;
 pub mod origin;
@@ -12,7 +9,7 @@ pub mod wire;
 pub use client::{
     Client, Reply as ClientReply, has_member, raw_exchange, raw_status, read_available,
 };
-pub use origin::{BodyReading, Fault, Origin, Received, Reply, refusing_addr};
+pub use origin::{BodyReading, Fault, Origin, Reply, refusing_addr};
 pub use proxy::{ProxyConfig, ProxyProcess};
 
 /// Metric value of the series `name{labels}` in a Prometheus text scrape (0 when absent).

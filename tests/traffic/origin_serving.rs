@@ -1,6 +1,6 @@
 //! The synthetic origin over real sockets: deterministic objects, 304s, counts, overrides.
 
-mod origin_support;
+use crate::origin_support;
 
 use std::time::{Duration, Instant};
 

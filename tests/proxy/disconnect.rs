@@ -1,7 +1,7 @@
 //! End to end: clients that go away in the middle of a response leave nothing behind: no open
 //! client or origin connections, no descriptors, and no half-stored object.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

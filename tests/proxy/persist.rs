@@ -2,7 +2,7 @@
 //! start restores them; an unusable snapshot is logged and ignored; SIGKILL in the middle of the
 //! periodic saves never leaves a snapshot that fails to restore.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -9,7 +9,7 @@
 //! unsafe one (forward as received) never does. Every case runs; the test fails once, listing
 //! every case that broke a rule, so one run shows the whole picture.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -160,6 +160,10 @@ fn check_forwarded(case: &Case, request: &WireRequest) -> Vec<String> {
             "target {:?}, expected origin-form {:?}",
             request.target, case.target
         ));
+    }
+    // RFC 9110 section 2.5: a proxy speaks its own highest version to the next hop.
+    if request.version != "HTTP/1.1" {
+        problems.push(format!("version {:?}, expected HTTP/1.1", request.version));
     }
     // RFC 9112 section 3.2: exactly one Host.
     let hosts = request.all("host");

@@ -1,7 +1,7 @@
 //! End to end: the admin listener (health, readiness, metrics, PURGE) and PURGE on the public
 //! listener, refused unless the client's network is configured.
 
-mod common;
+use crate::common;
 
 use common::{Client, Origin, ProxyConfig, Reply};
 use http::{Method, StatusCode};

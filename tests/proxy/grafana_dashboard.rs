@@ -25,7 +25,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
-const DASHBOARD: &str = include_str!("../grafana/dashboard.json");
+const DASHBOARD: &str = include_str!("../../grafana/dashboard.json");
 
 /// Objects the traffic cycles over; with `cache.max_bytes` below their total the cache must evict.
 const KEYS: usize = 40;

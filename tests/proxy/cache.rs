@@ -1,7 +1,7 @@
 //! End to end: what the cache stores and serves (admission, RFC 9111 rules, revalidation, RFC 5861,
 //! coalescing, HEAD, Age, Cache-Status), against the real binary and a test origin.
 
-mod common;
+use crate::common;
 
 use std::sync::OnceLock;
 use std::time::Duration;

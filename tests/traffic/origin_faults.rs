@@ -1,6 +1,6 @@
 //! Each fault of the synthetic origin does what it says, seen on a raw socket and by hyper.
 
-mod origin_support;
+use crate::origin_support;
 
 use std::time::Duration;
 

@@ -1,8 +1,5 @@
 //! A raw HTTP/1.1 client for the origin tests: it shows exactly what arrived on the socket.
 
-// Each test crate uses a part of it.
-#![allow(dead_code)]
-
 use std::net::SocketAddr;
 use std::time::Duration;
 

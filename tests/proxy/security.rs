@@ -3,7 +3,7 @@
 //! through repeated header lines, responses framed two ways, unbounded variants, connections held
 //! open by saying nothing, and forwarding headers a client should not be able to set.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! End to end: live configuration reload by SIGHUP and by the admin endpoint. A valid change
 //! applies without dropping connections; an invalid file is rejected and the old config keeps running.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::Duration;

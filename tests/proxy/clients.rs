@@ -1,7 +1,7 @@
 //! End to end: hostile and unusual clients (slowloris, connection limit), and requests the cache
 //! passes through or invalidates on (ranges, unsafe methods, objects too large to store).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! End to end: faults from the origin and bad input from clients. What the client gets, what is
 //! counted, and that nothing broken is ever stored.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

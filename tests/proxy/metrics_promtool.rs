@@ -1,7 +1,7 @@
 //! The /metrics scrape after real traffic passes `promtool check metrics` and names every metric
 //! of the design (`../shared/DESIGN.md`, outside this repository).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! End to end: cache poisoning and isolation. Keys cannot be confused by Host tricks or an
 //! absolute-form target, and hop-by-hop headers are stripped both ways.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,0 +1,23 @@
+//! End to end: the real `bloomgate serve` binary over real sockets (cache, clients, faults,
+//! isolation, security and conformance, admin, reload, persistence, metrics and the dashboard),
+//! and the config file it reads.
+//! One test crate per subject, so that it is linked once.
+
+// The shared origin, proxy process and clients; everything in it is used by this crate.
+#[path = "../common/mod.rs"]
+mod common;
+
+mod admin;
+mod cache;
+mod check_config_cli;
+mod clients;
+mod config_file;
+mod conformance;
+mod disconnect;
+mod faults;
+mod grafana_dashboard;
+mod isolation;
+mod metrics_promtool;
+mod persist;
+mod reload;
+mod security;
