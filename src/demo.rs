@@ -178,8 +178,9 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
             running.shutdown().await;
         }
         None => {
+            let signals = crate::proxy::Signals::install();
             println!("serving until Ctrl-C");
-            running.run_until_signal().await;
+            running.run_until_signal(signals).await;
         }
     }
     origin.shutdown().await;

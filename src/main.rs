@@ -126,6 +126,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let default = PathBuf::from(config::DEFAULT_PATH);
             default.exists().then_some(default)
         });
+        let signals = bloomgate::proxy::Signals::install();
         let running = bloomgate::proxy::start_with_file(config, path).await?;
         // One line on stdout that scripts and tests read to find the ports.
         let listening = ListeningLine {
@@ -134,7 +135,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             origin,
         };
         println!("{listening}");
-        running.run_until_signal().await;
+        running.run_until_signal(signals).await;
         Ok(())
     })
 }

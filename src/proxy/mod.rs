@@ -30,7 +30,7 @@ use crate::telemetry::ScrapeState;
 pub use exchange::{Route, TranslateError, translate};
 pub use persist::{SnapshotLoadError, SnapshotSaveError};
 pub use reload::{ReloadError, ReloadOutcome};
-pub use server::{RunningProxy, ServeError, start, start_with_file};
+pub use server::{RunningProxy, ServeError, Signals, start, start_with_file};
 pub use status::CACHE_NAME;
 pub use status::Fwd;
 

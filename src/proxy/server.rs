@@ -64,11 +64,50 @@ impl RunningProxy {
     }
 
     /// Runs until the process receives SIGTERM or SIGINT, then shuts down gracefully; SIGHUP
-    /// reloads the configuration file.
-    pub async fn run_until_signal(self) {
-        wait_for_signal(&self.proxy).await;
+    /// reloads the configuration file. `signals` must have been installed before the proxy told
+    /// anyone it is listening (see [`Signals::install`]).
+    pub async fn run_until_signal(self, signals: Signals) {
+        signals.wait(&self.proxy).await;
         tracing::info!("shutting down: no new connections, finishing requests in flight");
         self.shutdown().await;
+    }
+}
+
+/// The signals a serving process acts on: SIGTERM and SIGINT stop it gracefully, SIGHUP reloads.
+///
+/// They are caught from the moment this is made. Made before the "listening" line is printed, a
+/// SIGTERM sent as soon as the line appears still saves the doorkeeper's snapshot, instead of
+/// meeting the default action and killing the process.
+pub struct Signals {
+    caught: Option<[tokio::signal::unix::Signal; 3]>,
+}
+
+impl Signals {
+    pub fn install() -> Signals {
+        use tokio::signal::unix::{SignalKind, signal};
+        let caught = match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) {
+            (Ok(term), Ok(int), Ok(hup)) => Some([term, int, hup]),
+            _ => None,
+        };
+        Signals { caught }
+    }
+
+    async fn wait(self, proxy: &Proxy) {
+        let Some([mut term, mut int, mut hup]) = self.caught else {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = term.recv() => return,
+                _ = int.recv() => return,
+                _ = hup.recv() => super::reload::log_reload(proxy.reload()),
+            }
+        }
     }
 }
 
@@ -375,23 +414,4 @@ fn register_series() {
     counter!(CACHE_HIT_BYTES_TOTAL).increment(0);
     counter!(ORIGIN_BYTES_TOTAL).increment(0);
     gauge!(CONNECTIONS_OPEN).increment(0.0);
-}
-
-async fn wait_for_signal(proxy: &Proxy) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = term.recv() => return,
-            _ = int.recv() => return,
-            _ = hup.recv() => super::reload::log_reload(proxy.reload()),
-        }
-    }
 }
