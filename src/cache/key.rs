@@ -32,13 +32,15 @@ impl CacheKey {
     /// (query sorting and dropped parameters).
     pub fn from_request(parts: &Parts, config: &CacheKeyConfig) -> Result<CacheKey, KeyError> {
         let authority = Authority::of_request(parts)?;
-        CacheKey::for_target(&authority, parts, config)
+        let query = keyed_query(parts.uri.query(), config);
+        CacheKey::for_target(&authority, parts, query.as_deref(), config)
     }
 
-    /// The key of a request whose authority is already known.
+    /// The key of a request whose authority and keyed query ([`keyed_query`]) are already known.
     pub fn for_target(
         authority: &Authority,
         parts: &Parts,
+        keyed_query: Option<&str>,
         config: &CacheKeyConfig,
     ) -> Result<CacheKey, KeyError> {
         let path = parts.uri.path();
@@ -55,9 +57,9 @@ impl CacheKey {
             key.push_str(host);
         }
         key.push_str(path);
-        if let Some(query) = keyed_query(parts.uri.query(), config) {
+        if let Some(query) = keyed_query {
             key.push('?');
-            key.push_str(&query);
+            key.push_str(query);
         }
         Ok(CacheKey(key))
     }

@@ -2,51 +2,30 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
-use http::{HeaderMap, StatusCode};
 use tokio::sync::watch;
 
 use super::origin::OriginFailure;
 use super::status::Detail;
-use crate::cache::{CacheKey, StoredResponse, field};
+use crate::cache::{CacheKey, StoredResponse};
 
-/// A complete response the leader of a flight hands to the requests that waited for it.
+/// A complete response the leader of a flight hands to the requests that waited for it: the entry
+/// built from it (stored or not), which also says which `Vary` selection it answers.
 #[derive(Debug)]
 pub struct SharedResponse {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub body: Bytes,
-    /// The fields the response's `Vary` names, and their combined values in the request it was
-    /// fetched with, so a waiter can check that it selects the same variant.
-    pub vary_names: Box<[http::HeaderName]>,
-    pub vary_selection: Box<[Option<http::HeaderValue>]>,
+    pub entry: Arc<StoredResponse>,
     pub stored: bool,
     pub detail: Option<Detail>,
 }
 
 impl SharedResponse {
-    /// A response to share, from the entry built of it (stored or not).
-    pub fn of_entry(
-        entry: &StoredResponse,
-        stored: bool,
-        detail: Option<Detail>,
-    ) -> Arc<SharedResponse> {
+    pub fn new(entry: Arc<StoredResponse>, stored: bool, detail: Option<Detail>) -> Arc<Self> {
         Arc::new(SharedResponse {
-            status: entry.status,
-            headers: entry.headers.clone(),
-            body: entry.body.clone(),
-            vary_names: entry.vary_names.clone(),
-            vary_selection: entry.vary_selection.clone(),
+            entry,
             stored,
             detail,
         })
-    }
-
-    /// Whether a waiting request selects the same `Vary` variant as the one fetched.
-    pub fn answers(&self, request: &HeaderMap) -> bool {
-        *field::selection(request, &self.vary_names) == *self.vary_selection
     }
 }
 
@@ -140,7 +119,13 @@ pub async fn wait(mut slot: Slot) -> FlightOutcome {
 
 #[cfg(test)]
 mod tests {
+    use std::time::SystemTime;
+
+    use bytes::Bytes;
+    use http::{HeaderMap, Method, StatusCode};
+
     use super::*;
+    use crate::cache::policy_for;
 
     #[tokio::test]
     async fn followers_get_the_leaders_outcome_and_the_key_is_released() {
@@ -153,17 +138,24 @@ mod tests {
             panic!("second request follows")
         };
         let waiter = tokio::spawn(wait(slot));
-        flight.finish(FlightOutcome::Response(Arc::new(SharedResponse {
-            status: StatusCode::OK,
-            headers: HeaderMap::new(),
-            body: Bytes::from_static(b"x"),
-            vary_names: Box::default(),
-            vary_selection: Box::default(),
-            stored: false,
-            detail: None,
-        })));
+        let now = SystemTime::now();
+        let none = HeaderMap::new();
+        let policy = policy_for(&Method::GET, &none, StatusCode::OK, &none, now);
+        let entry = StoredResponse::new(
+            policy,
+            StatusCode::OK,
+            HeaderMap::new(),
+            Bytes::from_static(b"x"),
+            &none,
+            now,
+        );
+        flight.finish(FlightOutcome::Response(SharedResponse::new(
+            Arc::new(entry),
+            false,
+            None,
+        )));
         let outcome = waiter.await.expect("waiter");
-        assert!(matches!(outcome, FlightOutcome::Response(r) if r.body == "x"));
+        assert!(matches!(outcome, FlightOutcome::Response(r) if r.entry.body == "x"));
         assert_eq!(coalescer.in_flight(), 0);
         assert!(matches!(coalescer.join(&key), Role::Leader(_)));
     }

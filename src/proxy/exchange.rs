@@ -1,6 +1,7 @@
 //! One request as it moves through the proxy: what the client asked, who asked, the configuration
 //! it started with (kept to the end, whatever a reload does meanwhile), and what goes to the origin.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -49,18 +50,24 @@ impl Exchange {
         live: Arc<Live>,
     ) -> Result<Exchange, TranslateError> {
         let authority = Authority::of_request(&parts).map_err(KeyError::from)?;
-        let key = CacheKey::for_target(&authority, &parts, &live.config.cache.key)?;
+        let key_config = &live.config.cache.key;
+        let query = keyed_query(parts.uri.query(), key_config);
+        let key = CacheKey::for_target(&authority, &parts, query.as_deref(), key_config)?;
         let route = route(&parts);
-        let target = match route {
-            // The origin is asked for exactly what the key names (see `keyed_query`).
-            Route::Cache => match keyed_query(parts.uri.query(), &live.config.cache.key) {
-                Some(query) => PathAndQuery::try_from(format!("{}?{query}", parts.uri.path()))
-                    .map_err(|_| TranslateError::Query)?,
-                None => {
-                    PathAndQuery::try_from(parts.uri.path()).map_err(|_| TranslateError::Query)?
-                }
-            },
-            Route::Pass(_) => parts
+        // A cacheable request asks the origin for exactly what its key names (see `keyed_query`);
+        // a new target is built only when that differs from what the client sent.
+        let rewritten = match (route, &query) {
+            (Route::Cache, Some(Cow::Owned(query))) => {
+                Some(format!("{}?{query}", parts.uri.path()))
+            }
+            (Route::Cache, None) if parts.uri.query().is_some() => {
+                Some(parts.uri.path().to_owned())
+            }
+            _ => None,
+        };
+        let target = match rewritten {
+            Some(target) => PathAndQuery::try_from(target).map_err(|_| TranslateError::Query)?,
+            None => parts
                 .uri
                 .path_and_query()
                 .cloned()

@@ -92,10 +92,7 @@ impl Proxy {
             return self.fetch(exchange, fwd, None).await;
         };
         match entry.freshness(&Method::GET, &exchange.parts.headers, now) {
-            Freshness::Fresh => {
-                let status = CacheStatus::hit(entry.ttl_seconds(now));
-                respond::stored(&exchange.parts, &entry, status, now)
-            }
+            Freshness::Fresh => respond::hit(&exchange.parts, &entry, now),
             Freshness::StaleWhileRevalidate => {
                 self.revalidate_in_background(&exchange, &entry);
                 let status =
@@ -142,7 +139,7 @@ impl Proxy {
     ) -> Option<Answer> {
         let parts = &exchange.parts;
         match outcome {
-            FlightOutcome::Response(shared) if shared.answers(&parts.headers) => {
+            FlightOutcome::Response(shared) if shared.entry.vary_matches(&parts.headers) => {
                 let mut status = CacheStatus::forward(fwd);
                 status.collapsed = true;
                 status.stored = shared.stored;
@@ -170,10 +167,7 @@ impl Proxy {
                     .and_then(|v| v.select(&parts.headers).cloned())?;
                 let now = SystemTime::now();
                 match entry.freshness(&Method::GET, &parts.headers, now) {
-                    Freshness::Fresh => {
-                        let status = CacheStatus::hit(entry.ttl_seconds(now));
-                        Some(respond::stored(parts, &entry, status, now))
-                    }
+                    Freshness::Fresh => Some(respond::hit(parts, &entry, now)),
                     Freshness::StaleWhileRevalidate | Freshness::Stale => None,
                 }
             }
@@ -215,7 +209,7 @@ impl Proxy {
             if response.status() == StatusCode::NOT_MODIFIED {
                 if let Some(refreshed) = self.refresh(&exchange, entry, response.headers()) {
                     if let Some(flight) = flight {
-                        let shared = SharedResponse::of_entry(&refreshed, true, None);
+                        let shared = SharedResponse::new(Arc::clone(&refreshed), true, None);
                         flight.finish(FlightOutcome::Response(shared));
                     }
                     let now = SystemTime::now();
@@ -344,7 +338,7 @@ impl Proxy {
                     (Response::from_parts(head, body), status)
                 }
                 Ok(Prefix::TooLarge(body)) => {
-                    drop(capture);
+                    capture.abandon();
                     let status =
                         CacheStatus::forward(fwd).not_stored(crate::cache::NotStored::TooLarge);
                     (self.client_response(&exchange, head, body, false), status)
@@ -421,9 +415,9 @@ impl Proxy {
                 let shared = match decision {
                     Decision::Admitted => {
                         let entry = proxy.store.insert(key, entry);
-                        SharedResponse::of_entry(&entry, true, None)
+                        SharedResponse::new(entry, true, None)
                     }
-                    _ => SharedResponse::of_entry(&entry, false, detail),
+                    _ => SharedResponse::new(Arc::new(entry), false, detail),
                 };
                 if let Some(flight) = flight {
                     flight.finish(FlightOutcome::Response(shared));

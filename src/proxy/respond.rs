@@ -84,6 +84,11 @@ pub fn stored(
     (response, status)
 }
 
+/// A fresh stored entry: a hit with its remaining freshness as `ttl`.
+pub fn hit(parts: &Parts, entry: &StoredResponse, now: SystemTime) -> Answer {
+    stored(parts, entry, CacheStatus::hit(entry.ttl_seconds(now)), now)
+}
+
 /// A stale entry served because the origin failed and `stale-if-error` allows it.
 pub fn stale_on_error(parts: &Parts, entry: &StoredResponse, origin_status: u16) -> Answer {
     let now = SystemTime::now();
@@ -95,16 +100,17 @@ pub fn stale_on_error(parts: &Parts, entry: &StoredResponse, origin_status: u16)
 
 /// The response another request fetched for the same key (coalescing).
 pub fn shared(parts: &Parts, shared: &SharedResponse, status: CacheStatus) -> Answer {
-    if shared.status == StatusCode::OK && not_modified(&parts.headers, &shared.headers) {
-        return (not_modified_response(&shared.headers), status);
+    let entry = &shared.entry;
+    if entry.status == StatusCode::OK && not_modified(&parts.headers, &entry.headers) {
+        return (not_modified_response(&entry.headers), status);
     }
     let body = if parts.method == Method::HEAD {
         Bytes::new()
     } else {
-        shared.body.clone()
+        entry.body.clone()
     };
     let mut response = Response::new(full(body));
-    *response.status_mut() = shared.status;
-    *response.headers_mut() = shared.headers.clone();
+    *response.status_mut() = entry.status;
+    *response.headers_mut() = entry.headers.clone();
     (response, status)
 }

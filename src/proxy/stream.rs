@@ -57,6 +57,11 @@ impl Capture {
         (self.on_complete)(body);
     }
 
+    /// Gives the capture up: nothing is stored, and the requests waiting on its flight fetch alone.
+    pub fn abandon(self) {
+        drop(self);
+    }
+
     pub fn new(expected: Option<u64>, limit: u64, on_complete: OnComplete) -> Capture {
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let reserve = expected

@@ -110,9 +110,7 @@ impl Client {
 /// Writes `request` on a new connection and reads until the proxy closes it or `wait` passes
 /// without new bytes; returns everything received.
 pub async fn raw_exchange(addr: SocketAddr, request: &[u8], wait: Duration) -> String {
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    let _ = stream.write_all(request).await;
-    read_available(&mut stream, wait).await
+    String::from_utf8_lossy(&raw_exchange_bytes(addr, request, wait).await).into_owned()
 }
 
 /// Like [`raw_exchange`], but returns the bytes exactly as received.
@@ -124,15 +122,7 @@ pub async fn raw_exchange_bytes(addr: SocketAddr, request: &[u8], wait: Duration
 
 /// Reads until end-of-file, an error, or `wait` without new bytes.
 pub async fn read_available(stream: &mut TcpStream, wait: Duration) -> String {
-    let mut received = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        match tokio::time::timeout(wait, stream.read(&mut chunk)).await {
-            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
-            Ok(Ok(n)) => received.extend_from_slice(&chunk[..n]),
-        }
-    }
-    String::from_utf8_lossy(&received).into_owned()
+    String::from_utf8_lossy(&read_available_bytes(stream, wait).await).into_owned()
 }
 
 /// Reads bytes until end-of-file, an error, or `wait` without new bytes.
