@@ -40,6 +40,7 @@
 //! of one key may both be told [`Admission::FirstSeen`].
 
 mod clock;
+pub mod probation;
 mod snapshot;
 
 use std::cell::Cell;

@@ -11,8 +11,10 @@ use crate::config::parse_size;
 use crate::trace::{ReadOptions, SYNTHESIZED_SIZE_RULE, TraceInfo};
 
 use super::engine::{CacheSetup, Simulator};
+use super::policy::ProbationSetup;
 use super::report::{CacheReport, DoorkeeperSummary, SimReport, TraceSummary};
 use super::request::{SimRequest, TraceStats};
+use super::segmented::MainEviction;
 use super::{SimError, pipeline};
 
 /// The smallest default doorkeeper capacity, so tiny caches still get a meaningful window.
@@ -20,7 +22,7 @@ const MIN_DEFAULT_CAPACITY: u64 = 1000;
 /// `max_age` when none is given: a century of trace time, i.e. no age limit.
 const NO_MAX_AGE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// Replay a trace offline through admit-all, second-hit-exact and bloom admission.
+/// Replay a trace offline through admit-all, second-hit-exact, bloom and probation admission.
 #[derive(Debug, Clone, clap::Args)]
 #[command(group(clap::ArgGroup::new("size").required(true).args(["cache_bytes", "cache_percent"])))]
 pub struct SimulateArgs {
@@ -49,6 +51,14 @@ pub struct SimulateArgs {
     /// Default: no age limit, since many traces' time is a sequence number.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub max_age: Option<Duration>,
+    /// The `probation` policy's share of the cache for its probation FIFO (the proxy's
+    /// `admission.probation_share`).
+    #[arg(long, default_value_t = 0.1)]
+    pub probation_share: f64,
+    /// How the `probation` policy's main segment evicts: `fifo` (S3-FIFO's main, what the proxy
+    /// runs) or `lru` (for comparison).
+    #[arg(long, value_enum, default_value_t = MainEviction::Fifo)]
+    pub probation_main: MainEviction,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -102,6 +112,10 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
         .zip(&doorkeepers)
         .map(|(&cache_bytes, door)| CacheSetup {
             cache_bytes,
+            probation: ProbationSetup {
+                share: args.probation_share,
+                main_eviction: args.probation_main,
+            },
             doorkeeper: DoorkeeperConfig {
                 capacity: door.capacity,
                 target_fpr: door.target_fpr,
@@ -150,6 +164,12 @@ fn validate(args: &SimulateArgs) -> Result<(), SimError> {
         .find(|p| !(**p > 0.0 && **p <= 100.0))
     {
         return bad(format!("--cache-percent {percent} must be in (0, 100]"));
+    }
+    if !(0.0..1.0).contains(&args.probation_share) {
+        return bad(format!(
+            "--probation-share {} must be in [0, 1)",
+            args.probation_share
+        ));
     }
     if args.cache_bytes.contains(&0) {
         return bad("--cache-bytes must be at least 1".to_owned());

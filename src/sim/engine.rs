@@ -3,7 +3,7 @@
 use crate::admission::DoorkeeperConfig;
 
 use super::interner::Interner;
-use super::policy::{PolicyKind, PolicyReport, PolicySim};
+use super::policy::{PolicyKind, PolicyReport, PolicySim, ProbationSetup};
 use super::prefetch::DISTANCE;
 use super::request::{SimRequest, TraceStats, key_fingerprint};
 
@@ -12,6 +12,8 @@ use super::request::{SimRequest, TraceStats, key_fingerprint};
 pub struct CacheSetup {
     pub cache_bytes: u64,
     pub doorkeeper: DoorkeeperConfig,
+    /// How the `probation` policy splits and evicts its cache.
+    pub probation: ProbationSetup,
 }
 
 /// Replays requests through one policy simulation per setup and policy, all in one pass.
@@ -21,7 +23,7 @@ pub struct Simulator {
 }
 
 impl Simulator {
-    /// A simulator running all three policies for each setup.
+    /// A simulator running every policy for each setup.
     ///
     /// # Panics
     /// Panics if a doorkeeper config is invalid (check with [`DoorkeeperConfig::validate`]).
@@ -33,7 +35,7 @@ impl Simulator {
                 PolicyKind::ALL.map(|kind| {
                     (
                         index,
-                        PolicySim::new(kind, setup.cache_bytes, &setup.doorkeeper),
+                        PolicySim::new(kind, setup.cache_bytes, &setup.doorkeeper, setup.probation),
                     )
                 })
             })

@@ -1,9 +1,12 @@
 //! The offline simulator: replays a trace through admission policies in front of a byte-bounded cache.
 //!
-//! Every policy gets its own cache with the same eviction ([`ByteLru`]: least recently used, by
-//! bytes), so only admission differs: `admit-all` stores every miss, `second-hit-exact` stores a
-//! miss whose key it remembers exactly from the same window as the doorkeeper, and `bloom` asks the
-//! real [`crate::admission::Doorkeeper`]. Admission is consulted only on misses, as in the proxy.
+//! Every policy gets its own cache. The single-segment ones share the same eviction ([`ByteLru`]:
+//! least recently used, by bytes), so only admission differs: `admit-all` stores every miss,
+//! `second-hit-exact` stores a miss whose key it remembers exactly from the same window as the
+//! doorkeeper, and `bloom` asks the real [`crate::admission::Doorkeeper`]. `probation` asks the
+//! real doorkeeper too, and runs the proxy's store rules ([`crate::admission::probation`]) over a
+//! [`SegmentedCache`]: a first-seen miss goes to a probation FIFO, a seen-before one to main.
+//! Admission is consulted only on misses, as in the proxy.
 
 mod cli;
 mod engine;
@@ -14,17 +17,20 @@ mod policy;
 mod prefetch;
 mod report;
 mod request;
+mod segmented;
 
 pub use cli::{SimulateArgs, run, simulate};
 pub use engine::{CacheSetup, Simulator};
 pub use interner::Interner;
 pub use lru::ByteLru;
 pub use pipeline::{Consumer, scan};
-pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, TraceClock};
+pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, ProbationSetup, TraceClock};
 pub use report::{
-    BloomVsAdmitAll, BloomVsExact, CacheReport, DoorkeeperSummary, SimReport, TraceSummary,
+    BloomVsAdmitAll, BloomVsExact, CacheReport, DoorkeeperSummary, ProbationVsAdmitAll, SimReport,
+    TraceSummary,
 };
 pub use request::{SimRequest, TraceStats, key_fingerprint};
+pub use segmented::{Evicted, MainEviction, SegmentedCache};
 
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]

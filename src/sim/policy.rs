@@ -4,10 +4,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::admission::probation::{Budget, Mode, Placement, Segment};
 use crate::admission::{Admission, Clock, Doorkeeper, DoorkeeperConfig, RotationCounts};
 
 use super::lru::ByteLru;
 use super::prefetch::prefetch;
+use super::segmented::{MainEviction, SegmentedCache};
 
 /// What nginx keeps per key for `proxy_cache_min_uses` ("one megabyte zone can store about
 /// 8 thousand keys", the `proxy_cache_path keys_zone` documentation): 128 bytes.
@@ -23,13 +25,17 @@ pub enum PolicyKind {
     SecondHitExact,
     /// Store on the second miss as the real [`Doorkeeper`] decides.
     Bloom,
+    /// Store a first miss in a probation FIFO and a second one in main, as the real [`Doorkeeper`]
+    /// decides ([`crate::admission::probation`]).
+    Probation,
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 3] = [
+    pub const ALL: [PolicyKind; 4] = [
         PolicyKind::AdmitAll,
         PolicyKind::SecondHitExact,
         PolicyKind::Bloom,
+        PolicyKind::Probation,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -37,6 +43,7 @@ impl PolicyKind {
             PolicyKind::AdmitAll => "admit-all",
             PolicyKind::SecondHitExact => "second-hit-exact",
             PolicyKind::Bloom => "bloom",
+            PolicyKind::Probation => "probation",
         }
     }
 }
@@ -51,13 +58,23 @@ pub struct PolicyReport {
     pub requested_bytes: u64,
     pub hit_bytes: u64,
     pub byte_hit_ratio: f64,
-    /// Objects stored (cache writes) and their bytes.
+    /// Objects stored (cache writes, in either segment) and their bytes.
     pub writes: u64,
     pub written_bytes: u64,
+    /// Writes into main and their bytes: every write of the single-segment policies; for
+    /// `probation` the seen-before misses plus the promotions.
+    pub main_writes: u64,
+    pub main_written_bytes: u64,
+    /// `probation` only: first-seen misses stored in probation, and their bytes.
+    pub probation_writes: u64,
+    pub probation_written_bytes: u64,
+    /// `probation` only: objects moved from probation to main because they were hit there.
+    pub promotions: u64,
     /// Bytes fetched from the origin: every miss.
     pub origin_bytes: u64,
     pub evictions: u64,
-    /// Misses not stored because admission said first seen.
+    /// Misses not stored because admission said first seen (for `probation`: first seen and larger
+    /// than the probation segment).
     pub first_hits: u64,
     /// Misses not stored because the object is larger than the whole cache.
     pub too_large: u64,
@@ -197,28 +214,63 @@ enum AdmissionState {
     },
 }
 
+/// The cache model a policy runs: one byte-LRU, or probation and main.
+enum CacheModel {
+    Lru(ByteLru),
+    Segmented(SegmentedCache),
+}
+
+/// How the `probation` policy splits its cache (the proxy's `admission.probation_share`) and
+/// evicts from main.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProbationSetup {
+    pub share: f64,
+    pub main_eviction: MainEviction,
+}
+
+impl Default for ProbationSetup {
+    fn default() -> Self {
+        ProbationSetup {
+            share: 0.1,
+            main_eviction: MainEviction::Fifo,
+        }
+    }
+}
+
 /// One policy and its cache, fed every request of the trace.
 pub struct PolicySim {
-    cache: ByteLru,
+    cache: CacheModel,
     admission: AdmissionState,
     report: PolicyReport,
 }
 
 impl PolicySim {
-    pub fn new(kind: PolicyKind, cache_bytes: u64, doorkeeper: &DoorkeeperConfig) -> PolicySim {
+    pub fn new(
+        kind: PolicyKind,
+        cache_bytes: u64,
+        doorkeeper: &DoorkeeperConfig,
+        probation: ProbationSetup,
+    ) -> PolicySim {
         let admission = match kind {
             PolicyKind::AdmitAll => AdmissionState::AdmitAll,
             PolicyKind::SecondHitExact => {
                 AdmissionState::Exact(ExactWindow::new(doorkeeper.capacity, doorkeeper.max_age))
             }
-            PolicyKind::Bloom => {
+            PolicyKind::Bloom | PolicyKind::Probation => {
                 let clock = Arc::new(TraceClock::new());
                 let doorkeeper = Doorkeeper::with_clock(doorkeeper.clone(), clock.clone());
                 AdmissionState::Bloom { doorkeeper, clock }
             }
         };
+        let cache = match kind {
+            PolicyKind::Probation => CacheModel::Segmented(SegmentedCache::new(
+                Budget::new(cache_bytes, probation.share),
+                probation.main_eviction,
+            )),
+            _ => CacheModel::Lru(ByteLru::new(cache_bytes)),
+        };
         PolicySim {
-            cache: ByteLru::new(cache_bytes),
+            cache,
             admission,
             report: PolicyReport {
                 policy: kind,
@@ -230,6 +282,11 @@ impl PolicySim {
                 byte_hit_ratio: 0.0,
                 writes: 0,
                 written_bytes: 0,
+                main_writes: 0,
+                main_written_bytes: 0,
+                probation_writes: 0,
+                probation_written_bytes: 0,
+                promotions: 0,
                 origin_bytes: 0,
                 evictions: 0,
                 first_hits: 0,
@@ -249,7 +306,10 @@ impl PolicySim {
     /// Starts loading what a request for `id` will read, for a request a few ahead.
     #[inline]
     pub fn prefetch(&self, id: u32) {
-        self.cache.prefetch(id);
+        match &self.cache {
+            CacheModel::Lru(lru) => lru.prefetch(id),
+            CacheModel::Segmented(cache) => cache.prefetch(id),
+        }
         if let AdmissionState::Exact(window) = &self.admission
             && let Some(last) = window.last_seen.get(id as usize)
         {
@@ -260,7 +320,9 @@ impl PolicySim {
     /// Starts loading the cache's list neighbours of `id`, once [`Self::prefetch`] brought `id` in.
     #[inline]
     pub fn prefetch_neighbours(&self, id: u32) {
-        self.cache.prefetch_neighbours(id);
+        if let CacheModel::Lru(lru) = &self.cache {
+            lru.prefetch_neighbours(id);
+        }
     }
 
     /// One request: a hit refreshes the object; a miss goes to the origin and, if admission
@@ -271,7 +333,11 @@ impl PolicySim {
         let report = &mut self.report;
         report.requests += 1;
         report.requested_bytes += size;
-        if self.cache.touch(id) {
+        let hit = match &mut self.cache {
+            CacheModel::Lru(lru) => lru.touch(id),
+            CacheModel::Segmented(cache) => cache.touch(id),
+        };
+        if hit {
             report.hits += 1;
             report.hit_bytes += size;
             return;
@@ -285,17 +351,37 @@ impl PolicySim {
                 doorkeeper.observe(&fingerprint.to_le_bytes())
             }
         };
-        if admission == Admission::FirstSeen {
-            report.first_hits += 1;
-            return;
-        }
-        match self.cache.insert(id, size) {
-            Some(evictions) => {
-                report.writes += 1;
-                report.written_bytes += size;
-                report.evictions += evictions;
+        match &mut self.cache {
+            CacheModel::Lru(lru) => {
+                if admission == Admission::FirstSeen {
+                    report.first_hits += 1;
+                    return;
+                }
+                match lru.insert(id, size) {
+                    Some(evictions) => {
+                        report.evictions += evictions;
+                        report.wrote(Segment::Main, size);
+                    }
+                    None => report.too_large += 1,
+                }
             }
-            None => report.too_large += 1,
+            CacheModel::Segmented(cache) => {
+                match cache
+                    .budget()
+                    .place(Mode::Probation, Some(admission), false, size)
+                {
+                    Placement::Store(segment) => {
+                        let evicted = cache.insert(id, size, segment);
+                        report.evictions += evicted.evictions;
+                        report.promotions += evicted.promotions;
+                        report.main_writes += evicted.promotions;
+                        report.main_written_bytes += evicted.promoted_bytes;
+                        report.wrote(segment, size);
+                    }
+                    Placement::FirstHit => report.first_hits += 1,
+                    Placement::TooLarge => report.too_large += 1,
+                }
+            }
         }
     }
 
@@ -320,6 +406,24 @@ impl PolicySim {
             }
         }
         self.report
+    }
+}
+
+impl PolicyReport {
+    /// Counts an object of `size` bytes stored from the origin into `segment`.
+    fn wrote(&mut self, segment: Segment, size: u64) {
+        self.writes += 1;
+        self.written_bytes += size;
+        match segment {
+            Segment::Main => {
+                self.main_writes += 1;
+                self.main_written_bytes += size;
+            }
+            Segment::Probation => {
+                self.probation_writes += 1;
+                self.probation_written_bytes += size;
+            }
+        }
     }
 }
 

@@ -50,6 +50,19 @@ pub struct CacheReport {
     pub policies: Vec<PolicyReport>,
     pub bloom_vs_admit_all: BloomVsAdmitAll,
     pub bloom_vs_exact: BloomVsExact,
+    pub probation_vs_admit_all: ProbationVsAdmitAll,
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct ProbationVsAdmitAll {
+    /// Hit ratio of probation minus admit-all, in percentage points.
+    pub hit_ratio_change_points: f64,
+    pub byte_hit_ratio_change_points: f64,
+    /// Bytes probation wrote into main (seen-before misses and promotions) over admit-all's
+    /// written bytes.
+    pub main_written_bytes_share: f64,
+    /// The same share for bloom (second-hit), for comparison.
+    pub bloom_written_bytes_share: f64,
 }
 
 #[derive(Debug, Clone, Copy, serde::Serialize)]
@@ -83,12 +96,13 @@ impl CacheReport {
         policies: Vec<PolicyReport>,
     ) -> CacheReport {
         let find = |kind| policies.iter().find(|p: &&PolicyReport| p.policy == kind);
-        let (bloom_vs_admit_all, bloom_vs_exact) = match (
+        let (bloom_vs_admit_all, bloom_vs_exact, probation_vs_admit_all) = match (
             find(PolicyKind::AdmitAll),
             find(PolicyKind::SecondHitExact),
             find(PolicyKind::Bloom),
+            find(PolicyKind::Probation),
         ) {
-            (Some(all), Some(exact), Some(bloom)) => (
+            (Some(all), Some(exact), Some(bloom), Some(probation)) => (
                 BloomVsAdmitAll {
                     writes_avoided: 1.0 - share(bloom.writes, all.writes),
                     written_bytes_avoided: 1.0 - share(bloom.written_bytes, all.written_bytes),
@@ -102,8 +116,18 @@ impl CacheReport {
                         * (bloom.byte_hit_ratio - exact.byte_hit_ratio),
                     memory_ratio: share(bloom.admission_memory_bytes, exact.admission_memory_bytes),
                 },
+                ProbationVsAdmitAll {
+                    hit_ratio_change_points: 100.0 * (probation.hit_ratio - all.hit_ratio),
+                    byte_hit_ratio_change_points: 100.0
+                        * (probation.byte_hit_ratio - all.byte_hit_ratio),
+                    main_written_bytes_share: share(
+                        probation.main_written_bytes,
+                        all.written_bytes,
+                    ),
+                    bloom_written_bytes_share: share(bloom.written_bytes, all.written_bytes),
+                },
             ),
-            _ => unreachable!("every cache runs all three policies"),
+            _ => unreachable!("every cache runs every policy"),
         };
         CacheReport {
             cache_bytes,
@@ -112,6 +136,7 @@ impl CacheReport {
             policies,
             bloom_vs_admit_all,
             bloom_vs_exact,
+            probation_vs_admit_all,
         }
     }
 }
@@ -167,7 +192,7 @@ impl fmt::Display for SimReport {
         }
         writeln!(
             f,
-            "eviction: LRU by bytes, same for every policy; objects larger than the cache are never stored"
+            "eviction: LRU by bytes for admit-all, second-hit-exact and bloom; probation: a probation FIFO and a main segment (the proxy's store rules); objects larger than the cache are never stored"
         )?;
         for cache in &self.caches {
             let door = &cache.doorkeeper;
@@ -186,12 +211,13 @@ impl fmt::Display for SimReport {
             )?;
             writeln!(
                 f,
-                "{:<17} {:>7} {:>7} {:>10} {:>11} {:>11} {:>9} {:>11}",
+                "{:<17} {:>7} {:>7} {:>10} {:>11} {:>11} {:>11} {:>9} {:>11}",
                 "policy",
                 "hit%",
                 "byte%",
                 "writes",
                 "written",
+                "main written",
                 "origin",
                 "rotations",
                 "adm. memory"
@@ -200,12 +226,13 @@ impl fmt::Display for SimReport {
                 let rotations = p.rotations.total();
                 writeln!(
                     f,
-                    "{:<17} {:>7.2} {:>7.2} {:>10} {:>11} {:>11} {:>9} {:>11}",
+                    "{:<17} {:>7.2} {:>7.2} {:>10} {:>11} {:>11} {:>11} {:>9} {:>11}",
                     p.policy.as_str(),
                     100.0 * p.hit_ratio,
                     100.0 * p.byte_hit_ratio,
                     p.writes,
                     HumanBytes(p.written_bytes).to_string(),
+                    HumanBytes(p.main_written_bytes).to_string(),
                     HumanBytes(p.origin_bytes).to_string(),
                     rotations,
                     HumanBytes(p.admission_memory_bytes).to_string(),
@@ -228,6 +255,15 @@ impl fmt::Display for SimReport {
                 exact.byte_hit_ratio_difference_points,
                 1.0 / exact.memory_ratio,
                 super::NGINX_BYTES_PER_KEY,
+            )?;
+            let probation = &cache.probation_vs_admit_all;
+            writeln!(
+                f,
+                "probation vs admit-all: hit ratio {:+.2} points, byte hit ratio {:+.2} points, main written bytes {:.2}x admit-all's (bloom {:.2}x)",
+                probation.hit_ratio_change_points,
+                probation.byte_hit_ratio_change_points,
+                probation.main_written_bytes_share,
+                probation.bloom_written_bytes_share,
             )?;
         }
         writeln!(f)?;

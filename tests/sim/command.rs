@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use bloomgate::config::Config;
-use bloomgate::sim::{PolicyKind, SimError, SimulateArgs, simulate};
+use bloomgate::sim::{MainEviction, PolicyKind, SimError, SimulateArgs, simulate};
 
 fn args(trace: PathBuf) -> SimulateArgs {
     SimulateArgs {
@@ -15,6 +15,8 @@ fn args(trace: PathBuf) -> SimulateArgs {
         target_fpr: 0.01,
         rotate_at_fpr: 0.02,
         max_age: None,
+        probation_share: 0.1,
+        probation_main: MainEviction::Fifo,
         json: true,
         skip_bad_lines: false,
     }
