@@ -505,60 +505,80 @@ async fn an_object_larger_than_probation_is_stored_only_on_its_second_request() 
     );
 }
 
+/// One configuration of `[admission]` and what it does with the same three requests.
+struct ModeCase {
+    name: &'static str,
+    /// `[admission]` keys and their TOML values.
+    keys: &'static [(&'static str, &'static str)],
+    /// What each response's `Cache-Status` says.
+    stored: [Stored; 3],
+    /// Requests the origin has seen after each.
+    origin_counts: [usize; 3],
+}
+
 #[tokio::test]
 async fn each_mode_stores_as_documented() {
     use Stored::{Hit, InMain, InProbation, NotOnFirstHit};
-    let origin = Origin::start();
-    // The same three requests through a proxy per configuration: what each response says, and
-    // how many requests the origin has seen after each.
-    let cases: [(&str, &[(&str, &str)], [Stored; 3], [usize; 3]); 6] = [
-        (
-            "probation",
-            &[("mode", "\"probation\"")],
-            [InProbation, Hit, Hit],
-            [1, 1, 1],
-        ),
-        (
-            "second-hit",
-            &[("mode", "\"second-hit\"")],
-            [NotOnFirstHit, InMain, Hit],
-            [1, 2, 2],
-        ),
-        ("off", &[("mode", "\"off\"")], [InMain, Hit, Hit], [1, 1, 1]),
-        ("default", &[], [InProbation, Hit, Hit], [1, 1, 1]),
-        (
-            "enabled-true",
-            &[("enabled", "true")],
-            [NotOnFirstHit, InMain, Hit],
-            [1, 2, 2],
-        ),
-        (
-            "enabled-false",
-            &[("enabled", "false")],
-            [InMain, Hit, Hit],
-            [1, 1, 1],
-        ),
+    let cases = [
+        ModeCase {
+            name: "probation",
+            keys: &[("mode", "\"probation\"")],
+            stored: [InProbation, Hit, Hit],
+            origin_counts: [1, 1, 1],
+        },
+        ModeCase {
+            name: "second-hit",
+            keys: &[("mode", "\"second-hit\"")],
+            stored: [NotOnFirstHit, InMain, Hit],
+            origin_counts: [1, 2, 2],
+        },
+        ModeCase {
+            name: "off",
+            keys: &[("mode", "\"off\"")],
+            stored: [InMain, Hit, Hit],
+            origin_counts: [1, 1, 1],
+        },
+        ModeCase {
+            name: "default",
+            keys: &[],
+            stored: [InProbation, Hit, Hit],
+            origin_counts: [1, 1, 1],
+        },
+        ModeCase {
+            name: "enabled-true",
+            keys: &[("enabled", "true")],
+            stored: [NotOnFirstHit, InMain, Hit],
+            origin_counts: [1, 2, 2],
+        },
+        ModeCase {
+            name: "enabled-false",
+            keys: &[("enabled", "false")],
+            stored: [InMain, Hit, Hit],
+            origin_counts: [1, 1, 1],
+        },
     ];
+    let origin = Origin::start();
     let client = Client::new();
-    for (name, keys, expected, counts) in cases {
+    for case in cases {
         let mut config = ProxyConfig::new(&origin.url());
-        for (key, value) in keys {
+        for (key, value) in case.keys {
             config.set("admission", key, value);
         }
         let proxy = config.start();
-        let path = format!("/modes/{name}");
+        let path = format!("/modes/{}", case.name);
         let object = body(&path, 2 * KIB);
         origin.set(&path, storable(&object));
-        let mut seen = Vec::new();
+        let mut said = Vec::new();
         let mut origin_counts = Vec::new();
         for _ in 0..3 {
-            seen.push(get(&client, &proxy, &path, &object).await);
+            said.push(get(&client, &proxy, &path, &object).await);
             origin_counts.push(origin.count(&path));
         }
-        assert_eq!(seen, expected, "{name}: Cache-Status of three requests");
+        assert_eq!(said, case.stored, "{}: three requests", case.name);
         assert_eq!(
-            origin_counts, counts,
-            "{name}: origin requests after each request"
+            origin_counts, case.origin_counts,
+            "{}: origin requests after each request",
+            case.name
         );
     }
 }
