@@ -6,9 +6,11 @@ use std::io::{BufRead, BufReader, IsTerminal};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::admission::probation::{Mode, Segment};
+use crate::cache::StoreCounters;
 use crate::config::Config;
 use crate::listening::ListeningLine;
 use crate::trace::SyntheticTrace;
@@ -46,7 +48,7 @@ pub enum DemoError {
     Serve(#[from] crate::proxy::ServeError),
     #[error("demo: replay failed: {0}")]
     Replay(#[from] crate::traffic::TrafficError),
-    #[error("demo: the admit-all proxy did not start: {0}")]
+    #[error("demo: a proxy to compare with did not start: {0}")]
     Child(String),
 }
 
@@ -84,8 +86,11 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
         .map_err(|_| DemoError::Child(format!("bad origin url {}", origin.url())))?;
     let config = proxy_config(origin_url, cache_bytes, trace.objects);
 
-    // The comparison runs as a second process so that its metrics do not mix with the demo's.
-    let admit_all = AdmitAllProxy::start(&admit_all_config(&config))?;
+    // The comparisons run as child processes so that their metrics do not mix with the demo's.
+    let children = [Mode::SecondHit, Mode::Off]
+        .map(|mode| ChildProxy::start(&with_mode(&config, mode)))
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
 
     let running = crate::proxy::start(config.clone()).await?;
     let progress = std::io::stderr().is_terminal();
@@ -96,56 +101,71 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
         ..ReplayOptions::default()
     };
 
-    println!(
-        "\nreplaying through bloomgate with second-hit admission (cache {})",
-        indicatif::HumanBytes(cache_bytes)
-    );
-    let origin_before = origin.stats.requests();
-    let with_admission = replay(trace.iter(), options(running.addr)).await?;
-    let origin_with = origin.stats.requests() - origin_before;
-    let counters = running.proxy.store().counters();
-    let writes_with = counters.writes.load(Ordering::Relaxed);
-    let written_with = counters.written_bytes.load(Ordering::Relaxed);
-
-    println!("replaying through bloomgate with admission off (admit-all), same cache size");
-    let origin_before = origin.stats.requests();
-    let without = replay(trace.iter(), options(admit_all.addr)).await?;
-    let origin_without = origin.stats.requests() - origin_before;
-    let (writes_without, written_without) = admit_all.cache_writes().await;
-    drop(admit_all);
+    let mut columns = Vec::new();
+    for (mode, addr, admin) in std::iter::once((config.admission.mode, running.addr, None))
+        .chain(children.iter().map(|c| (c.mode, c.addr, Some(c.admin))))
+    {
+        println!(
+            "replaying through bloomgate with admission.mode = \"{}\" (cache {})",
+            mode.as_str(),
+            indicatif::HumanBytes(cache_bytes)
+        );
+        let origin_before = origin.stats.requests();
+        let report = replay(trace.iter(), options(addr)).await?;
+        let origin_requests = origin.stats.requests() - origin_before;
+        let writes = match admin {
+            None => Some(Writes::of(running.proxy.store().counters())),
+            Some(admin) => Writes::scrape(admin).await,
+        };
+        columns.push(Column {
+            mode,
+            report,
+            origin_requests,
+            writes,
+        });
+    }
+    drop(children);
 
     println!();
-    println!("{:<28} {:>14} {:>14}", "", "second-hit", "admit-all");
-    row(
-        "object hit ratio",
-        pct(with_admission.hit_ratio),
-        pct(without.hit_ratio),
-    );
-    row(
-        "byte hit ratio",
-        pct(with_admission.byte_hit_ratio),
-        pct(without.byte_hit_ratio),
-    );
-    row(
-        "cache writes",
-        writes_with.to_string(),
-        writes_without.map_or("?".into(), |w| w.to_string()),
-    );
-    row(
-        "bytes written to cache",
-        indicatif::HumanBytes(written_with).to_string(),
-        written_without.map_or("?".into(), |w| indicatif::HumanBytes(w).to_string()),
-    );
-    row(
-        "origin requests",
-        origin_with.to_string(),
-        origin_without.to_string(),
-    );
-    row("p99 latency", ms(&with_admission), ms(&without));
-    if let Some(writes_without) = writes_without.filter(|w| *w > 0) {
+    print!("{:<28}", "admission.mode");
+    for column in &columns {
+        print!(" {:>14}", column.mode.as_str());
+    }
+    println!();
+    let cells = |name: &str, cell: &dyn Fn(&Column) -> String| {
+        print!("{name:<28}");
+        for column in &columns {
+            print!(" {:>14}", cell(column));
+        }
+        println!();
+    };
+    let writes = |column: &Column, pick: fn(&Writes) -> u64| {
+        column
+            .writes
+            .as_ref()
+            .map_or("?".into(), |w| pick(w).to_string())
+    };
+    cells("object hit ratio", &|c| pct(c.report.hit_ratio));
+    cells("byte hit ratio", &|c| pct(c.report.byte_hit_ratio));
+    cells("cache writes", &|c| writes(c, |w| w.total));
+    cells("  of which into main", &|c| writes(c, |w| w.main));
+    cells("bytes written into main", &|c| {
+        c.writes.as_ref().map_or("?".into(), |w| {
+            indicatif::HumanBytes(w.main_bytes).to_string()
+        })
+    });
+    cells("origin requests", &|c| c.origin_requests.to_string());
+    cells("p99 latency", &|c| ms(&c.report));
+    if let (Some(ours), Some(Some(all))) = (
+        columns[0].writes.as_ref(),
+        columns.last().map(|c| c.writes.as_ref()),
+    ) && all.main_bytes > 0
+    {
         println!(
-            "\nadmission avoided {:.1}% of cache writes",
-            100.0 * (1.0 - writes_with as f64 / writes_without as f64)
+            "\n{} admission: hit ratio {:+.1} points against admit-all, {:.1}% of its bytes written into main",
+            columns[0].mode.as_str(),
+            100.0 * (columns[0].report.hit_ratio - columns[columns.len() - 1].report.hit_ratio),
+            100.0 * ours.main_bytes as f64 / all.main_bytes as f64
         );
     }
     if let Some(door) = running.proxy.doorkeeper() {
@@ -200,16 +220,67 @@ fn proxy_config(origin: http::Uri, cache_bytes: u64, objects: u64) -> Config {
     config
 }
 
-/// The baseline's configuration: the demo proxy's with admission off, so that the two proxies
-/// compared differ in admission only.
-fn admit_all_config(config: &Config) -> Config {
-    let mut baseline = config.clone();
-    baseline.admission.enabled = false;
-    baseline
+/// A comparison's configuration: the demo proxy's with another admission mode, so that the
+/// proxies compared differ in admission only.
+fn with_mode(config: &Config, mode: Mode) -> Config {
+    let mut other = config.clone();
+    other.admission.mode = mode;
+    other
 }
 
-fn row(name: &str, with: String, without: String) {
-    println!("{name:<28} {with:>14} {without:>14}");
+/// One proxy's results in the comparison table.
+struct Column {
+    mode: Mode,
+    report: ReplayReport,
+    origin_requests: u64,
+    writes: Option<Writes>,
+}
+
+/// Cache writes as the store counts them: all, into main (promotions included), and body bytes
+/// into main.
+struct Writes {
+    total: u64,
+    main: u64,
+    main_bytes: u64,
+}
+
+impl Writes {
+    fn of(counters: &StoreCounters) -> Writes {
+        let main = Segment::Main.index();
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        Writes {
+            total: counters.writes.iter().map(load).sum(),
+            main: load(&counters.writes[main]),
+            main_bytes: load(&counters.written_bytes[main]),
+        }
+    }
+
+    /// The same counters from a child's `/metrics`.
+    async fn scrape(admin: SocketAddr) -> Option<Writes> {
+        let text = scrape(admin).await.ok()?;
+        let main = "segment=\"main\"";
+        let writes = crate::telemetry::CACHE_WRITES_TOTAL;
+        let written = crate::telemetry::CACHE_WRITTEN_BYTES_TOTAL;
+        Some(Writes {
+            total: metric_sum(&text, writes, "")?,
+            main: metric_sum(&text, writes, main)?,
+            main_bytes: metric_sum(&text, written, main)?,
+        })
+    }
+}
+
+/// The sum of the series of `name` whose labels contain `label` (`""`: all of them).
+fn metric_sum(text: &str, name: &str, label: &str) -> Option<u64> {
+    let values: Vec<f64> = text
+        .lines()
+        .filter_map(|line| {
+            let (series, value) = line.split_once(' ')?;
+            let labels = series.strip_prefix(name)?;
+            let named = labels.is_empty() || labels.starts_with('{');
+            (named && labels.contains(label)).then(|| value.trim().parse::<f64>().ok())?
+        })
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() as u64)
 }
 
 fn pct(ratio: f64) -> String {
@@ -220,16 +291,17 @@ fn ms(report: &ReplayReport) -> String {
     format!("{:.2} ms", report.latency_ms.p99)
 }
 
-/// The baseline proxy, a child process of this binary with admission off.
-struct AdmitAllProxy {
+/// A proxy compared with the demo's, a child process of this binary with another admission mode.
+struct ChildProxy {
+    mode: Mode,
     child: Child,
     addr: SocketAddr,
     admin: SocketAddr,
     _config: TempConfig,
 }
 
-impl AdmitAllProxy {
-    fn start(config: &Config) -> Result<AdmitAllProxy, DemoError> {
+impl ChildProxy {
+    fn start(config: &Config) -> Result<ChildProxy, DemoError> {
         let file = TempConfig::write(config)?;
         let mut child = Command::new(std::env::current_exe()?)
             .args(["serve", "--config"])
@@ -247,34 +319,17 @@ impl AdmitAllProxy {
         let listening = line
             .parse::<ListeningLine>()
             .map_err(|error| DemoError::Child(error.to_string()))?;
-        Ok(AdmitAllProxy {
+        Ok(ChildProxy {
+            mode: config.admission.mode,
             child,
             addr: listening.addr,
             admin: listening.admin_addr,
             _config: file,
         })
     }
-
-    /// Cache writes and body bytes written, from its own `/metrics`.
-    async fn cache_writes(&self) -> (Option<u64>, Option<u64>) {
-        let Ok(text) = scrape(self.admin).await else {
-            return (None, None);
-        };
-        let value = |name: &str| {
-            text.lines()
-                .find(|line| line.split_whitespace().next() == Some(name))
-                .and_then(|line| line.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<f64>().ok())
-                .map(|v| v as u64)
-        };
-        (
-            value(crate::telemetry::CACHE_WRITES_TOTAL),
-            value(crate::telemetry::CACHE_WRITTEN_BYTES_TOTAL),
-        )
-    }
 }
 
-impl Drop for AdmitAllProxy {
+impl Drop for ChildProxy {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -300,7 +355,11 @@ struct TempConfig(PathBuf);
 
 impl TempConfig {
     fn write(config: &Config) -> std::io::Result<TempConfig> {
-        let path = std::env::temp_dir().join(format!("bloomgate-demo-{}.toml", std::process::id()));
+        let path = std::env::temp_dir().join(format!(
+            "bloomgate-demo-{}-{}.toml",
+            std::process::id(),
+            config.admission.mode.as_str()
+        ));
         std::fs::write(&path, config.to_toml())?;
         Ok(TempConfig(path))
     }
@@ -317,16 +376,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_admit_all_proxy_differs_from_the_demo_proxy_in_admission_only() {
+    fn the_proxies_compared_differ_from_the_demo_proxy_in_admission_only() {
         let mut config = proxy_config("http://127.0.0.1:4010".parse().unwrap(), 3 << 20, 20_000);
         // Keys the demo leaves at their defaults today reach the child too.
         config.origin.idle_timeout = Duration::from_millis(1500);
         config.cache.key.drop_query_params = vec!["utm_source".to_owned()];
-        let file = TempConfig::write(&admit_all_config(&config)).unwrap();
-        let read_by_the_child = Config::load(&file.0).unwrap();
-        assert!(config.admission.enabled);
-        let mut expected = config;
-        expected.admission.enabled = false;
-        assert_eq!(read_by_the_child, expected);
+        assert_eq!(config.admission.mode, Mode::Probation);
+        for mode in [Mode::SecondHit, Mode::Off] {
+            let file = TempConfig::write(&with_mode(&config, mode)).unwrap();
+            let read_by_the_child = Config::load(&file.0).unwrap();
+            let mut expected = config.clone();
+            expected.admission.mode = mode;
+            assert_eq!(read_by_the_child, expected);
+        }
+    }
+
+    #[test]
+    fn metric_sums_read_labelled_series_of_one_name_only() {
+        let text = "# HELP x\nbloomgate_cache_writes_total{segment=\"main\"} 3\n\
+                    bloomgate_cache_writes_total{segment=\"probation\"} 4\n\
+                    bloomgate_cache_writes_total_other 100\n";
+        let name = "bloomgate_cache_writes_total";
+        assert_eq!(metric_sum(text, name, ""), Some(7));
+        assert_eq!(metric_sum(text, name, "segment=\"main\""), Some(3));
+        assert_eq!(metric_sum(text, "bloomgate_nothing", ""), None);
     }
 }

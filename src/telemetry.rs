@@ -6,6 +6,7 @@ use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogra
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::admission::DoorkeeperStats;
+use crate::admission::probation::Segment;
 
 pub const REQUESTS_TOTAL: &str = "bloomgate_requests_total";
 pub const REQUEST_DURATION_SECONDS: &str = "bloomgate_request_duration_seconds";
@@ -72,7 +73,7 @@ fn describe() {
     );
     describe_counter!(
         ADMISSION_TOTAL,
-        "Cache admission decisions for responses from the origin, by decision."
+        "Cache admission decisions for responses from the origin, by decision (admitted: into main; probation: a first request into probation; promoted: from probation to main, counted when it moves)."
     );
     describe_gauge!(
         FILTER_FILL_RATIO,
@@ -108,18 +109,24 @@ fn describe() {
         FILTER_SNAPSHOTS_TOTAL,
         "Doorkeeper snapshots written to admission.snapshot_path, by outcome (ok, error)."
     );
-    describe_gauge!(CACHE_ENTRIES, "Keys held in the cache.");
+    describe_gauge!(
+        CACHE_ENTRIES,
+        "Keys held in the cache, by segment (probation, main)."
+    );
     describe_gauge!(
         CACHE_BYTES,
         Unit::Bytes,
-        "Bytes held in the cache (headers, bodies, bookkeeping)."
+        "Bytes held in the cache (headers, bodies, bookkeeping), by segment (probation, main)."
     );
     describe_gauge!(CACHE_MAX_BYTES, Unit::Bytes, "Configured cache size.");
-    describe_counter!(CACHE_WRITES_TOTAL, "Responses written to the cache.");
+    describe_counter!(
+        CACHE_WRITES_TOTAL,
+        "Responses written to the cache, by segment; a promotion is a write into main."
+    );
     describe_counter!(
         CACHE_WRITTEN_BYTES_TOTAL,
         Unit::Bytes,
-        "Body bytes written to the cache."
+        "Body bytes written to the cache, by segment; a promotion is a write into main."
     );
     describe_counter!(CACHE_EVICTIONS_TOTAL, "Entries evicted to make room.");
     describe_counter!(
@@ -154,11 +161,14 @@ fn describe() {
 /// The state sampled at scrape time, so the gauges cost nothing on the request path.
 pub struct ScrapeState {
     pub doorkeeper: Option<(DoorkeeperStats, f64, u64)>,
-    pub cache_entries: u64,
-    pub cache_bytes: u64,
+    /// Per segment, indexed by [`Segment::index`].
+    pub cache_entries: [u64; 2],
+    pub cache_bytes: [u64; 2],
+    pub cache_writes: [u64; 2],
+    pub cache_written_bytes: [u64; 2],
     pub cache_max_bytes: u64,
-    pub cache_writes: u64,
-    pub cache_written_bytes: u64,
+    /// Entries moved from probation to main: `bloomgate_admission_total{decision="promoted"}`.
+    pub cache_promotions: u64,
     pub cache_evictions: u64,
     pub cache_expirations: u64,
 }
@@ -188,11 +198,16 @@ pub fn render(state: &ScrapeState) -> String {
             counter!(FILTER_ROTATIONS_TOTAL, "reason" => reason).absolute(count);
         }
     }
-    gauge!(CACHE_ENTRIES).set(state.cache_entries as f64);
-    gauge!(CACHE_BYTES).set(state.cache_bytes as f64);
+    for segment in Segment::ALL {
+        let (i, name) = (segment.index(), segment.as_str());
+        gauge!(CACHE_ENTRIES, "segment" => name).set(state.cache_entries[i] as f64);
+        gauge!(CACHE_BYTES, "segment" => name).set(state.cache_bytes[i] as f64);
+        counter!(CACHE_WRITES_TOTAL, "segment" => name).absolute(state.cache_writes[i]);
+        counter!(CACHE_WRITTEN_BYTES_TOTAL, "segment" => name)
+            .absolute(state.cache_written_bytes[i]);
+    }
+    counter!(ADMISSION_TOTAL, "decision" => "promoted").absolute(state.cache_promotions);
     gauge!(CACHE_MAX_BYTES).set(state.cache_max_bytes as f64);
-    counter!(CACHE_WRITES_TOTAL).absolute(state.cache_writes);
-    counter!(CACHE_WRITTEN_BYTES_TOTAL).absolute(state.cache_written_bytes);
     counter!(CACHE_EVICTIONS_TOTAL).absolute(state.cache_evictions);
     counter!(CACHE_EXPIRATIONS_TOTAL).absolute(state.cache_expirations);
     handle.run_upkeep();

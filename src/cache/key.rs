@@ -1,6 +1,7 @@
 //! Cache key: which parts of a request name a stored object.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use http::request::Parts;
 
@@ -9,9 +10,10 @@ use crate::config::CacheKeyConfig;
 
 /// The primary cache key of a request: `[scheme://]host/path[?query]`, normalised by the configuration.
 ///
-/// Two requests with the same key share one stored object (per `Vary` variant).
+/// Two requests with the same key share one stored object (per `Vary` variant). Shared, not copied:
+/// the store's index and its eviction queue hold the same key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CacheKey(String);
+pub struct CacheKey(Arc<str>);
 
 /// Why a request has no cache key; each is answered with 400.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -61,14 +63,14 @@ impl CacheKey {
             key.push('?');
             key.push_str(query);
         }
-        Ok(CacheKey(key))
+        Ok(CacheKey(key.into()))
     }
 
     /// A key taken as it is written, without the normalisation of [`Self::from_request`]: for
     /// tests (PURGE builds its key with `from_request`, like the request it removes).
     #[cfg(test)]
     pub(crate) fn from_string(key: String) -> CacheKey {
-        CacheKey(key)
+        CacheKey(key.into())
     }
 
     pub fn as_str(&self) -> &str {
@@ -129,7 +131,9 @@ mod tests {
             builder = builder.header("host", host);
         }
         let (parts, ()) = builder.body(()).expect("valid request").into_parts();
-        CacheKey::from_request(&parts, config).ok().map(|k| k.0)
+        CacheKey::from_request(&parts, config)
+            .ok()
+            .map(|k| k.0.to_string())
     }
 
     #[test]

@@ -1,12 +1,15 @@
-//! The store: moka, weighed in bytes, one entry per cache key holding its `Vary` variants.
+//! The store: probation and main segments over one byte budget, one slot per cache key holding
+//! its `Vary` variants.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
+use dashmap::DashMap;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
-use moka::notification::RemovalCause;
+
+use crate::admission::probation::{self, Budget, Leaving, Segment};
 
 use super::entry::StoredResponse;
 use super::field;
@@ -83,136 +86,368 @@ impl Variants {
     pub fn is_empty(&self) -> bool {
         self.by_selection.is_empty()
     }
-}
 
-struct KeepFor;
-
-impl moka::Expiry<CacheKey, Arc<Variants>> for KeepFor {
-    fn expire_after_create(
-        &self,
-        _key: &CacheKey,
-        value: &Arc<Variants>,
-        _now: Instant,
-    ) -> Option<Duration> {
-        Some(value.keep_for)
-    }
-
-    fn expire_after_update(
-        &self,
-        _key: &CacheKey,
-        value: &Arc<Variants>,
-        _now: Instant,
-        _duration_until_expiry: Option<Duration>,
-    ) -> Option<Duration> {
-        Some(value.keep_for)
+    /// The body bytes of all variants.
+    fn body_bytes(&self) -> u64 {
+        self.by_selection
+            .values()
+            .map(|v| v.body.len() as u64)
+            .sum()
     }
 }
 
 /// Counters the store keeps about itself, read by the metrics exporter.
 #[derive(Debug, Default)]
 pub struct StoreCounters {
-    pub writes: AtomicU64,
-    pub written_bytes: AtomicU64,
+    /// Responses written into each segment (indexed by [`Segment::index`]) and their body bytes;
+    /// a promotion counts as a write into main.
+    pub writes: [AtomicU64; 2],
+    pub written_bytes: [AtomicU64; 2],
+    /// Entries moved from probation to main because they were hit there.
+    pub promotions: AtomicU64,
+    /// Entries dropped to make room, and expired entries dropped.
     pub evictions: AtomicU64,
     pub expirations: AtomicU64,
 }
 
-/// The in-memory cache of responses, bounded by the bytes its entries weigh.
+/// What each segment holds now (indexed by [`Segment::index`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub entries: [u64; 2],
+    pub bytes: [u64; 2],
+}
+
+/// One key's place in the store.
+struct Slot {
+    variants: Arc<Variants>,
+    segment: Segment,
+    /// The queue node that stands for this slot; nodes with another ticket are stale.
+    ticket: u64,
+    /// Hits since the slot entered its segment or was last reinserted, up to
+    /// [`probation::MAX_USES`]; raised by readers without the queue lock.
+    uses: AtomicU8,
+    /// When the slot stops being servable (freshness plus the stale windows).
+    expires: Instant,
+}
+
+/// The two FIFO queues and their accounting, behind the store's one lock.
+#[derive(Default)]
+struct Queues {
+    fifo: [VecDeque<(CacheKey, u64)>; 2],
+    usage: Usage,
+    next_ticket: u64,
+    /// Queue nodes whose slot was replaced or removed; skipped when reached, compacted when many.
+    stale: usize,
+}
+
+impl Queues {
+    fn ticket(&mut self) -> u64 {
+        self.next_ticket += 1;
+        self.next_ticket
+    }
+
+    fn total_bytes(&self) -> u64 {
+        self.usage.bytes[0] + self.usage.bytes[1]
+    }
+
+    fn add(&mut self, segment: Segment, weight: u64) {
+        self.usage.bytes[segment.index()] += weight;
+        self.usage.entries[segment.index()] += 1;
+    }
+
+    fn subtract(&mut self, segment: Segment, weight: u64) {
+        self.usage.bytes[segment.index()] -= weight;
+        self.usage.entries[segment.index()] -= 1;
+    }
+}
+
+/// How a write came about.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Write {
+    /// A body fetched from the origin: counted, and placed at the back of its segment.
+    Fetched,
+    /// Headers refreshed by a revalidation: not counted, and the entry keeps its place.
+    Refreshed,
+}
+
+/// The in-memory cache of responses: a probation FIFO and a main segment over one byte budget,
+/// run by the rules of [`crate::admission::probation`] (S3-FIFO with the doorkeeper as its ghost).
+///
+/// Lookups never take the store's lock: the index is a sharded map, and a hit records itself in
+/// an atomic counter. Writes, purges and evictions take the lock (the queues and the byte
+/// accounting), then the index's shard; nothing takes them in the other order. A key has one slot,
+/// in one segment: a promotion changes the slot's segment in place, so the entry is never in both
+/// segments and never missing while it moves.
 #[derive(Clone)]
 pub struct Store {
-    cache: moka::sync::Cache<CacheKey, Arc<Variants>>,
-    counters: Arc<StoreCounters>,
-    max_bytes: u64,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    index: DashMap<CacheKey, Slot>,
+    queues: Mutex<Queues>,
+    counters: StoreCounters,
+    budget: Budget,
     max_variants: usize,
 }
 
 impl Store {
-    /// A store that holds at most `max_bytes` of entries (headers, bodies and bookkeeping) and
-    /// at most `max_variants` `Vary` variants per key (the oldest goes).
-    pub fn new(max_bytes: u64, max_variants: usize) -> Store {
-        let counters = Arc::new(StoreCounters::default());
-        let listener_counters = Arc::clone(&counters);
-        // Plain LRU: the doorkeeper is the admission policy, so moka's own TinyLFU admission would
-        // make "admission disabled" mean something else than storing every storable response.
-        let cache = moka::sync::Cache::builder()
-            .max_capacity(max_bytes)
-            .eviction_policy(moka::policy::EvictionPolicy::lru())
-            .weigher(|_key: &CacheKey, value: &Arc<Variants>| value.weight)
-            .expire_after(KeepFor)
-            .eviction_listener(move |_key, _value, cause| match cause {
-                RemovalCause::Size => {
-                    listener_counters.evictions.fetch_add(1, Ordering::Relaxed);
-                }
-                RemovalCause::Expired => {
-                    listener_counters
-                        .expirations
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-                RemovalCause::Explicit | RemovalCause::Replaced => {}
-            })
-            .build();
+    /// A store holding at most `budget.total()` bytes of entries (headers, bodies and bookkeeping)
+    /// and at most `max_variants` `Vary` variants per key (the oldest goes).
+    pub fn new(budget: Budget, max_variants: usize) -> Store {
         Store {
-            cache,
-            counters,
-            max_bytes,
-            max_variants,
+            inner: Arc::new(Inner {
+                index: DashMap::new(),
+                queues: Mutex::new(Queues::default()),
+                counters: StoreCounters::default(),
+                budget,
+                max_variants,
+            }),
         }
     }
 
+    /// The variants stored under `key`, if any can still be served; the hit is recorded.
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Variants>> {
-        self.cache.get(key)
+        let slot = self.inner.index.get(key)?;
+        if Instant::now() >= slot.expires {
+            return None;
+        }
+        let uses = slot.uses.load(Ordering::Relaxed);
+        if uses < probation::MAX_USES {
+            // An approximate counter, as S3-FIFO's: a hit lost to a racing one costs nothing.
+            slot.uses.store(probation::used(uses), Ordering::Relaxed);
+        }
+        Some(Arc::clone(&slot.variants))
     }
 
-    /// Stores a response, replacing the variant that the same `Vary` selection had. One atomic
-    /// upsert: two writers of different variants of one key both land.
-    pub fn insert(&self, key: CacheKey, response: StoredResponse) -> Arc<StoredResponse> {
+    /// Stores a response fetched from the origin in `segment`, replacing the variant that the same
+    /// `Vary` selection had. A key already in main stays there; one in probation moves to main
+    /// when `segment` is main. Returns the stored response (also when it could not be stored: larger
+    /// than the whole store).
+    pub fn insert(
+        &self,
+        key: CacheKey,
+        response: StoredResponse,
+        segment: Segment,
+    ) -> Arc<StoredResponse> {
         let response = Arc::new(response);
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .written_bytes
-            .fetch_add(response.body.len() as u64, Ordering::Relaxed);
-        self.upsert(key, &response);
+        self.write(key, &response, segment, Write::Fetched);
         response
     }
 
-    /// Replaces the stored variant after a revalidation refreshed its headers, without counting a write
-    /// of the body (it was not transferred again).
+    /// Replaces the stored variant after a revalidation refreshed its headers, without counting a
+    /// write of the body (it was not transferred again) and without moving the entry.
     pub fn refresh(&self, key: CacheKey, response: StoredResponse) -> Arc<StoredResponse> {
         let response = Arc::new(response);
-        self.upsert(key, &response);
+        self.write(key, &response, Segment::Main, Write::Refreshed);
         response
     }
 
-    fn upsert(&self, key: CacheKey, response: &Arc<StoredResponse>) {
-        let cap = self.max_variants;
-        self.cache.entry(key).and_upsert_with(|existing| {
-            let existing = existing.map(|entry| entry.into_value());
-            Arc::new(Variants::with(
-                existing.as_deref(),
-                Arc::clone(response),
-                cap,
-            ))
-        });
+    fn write(&self, key: CacheKey, response: &Arc<StoredResponse>, segment: Segment, how: Write) {
+        let inner = &*self.inner;
+        let mut queues = inner.lock();
+        let now = Instant::now();
+        // The slot's current state: its live variants, where the write goes, the ticket it keeps
+        // when refreshed in place, and its uses when it stays in its segment.
+        let (existing, segment, kept_ticket, uses) = match inner.index.get(&key) {
+            Some(slot) => {
+                let live = now < slot.expires;
+                if !live {
+                    inner.counters.expirations.fetch_add(1, Ordering::Relaxed);
+                }
+                let placed = match how {
+                    Write::Refreshed => slot.segment,
+                    Write::Fetched if slot.segment == Segment::Main => Segment::Main,
+                    Write::Fetched => segment,
+                };
+                let uses = if placed == slot.segment && live {
+                    slot.uses.load(Ordering::Relaxed)
+                } else {
+                    0
+                };
+                let kept_ticket = (how == Write::Refreshed).then_some(slot.ticket);
+                queues.subtract(slot.segment, u64::from(slot.variants.weight));
+                if kept_ticket.is_none() {
+                    queues.stale += 1;
+                }
+                (
+                    live.then(|| Arc::clone(&slot.variants)),
+                    placed,
+                    kept_ticket,
+                    uses,
+                )
+            }
+            None => (None, segment, None, 0),
+        };
+        let cap = inner.max_variants;
+        let mut variants = Variants::with(existing.as_deref(), Arc::clone(response), cap);
+        if u64::from(variants.weight) > inner.budget.total() {
+            // Too large with its siblings: the newest variant alone, if it fits.
+            variants = Variants::with(None, Arc::clone(response), cap);
+        }
+        let weight = u64::from(variants.weight);
+        if weight > inner.budget.total() {
+            if inner.index.remove(&key).is_some() && kept_ticket.is_some() {
+                queues.stale += 1;
+            }
+            return;
+        }
+        let ticket = match kept_ticket {
+            Some(ticket) => ticket,
+            None => queues.ticket(),
+        };
+        inner.index.insert(
+            key.clone(),
+            Slot {
+                expires: now + variants.keep_for,
+                variants: Arc::new(variants),
+                segment,
+                ticket,
+                uses: AtomicU8::new(uses),
+            },
+        );
+        queues.add(segment, weight);
+        if kept_ticket.is_none() {
+            queues.fifo[segment.index()].push_back((key, ticket));
+        }
+        if how == Write::Fetched {
+            let counters = &inner.counters;
+            counters.writes[segment.index()].fetch_add(1, Ordering::Relaxed);
+            counters.written_bytes[segment.index()]
+                .fetch_add(response.body.len() as u64, Ordering::Relaxed);
+        }
+        inner.make_room(&mut queues, now);
+        inner.compact_if_stale(&mut queues);
     }
 
-    /// Removes every variant stored under the key; returns whether there was one.
+    /// Removes every variant stored under the key, from whichever segment holds it; returns
+    /// whether there was one.
     pub fn purge(&self, key: &CacheKey) -> bool {
-        self.cache.remove(key).is_some()
+        let inner = &*self.inner;
+        let mut queues = inner.lock();
+        let Some((_, slot)) = inner.index.remove(key) else {
+            return false;
+        };
+        queues.subtract(slot.segment, u64::from(slot.variants.weight));
+        queues.stale += 1;
+        inner.compact_if_stale(&mut queues);
+        true
     }
 
-    /// Entries and their weight in bytes, after applying pending maintenance (for the exporter).
-    pub fn usage(&self) -> (u64, u64) {
-        self.cache.run_pending_tasks();
-        (self.cache.entry_count(), self.cache.weighted_size())
+    /// Entries and bytes per segment (expired entries count until their turn to leave comes).
+    pub fn usage(&self) -> Usage {
+        self.inner.lock().usage
     }
 
-    /// The size the store was built with.
-    pub fn max_bytes(&self) -> u64 {
-        self.max_bytes
+    /// The segment holding `key`, if any.
+    pub fn segment_of(&self, key: &CacheKey) -> Option<Segment> {
+        self.inner.index.get(key).map(|slot| slot.segment)
+    }
+
+    /// The byte budget and its split.
+    pub fn budget(&self) -> Budget {
+        self.inner.budget
     }
 
     pub fn counters(&self) -> &StoreCounters {
-        &self.counters
+        &self.inner.counters
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Queues> {
+        // The accounting is updated in steps that cannot panic halfway; a panic elsewhere while
+        // the lock was held leaves it usable.
+        self.queues.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Promotes, reinserts or drops the oldest entries of the segment the budget names until the
+    /// store is within its budget.
+    fn make_room(&self, queues: &mut Queues, now: Instant) {
+        // Hits race with this loop; past this many reinsertions the use counters are ignored, so
+        // the loop ends however hot the entries are.
+        let mut reinsertions_left =
+            (queues.usage.entries[Segment::Main.index()] + 1) * u64::from(probation::MAX_USES);
+        while queues.total_bytes() > self.budget.total() {
+            let from = self.budget.evict_from(
+                queues.usage.bytes[Segment::Probation.index()],
+                queues.usage.bytes[Segment::Main.index()],
+            );
+            let Some((key, ticket)) = queues.fifo[from.index()].pop_front() else {
+                debug_assert!(false, "{from:?} holds bytes but has no queue node");
+                return;
+            };
+            let leaving = match self.index.get_mut(&key) {
+                Some(mut slot) if slot.ticket == ticket && slot.segment == from => {
+                    let live = now < slot.expires;
+                    let mut uses = *slot.uses.get_mut();
+                    if reinsertions_left == 0 {
+                        uses = 0;
+                    }
+                    let weight = u64::from(slot.variants.weight);
+                    let leaving = probation::leaving(from, uses, live);
+                    match leaving {
+                        Leaving::Promote | Leaving::Reinsert(_) => {
+                            let uses = match leaving {
+                                Leaving::Reinsert(uses) => {
+                                    reinsertions_left -= 1;
+                                    uses
+                                }
+                                _ => 0,
+                            };
+                            *slot.uses.get_mut() = uses;
+                            slot.segment = Segment::Main;
+                            slot.ticket = queues.ticket();
+                            queues.subtract(from, weight);
+                            queues.add(Segment::Main, weight);
+                            queues.fifo[Segment::Main.index()]
+                                .push_back((key.clone(), slot.ticket));
+                        }
+                        Leaving::Drop => {}
+                    }
+                    if leaving == Leaving::Promote {
+                        let counters = &self.counters;
+                        counters.promotions.fetch_add(1, Ordering::Relaxed);
+                        counters.writes[Segment::Main.index()].fetch_add(1, Ordering::Relaxed);
+                        counters.written_bytes[Segment::Main.index()]
+                            .fetch_add(slot.variants.body_bytes(), Ordering::Relaxed);
+                    }
+                    Some((leaving, live, weight))
+                }
+                _ => None,
+            };
+            match leaving {
+                None => queues.stale = queues.stale.saturating_sub(1),
+                Some((Leaving::Drop, live, weight)) => {
+                    self.index.remove(&key);
+                    queues.subtract(from, weight);
+                    let counter = if live {
+                        &self.counters.evictions
+                    } else {
+                        &self.counters.expirations
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// Drops stale queue nodes once they outnumber the entries (purges and rewrites leave them;
+    /// a store that never fills never reaches them by evicting).
+    fn compact_if_stale(&self, queues: &mut Queues) {
+        let entries = queues.usage.entries[0] + queues.usage.entries[1];
+        if (queues.stale as u64) < entries.max(1024) {
+            return;
+        }
+        for segment in Segment::ALL {
+            queues.fifo[segment.index()].retain(|(key, ticket)| {
+                self.index
+                    .get(key)
+                    .is_some_and(|slot| slot.ticket == *ticket && slot.segment == segment)
+            });
+        }
+        queues.stale = 0;
     }
 }
 
@@ -240,14 +475,224 @@ mod tests {
         (request, entry)
     }
 
+    fn plain(body_bytes: usize) -> StoredResponse {
+        let mut response = HeaderMap::new();
+        response.insert("cache-control", HeaderValue::from_static("max-age=60"));
+        let request = HeaderMap::new();
+        let now = SystemTime::now();
+        let policy = policy_for(&Method::GET, &request, StatusCode::OK, &response, now);
+        let body = Bytes::from(vec![b'x'; body_bytes]);
+        StoredResponse::new(policy, StatusCode::OK, response, body, &request, now)
+    }
+
+    fn key(name: &str) -> CacheKey {
+        CacheKey::from_string(format!("h/{name}"))
+    }
+
+    /// The weight of an entry of `plain(body_bytes)`, to size budgets by.
+    fn weight(body_bytes: usize) -> u64 {
+        u64::from(plain(body_bytes).weight)
+    }
+
+    impl Store {
+        /// Checks the accounting against the index: every slot has exactly one live queue node, in
+        /// its segment, and the bytes and entries add up.
+        fn check(&self) {
+            let inner = &*self.inner;
+            let queues = inner.lock();
+            let mut usage = Usage::default();
+            for slot in inner.index.iter() {
+                let i = slot.segment.index();
+                usage.entries[i] += 1;
+                usage.bytes[i] += u64::from(slot.variants.weight);
+                let nodes = queues.fifo[i]
+                    .iter()
+                    .filter(|(k, t)| k == slot.key() && *t == slot.ticket)
+                    .count();
+                assert_eq!(nodes, 1, "{} has {nodes} live nodes", slot.key());
+            }
+            assert_eq!(usage, queues.usage);
+            assert!(queues.total_bytes() <= inner.budget.total());
+        }
+    }
+
+    #[test]
+    fn an_unhit_probation_entry_is_dropped_and_a_hit_one_promoted() {
+        let w = weight(1000);
+        // Room for 10 entries, probation held to 2 once main is full.
+        let store = Store::new(Budget::new(10 * w, 0.2), 4);
+        for i in 0..8 {
+            store.insert(key(&format!("main-{i}")), plain(1000), Segment::Main);
+        }
+        store.insert(key("unhit"), plain(1000), Segment::Probation);
+        store.insert(key("hit"), plain(1000), Segment::Probation);
+        assert!(store.get(&key("hit")).is_some());
+        store.check();
+        // A new entry about twice as heavy. Main holds its share: probation gives up room.
+        // "unhit" is dropped; "hit" is promoted, which frees nothing, so main (now over its
+        // share, probation empty) gives up its oldest.
+        store.insert(key("new"), plain(2000), Segment::Probation);
+        store.check();
+        assert_eq!(store.segment_of(&key("unhit")), None);
+        assert_eq!(store.segment_of(&key("main-0")), None);
+        assert_eq!(store.segment_of(&key("hit")), Some(Segment::Main));
+        assert_eq!(store.segment_of(&key("new")), Some(Segment::Probation));
+        let counters = store.counters();
+        assert_eq!(counters.promotions.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            counters.writes[Segment::Main.index()].load(Ordering::Relaxed),
+            9
+        );
+        assert_eq!(counters.evictions.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn main_reinserts_used_entries_and_evicts_the_others() {
+        let w = weight(1000);
+        let store = Store::new(Budget::new(4 * w, 0.1), 4);
+        for name in ["a", "b", "c", "d"] {
+            store.insert(key(name), plain(1000), Segment::Main);
+        }
+        assert!(store.get(&key("a")).is_some());
+        store.insert(key("e"), plain(1000), Segment::Main);
+        store.check();
+        assert_eq!(store.segment_of(&key("a")), Some(Segment::Main));
+        assert_eq!(store.segment_of(&key("b")), None);
+        assert_eq!(store.usage().entries, [0, 4]);
+    }
+
+    #[test]
+    fn a_key_in_main_stays_there_and_one_in_probation_moves_up_when_written_to_main() {
+        let store = Store::new(Budget::new(1 << 20, 0.1), 4);
+        store.insert(key("k"), plain(10), Segment::Probation);
+        store.insert(key("k"), plain(20), Segment::Main);
+        assert_eq!(store.segment_of(&key("k")), Some(Segment::Main));
+        store.insert(key("k"), plain(30), Segment::Probation);
+        assert_eq!(store.segment_of(&key("k")), Some(Segment::Main));
+        store.check();
+        assert_eq!(store.usage().entries, [0, 1]);
+        assert!(store.purge(&key("k")));
+        assert!(!store.purge(&key("k")));
+        store.check();
+        assert_eq!(store.usage(), Usage::default());
+    }
+
+    #[test]
+    fn the_byte_bound_holds_under_random_writes_hits_and_purges() {
+        let w = weight(500);
+        let store = Store::new(Budget::new(40 * w, 0.1), 4);
+        let mut state = 7u64;
+        for step in 0..20_000 {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            let k = key(&format!("k{}", (state >> 33) % 200));
+            let body = 100 + ((state >> 20) % 900) as usize;
+            match (state >> 40) % 8 {
+                0 => {
+                    store.purge(&k);
+                }
+                1..=3 => {
+                    store.get(&k);
+                }
+                4 => {
+                    store.insert(k, plain(body), Segment::Main);
+                }
+                _ => {
+                    store.insert(k, plain(body), Segment::Probation);
+                }
+            }
+            if step % 97 == 0 {
+                store.check();
+            }
+        }
+        store.check();
+    }
+
+    #[test]
+    fn an_entry_is_never_missing_while_it_is_promoted_under_concurrent_evictions() {
+        let w = weight(1000);
+        let store = Store::new(Budget::new(50 * w, 0.1), 4);
+        store.insert(key("hot"), plain(1000), Segment::Probation);
+        assert!(store.get(&key("hot")).is_some());
+        let done = AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            // Hit without pause: found every time while it moves from probation to main. Main
+            // holds nothing else, so nothing may take it out once there.
+            scope.spawn(|| {
+                while done.load(Ordering::Relaxed) < 2 {
+                    assert!(store.get(&key("hot")).is_some(), "the hot key was lost");
+                }
+            });
+            for thread in 0..2 {
+                let store = store.clone();
+                let done = &done;
+                scope.spawn(move || {
+                    // One-hit wonders into probation, which must keep dropping them.
+                    for i in 0..3000 {
+                        store.insert(
+                            key(&format!("t{thread}-{i}")),
+                            plain(1000),
+                            Segment::Probation,
+                        );
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+        });
+        store.check();
+        assert_eq!(store.segment_of(&key("hot")), Some(Segment::Main));
+        assert_eq!(store.usage().entries[Segment::Main.index()], 1);
+        assert_eq!(store.counters().promotions.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn concurrent_hits_writes_purges_and_evictions_keep_the_bound_and_the_accounting() {
+        let w = weight(1000);
+        let store = Store::new(Budget::new(50 * w, 0.1), 4);
+        std::thread::scope(|scope| {
+            for thread in 0..4u64 {
+                let store = store.clone();
+                scope.spawn(move || {
+                    let mut state = thread + 1;
+                    for _ in 0..5000 {
+                        state = state
+                            .wrapping_mul(6_364_136_223_846_793_005)
+                            .wrapping_add(1);
+                        let k = key(&format!("k{}", (state >> 33) % 120));
+                        match (state >> 45) % 10 {
+                            0 => {
+                                store.purge(&k);
+                            }
+                            1..=5 => {
+                                store.get(&k);
+                            }
+                            6 | 7 => {
+                                store.insert(k, plain(1000), Segment::Probation);
+                            }
+                            _ => {
+                                store.insert(k, plain(1000), Segment::Main);
+                            }
+                        }
+                        let usage = store.usage();
+                        assert!(usage.bytes[0] + usage.bytes[1] <= 50 * w);
+                    }
+                });
+            }
+        });
+        store.check();
+        assert!(store.counters().promotions.load(Ordering::Relaxed) > 0);
+        assert!(store.counters().evictions.load(Ordering::Relaxed) > 0);
+    }
+
     #[test]
     fn variants_per_key_are_capped_and_the_oldest_goes() {
-        let store = Store::new(1 << 20, 4);
+        let store = Store::new(Budget::new(1 << 20, 0.1), 4);
         let key = CacheKey::from_string("h/v".into());
         let mut requests = Vec::new();
         for i in 0..10 {
             let (request, entry) = variant(&format!("agent-{i}"));
-            store.insert(key.clone(), entry);
+            store.insert(key.clone(), entry, Segment::Main);
             requests.push(request);
         }
         let variants = store.get(&key).expect("stored");
@@ -264,7 +709,7 @@ mod tests {
 
     #[test]
     fn concurrent_writers_of_different_variants_all_land() {
-        let store = Store::new(64 << 20, 1000);
+        let store = Store::new(Budget::new(64 << 20, 0.1), 1000);
         let key = CacheKey::from_string("h/race".into());
         std::thread::scope(|scope| {
             for thread in 0..4 {
@@ -273,7 +718,7 @@ mod tests {
                 scope.spawn(move || {
                     for i in 0..100 {
                         let (_, entry) = variant(&format!("agent-{thread}-{i}"));
-                        store.insert(key.clone(), entry);
+                        store.insert(key.clone(), entry, Segment::Probation);
                     }
                 });
             }

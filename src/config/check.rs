@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use super::size::format_size;
 use super::{Config, ConfigErrors};
+use crate::admission::probation::Mode;
 
 /// Arguments of `bloomgate check-config`.
 #[derive(Clone, Debug, clap::Args)]
@@ -19,10 +20,17 @@ pub fn check_config(args: &CheckConfigArgs) -> Result<String, ConfigErrors> {
 }
 
 fn summary(config: &Config) -> String {
-    let admission = if config.admission.enabled {
+    let admission = if config.admission.mode.uses_doorkeeper() {
         let door = &config.admission.doorkeeper;
+        let mode = match config.admission.mode {
+            Mode::Probation => format!(
+                "probation admission ({}% of the cache for first requests)",
+                config.admission.probation_share * 100.0
+            ),
+            _ => "admission on second hit".to_owned(),
+        };
         format!(
-            "admission on second hit (capacity {}, fpr {}, rotate at {} or every {})",
+            "{mode} (capacity {}, fpr {}, rotate at {} or every {})",
             door.capacity,
             door.target_fpr,
             door.rotate_at_fpr,

@@ -19,6 +19,7 @@ use std::time::Duration;
 use toml::Table;
 
 use crate::admission::DoorkeeperConfig;
+use crate::admission::probation::Mode;
 
 pub use check::{CheckConfigArgs, check_config};
 pub use error::{ConfigError, ConfigErrors};
@@ -123,11 +124,16 @@ pub struct CacheKeyConfig {
     pub drop_query_params: Vec<String>,
 }
 
-/// `[admission]`: the doorkeeper that stores an object only on its second request.
+/// `[admission]`: how a storable miss is admitted, and the doorkeeper that remembers keys.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdmissionConfig {
-    /// False stores every storable response on its first request. Default true.
-    pub enabled: bool,
+    /// `"probation"` (default): a first-seen object is stored in the probation segment, a
+    /// seen-before one in main; `"second-hit"`: a first-seen object is not stored; `"off"`: every
+    /// storable response goes to main and the doorkeeper is not kept. The key `enabled` of earlier
+    /// versions is read as `"second-hit"` (true) or `"off"` (false).
+    pub mode: Mode,
+    /// Probation's share of `cache.max_bytes` once main is full, in (0, 1). Default 0.1.
+    pub probation_share: f64,
     /// The keys `capacity` (default 1000000), `target_fpr` (0.01), `rotate_at_fpr` (0.02) and
     /// `max_age` (1h), which sit directly in `[admission]`; their ranges are checked by
     /// [`DoorkeeperConfig::problems`].
@@ -159,6 +165,11 @@ impl Config {
         let user: Table = text
             .parse()
             .map_err(|error| ConfigErrors::new(vec![ConfigError::syntax(text, &error)]))?;
+        let mut user = user;
+        let migrated = parse::migrate(&mut user);
+        if !migrated.is_empty() {
+            return Err(ConfigErrors::new(migrated));
+        }
         let mut table = DEFAULT_TABLE.clone();
         parse::overlay(&mut table, user);
         parse::read(&table).map_err(ConfigErrors::new)
@@ -236,7 +247,8 @@ mod tests {
         let key = &config.cache.key;
         assert!(!key.include_scheme && key.include_host && key.include_query && !key.sort_query);
         assert!(key.drop_query_params.is_empty());
-        assert!(config.admission.enabled);
+        assert_eq!(config.admission.mode, Mode::Probation);
+        assert_eq!(config.admission.probation_share, 0.1);
         assert_eq!(
             config.admission.doorkeeper,
             DoorkeeperConfig {

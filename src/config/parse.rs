@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use toml::{Table, Value};
 
 use crate::admission::DoorkeeperConfig;
+use crate::admission::probation::Mode;
 
 use super::error::ConfigError;
 use super::size::format_size;
@@ -23,6 +24,35 @@ pub(super) fn overlay(base: &mut Table, user: Table) {
                 base.insert(key, value);
             }
         }
+    }
+}
+
+/// Rewrites keys of older versions in the user's table into today's, before the defaults go
+/// underneath: `admission.enabled` (true: `mode = "second-hit"`, what it meant; false:
+/// `mode = "off"`). Giving it beside its replacement is an error naming both.
+pub(super) fn migrate(user: &mut Table) -> Vec<ConfigError> {
+    let Some(Value::Table(admission)) = user.get_mut("admission") else {
+        return Vec::new();
+    };
+    let Some(enabled) = admission.remove("enabled") else {
+        return Vec::new();
+    };
+    if admission.contains_key("mode") {
+        return vec![ConfigError::invalid(
+            "admission.enabled".to_owned(),
+            "replaced by admission.mode, which is also given: remove admission.enabled",
+        )];
+    }
+    match values::boolean(&enabled) {
+        Ok(enabled) => {
+            let mode = if enabled { Mode::SecondHit } else { Mode::Off };
+            admission.insert("mode".to_owned(), Value::String(mode.as_str().to_owned()));
+            Vec::new()
+        }
+        Err(problem) => vec![ConfigError::invalid(
+            "admission.enabled".to_owned(),
+            format!("{problem} (and it is replaced by admission.mode)"),
+        )],
     }
 }
 
@@ -162,7 +192,26 @@ fn read_cache_key(s: &mut Section) -> Option<CacheKeyConfig> {
 }
 
 fn read_admission(s: &mut Section) -> Option<AdmissionConfig> {
-    let enabled = s.get("enabled", values::boolean);
+    let mode = s.get("mode", |v| {
+        let name = values::string(v)?;
+        Mode::parse(&name).ok_or_else(|| {
+            let names: Vec<String> = Mode::ALL
+                .iter()
+                .map(|m| format!("\"{}\"", m.as_str()))
+                .collect();
+            format!("expected one of {}, got \"{name}\"", names.join(", "))
+        })
+    });
+    let probation_share = s.get("probation_share", |v| {
+        let share = values::number(v)?;
+        if share > 0.0 && share < 1.0 {
+            Ok(share)
+        } else {
+            Err(format!(
+                "expected a share of the cache strictly between 0 and 1, got {share}"
+            ))
+        }
+    });
     let doorkeeper = read_doorkeeper(s);
     let snapshot_path = s.get("snapshot_path", |v| {
         let path = values::string(v)?;
@@ -170,7 +219,8 @@ fn read_admission(s: &mut Section) -> Option<AdmissionConfig> {
     });
     let snapshot_interval = s.get("snapshot_interval", values::positive_duration);
     Some(AdmissionConfig {
-        enabled: enabled?,
+        mode: mode?,
+        probation_share: probation_share?,
         doorkeeper: doorkeeper?,
         snapshot_path: snapshot_path?,
         snapshot_interval: snapshot_interval?,

@@ -68,7 +68,8 @@ impl Config {
             .as_ref()
             .map_or_else(String::new, |path| path.to_string_lossy().into_owned());
         let admission = table([
-            ("enabled", Value::Boolean(admission.enabled)),
+            ("mode", text(admission.mode.as_str())),
+            ("probation_share", Value::Float(admission.probation_share)),
             ("capacity", count(admission.doorkeeper.capacity)),
             ("target_fpr", Value::Float(admission.doorkeeper.target_fpr)),
             (
@@ -130,6 +131,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
+    use crate::admission::probation::Mode;
     use crate::config::DEFAULT_TABLE;
 
     /// The dotted key of every value in a table.
@@ -177,7 +179,8 @@ mod tests {
         config.cache.key.include_scheme = true;
         config.cache.key.sort_query = true;
         config.cache.key.drop_query_params = vec!["utm_source".into(), "a \"quoted\" name".into()];
-        config.admission.enabled = false;
+        config.admission.mode = Mode::SecondHit;
+        config.admission.probation_share = 0.25;
         config.admission.doorkeeper.capacity = 12_345;
         config.admission.doorkeeper.target_fpr = 0.001;
         config.admission.doorkeeper.rotate_at_fpr = 0.1 + 0.2;

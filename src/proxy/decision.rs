@@ -12,7 +12,8 @@ use http::{Method, response};
 use http_cache_semantics::CachePolicy;
 
 use super::headers::ResponseFraming;
-use crate::admission::{Admission, Doorkeeper};
+use crate::admission::Doorkeeper;
+use crate::admission::probation::{Budget, Mode, Placement, Segment};
 use crate::cache::{CacheKey, NotStored, policy_for, storability};
 
 /// A response a shared cache may store.
@@ -61,9 +62,12 @@ pub fn storable(
 /// What became of an origin response: the label of `bloomgate_admission_total{decision}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// Stored.
+    /// Stored in main: seen before, a refetch of a stored object, or admission off.
     Admitted,
-    /// Storable, but the doorkeeper had not seen its key: served and shared, not stored.
+    /// First seen, stored in probation.
+    Probation,
+    /// Storable, but first seen and kept out (mode second-hit, or larger than probation): served
+    /// and shared, not stored.
     FirstHit,
     /// Not storable, for this reason.
     NotStorable(NotStored),
@@ -71,36 +75,88 @@ pub enum Decision {
 
 impl Decision {
     /// Every label, registered at start so every series exists; the dashboard uses these.
-    pub const LABELS: [&'static str; 4] = ["admitted", "first_hit", "not_storable", "too_large"];
+    /// `promoted` is counted by the store when an entry moves from probation to main.
+    pub const LABELS: [&'static str; 6] = [
+        "admitted",
+        "probation",
+        "promoted",
+        "first_hit",
+        "not_storable",
+        "too_large",
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
-            Decision::Admitted => Decision::LABELS[0],
-            Decision::FirstHit => Decision::LABELS[1],
-            Decision::NotStorable(NotStored::TooLarge) => Decision::LABELS[3],
-            Decision::NotStorable(_) => Decision::LABELS[2],
+            Decision::Admitted => "admitted",
+            Decision::Probation => "probation",
+            Decision::FirstHit => "first_hit",
+            Decision::NotStorable(NotStored::TooLarge) => "too_large",
+            Decision::NotStorable(_) => "not_storable",
+        }
+    }
+
+    /// The segment the response is stored in, if it is stored.
+    pub fn segment(self) -> Option<Segment> {
+        match self {
+            Decision::Admitted => Some(Segment::Main),
+            Decision::Probation => Some(Segment::Probation),
+            _ => None,
         }
     }
 
     /// Why the response is not stored, if it is not.
     pub fn not_stored(self) -> Option<NotStored> {
         match self {
-            Decision::Admitted => None,
+            Decision::Admitted | Decision::Probation => None,
             Decision::FirstHit => Some(NotStored::FirstHit),
             Decision::NotStorable(reason) => Some(reason),
         }
     }
+
+    /// The largest body this decision stores, given the largest object the cache takes; what is
+    /// larger is not stored, for the reason returned with it.
+    pub fn size_limit(self, max_object_bytes: u64, budget: Budget) -> (u64, NotStored) {
+        match self {
+            Decision::Probation => (
+                max_object_bytes.min(budget.probation()),
+                NotStored::FirstHit,
+            ),
+            _ => (max_object_bytes, NotStored::TooLarge),
+        }
+    }
+
+    /// The decision for a stored-to-be response whose body turned out larger than
+    /// [`Self::size_limit`].
+    pub fn too_large(self, max_object_bytes: u64, budget: Budget) -> Decision {
+        match self.size_limit(max_object_bytes, budget).1 {
+            NotStored::FirstHit => Decision::FirstHit,
+            reason => Decision::NotStorable(reason),
+        }
+    }
 }
 
-/// Asks the doorkeeper about a storable response's key (with admission off, everything storable
-/// is admitted). A refetch of a stale stored object was admitted when it was first stored.
-pub fn admit(doorkeeper: Option<&Doorkeeper>, key: &CacheKey, revalidating: bool) -> Decision {
-    if revalidating {
-        return Decision::Admitted;
-    }
-    match doorkeeper.map(|door| door.observe(key.as_bytes())) {
-        Some(Admission::FirstSeen) => Decision::FirstHit,
-        Some(Admission::SeenBefore) | None => Decision::Admitted,
+/// Where a storable response goes under the configured mode: the doorkeeper is asked (when the
+/// mode keeps one), and its answer, the response's announced length and the store's budget place
+/// it. A refetch of a stale stored object was admitted when it was first stored.
+pub fn admit(
+    mode: Mode,
+    doorkeeper: Option<&Doorkeeper>,
+    budget: Budget,
+    key: &CacheKey,
+    revalidating: bool,
+    content_length: Option<u64>,
+) -> Decision {
+    let admission = match (mode.uses_doorkeeper(), revalidating, doorkeeper) {
+        (true, false, Some(door)) => Some(door.observe(key.as_bytes())),
+        _ => None,
+    };
+    // A length not announced is checked against the segment's limit as the body is read.
+    let size = content_length.unwrap_or(0);
+    match budget.place(mode, admission, revalidating, size) {
+        Placement::Store(Segment::Main) => Decision::Admitted,
+        Placement::Store(Segment::Probation) => Decision::Probation,
+        Placement::FirstHit => Decision::FirstHit,
+        Placement::TooLarge => Decision::NotStorable(NotStored::TooLarge),
     }
 }
 
@@ -168,19 +224,58 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_doorkeeper_admits_on_the_second_request_and_revalidation_always() {
-        let door = Doorkeeper::new(DoorkeeperConfig {
+    fn door() -> Doorkeeper {
+        Doorkeeper::new(DoorkeeperConfig {
             capacity: 1000,
             target_fpr: 0.01,
             rotate_at_fpr: 0.02,
             max_age: std::time::Duration::from_secs(3600),
-        });
+        })
+    }
+
+    #[test]
+    fn second_hit_admits_on_the_second_request_and_revalidation_always() {
+        let door = door();
+        let budget = Budget::new(1000, 0.1);
+        let admit = |key: &CacheKey, revalidating| {
+            admit(
+                Mode::SecondHit,
+                Some(&door),
+                budget,
+                key,
+                revalidating,
+                Some(10),
+            )
+        };
         let key = CacheKey::from_string("h/decision".into());
-        assert_eq!(admit(Some(&door), &key, false), Decision::FirstHit);
-        assert_eq!(admit(Some(&door), &key, false), Decision::Admitted);
+        assert_eq!(admit(&key, false), Decision::FirstHit);
+        assert_eq!(admit(&key, false), Decision::Admitted);
         let other = CacheKey::from_string("h/other".into());
-        assert_eq!(admit(Some(&door), &other, true), Decision::Admitted);
-        assert_eq!(admit(None, &other, false), Decision::Admitted);
+        assert_eq!(admit(&other, true), Decision::Admitted);
+        let off = super::admit(Mode::Off, None, budget, &other, false, Some(10));
+        assert_eq!(off, Decision::Admitted);
+    }
+
+    #[test]
+    fn probation_takes_first_requests_that_fit_it_and_sends_second_ones_to_main() {
+        let door = door();
+        let budget = Budget::new(1000, 0.1);
+        let admit = |key: &str, length| {
+            let key = CacheKey::from_string(key.into());
+            admit(Mode::Probation, Some(&door), budget, &key, false, length)
+        };
+        assert_eq!(admit("h/small", Some(100)), Decision::Probation);
+        assert_eq!(admit("h/small", Some(100)), Decision::Admitted);
+        assert_eq!(admit("h/big", Some(101)), Decision::FirstHit);
+        assert_eq!(admit("h/big", Some(101)), Decision::Admitted);
+        // Unknown length: probation, limited to its size as the body is read.
+        let unknown = admit("h/chunked", None);
+        assert_eq!(unknown, Decision::Probation);
+        assert_eq!(unknown.size_limit(500, budget), (100, NotStored::FirstHit));
+        assert_eq!(unknown.too_large(500, budget), Decision::FirstHit);
+        assert_eq!(
+            Decision::Admitted.size_limit(500, budget),
+            (500, NotStored::TooLarge)
+        );
     }
 }

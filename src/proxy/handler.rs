@@ -299,34 +299,33 @@ impl Proxy {
         // What may be stored must not pin the connections' read buffers (see `owned_headers`).
         head.headers = owned_headers(&head.headers);
         let (decision, storable) = self.decide(&exchange, &head, framing, revalidating);
-        let mut status = CacheStatus::forward(fwd);
-        status.stored = decision == Decision::Admitted;
-        if let Some(reason) = decision.not_stored() {
-            status = status.not_stored(reason);
-        }
+        let status = cache_status(fwd, decision);
 
         let config = exchange.config();
-        let max_object = config.cache.max_object_bytes;
+        let (limit, _) = decision.size_limit(config.cache.max_object_bytes, self.store.budget());
         let idle_timeout = config.origin.idle_timeout;
         let Some(storable) = storable else {
+            count(decision);
             abandon(flight);
             let body = OriginStream::new(incoming, idle_timeout, None);
             return (self.client_response(&exchange, head, body, false), status);
         };
         let content_length = storable.content_length;
-        let capture = self.capture(&exchange, &head, storable, decision, flight);
+        let capture = self.capture(&exchange, &head, storable, decision, limit, flight);
         if incoming.is_end_stream() {
             // An empty body: hyper never polls a body it knows to be empty, so complete it here.
+            count(decision);
             capture.complete_with(Bytes::new());
             let body = OriginStream::new(incoming, idle_timeout, None);
             return (self.client_response(&exchange, head, body, false), status);
         }
-        if content_length.is_none() && decision == Decision::Admitted {
-            // A body of unknown length is read up to the largest object before the head goes out,
-            // so that `stored` in Cache-Status is true when sent.
+        if content_length.is_none() && decision.segment().is_some() {
+            // A body of unknown length is read up to the segment's limit before the head goes
+            // out, so that `stored` in Cache-Status is true when sent.
             let body = OriginStream::new(incoming, idle_timeout, None);
-            return match body.read_up_to(max_object).await {
+            return match body.read_up_to(limit).await {
                 Ok(Prefix::Whole(body)) => {
+                    count(decision);
                     capture.complete_with(body.clone());
                     let body = match exchange.is_head() {
                         true => {
@@ -338,14 +337,17 @@ impl Proxy {
                     (Response::from_parts(head, body), status)
                 }
                 Ok(Prefix::TooLarge(body)) => {
+                    let decision =
+                        decision.too_large(config.cache.max_object_bytes, self.store.budget());
+                    count(decision);
                     capture.abandon();
-                    let status =
-                        CacheStatus::forward(fwd).not_stored(crate::cache::NotStored::TooLarge);
+                    let status = cache_status(fwd, decision);
                     (self.client_response(&exchange, head, body, false), status)
                 }
                 Err(error) => respond::origin_failed(error.failure(), fwd),
             };
         }
+        count(decision);
         let body = OriginStream::new(incoming, idle_timeout, Some(capture));
         (self.client_response(&exchange, head, body, true), status)
     }
@@ -371,16 +373,21 @@ impl Proxy {
         if revalidating && storable.is_err() {
             self.store.purge(&exchange.key);
         }
-        let decided = match storable {
+        match storable {
             Err(reason) => (Decision::NotStorable(reason), None),
             Ok(storable) => {
-                let doorkeeper = exchange.live.doorkeeper.as_deref();
-                let admitted = decision::admit(doorkeeper, &exchange.key, revalidating);
+                let live = &exchange.live;
+                let admitted = decision::admit(
+                    live.config.admission.mode,
+                    live.doorkeeper.as_deref(),
+                    self.store.budget(),
+                    &exchange.key,
+                    revalidating,
+                    storable.content_length,
+                );
                 (admitted, Some(storable))
             }
-        };
-        counter!(ADMISSION_TOTAL, "decision" => decided.0.label()).increment(1);
-        decided
+        }
     }
 
     /// The capture of a storable body: once the origin has sent all of it, it is stored if admitted
@@ -391,6 +398,7 @@ impl Proxy {
         head: &response::Parts,
         storable: decision::Storable,
         decision: Decision,
+        limit: u64,
         flight: Option<Flight>,
     ) -> Capture {
         let proxy = Arc::clone(self);
@@ -398,8 +406,10 @@ impl Proxy {
         let request_headers = owned_headers(&exchange.parts.headers);
         let response_status = head.status;
         let response_headers = head.headers.clone();
-        let detail = decision.not_stored().map(Detail::NotStored);
-        let limit = exchange.config().cache.max_object_bytes;
+        let detail = match decision {
+            Decision::Probation => Some(Detail::Probation),
+            other => other.not_stored().map(Detail::NotStored),
+        };
         Capture::new(
             storable.content_length,
             limit,
@@ -412,12 +422,12 @@ impl Proxy {
                     &request_headers,
                     SystemTime::now(),
                 );
-                let shared = match decision {
-                    Decision::Admitted => {
-                        let entry = proxy.store.insert(key, entry);
-                        SharedResponse::new(entry, true, None)
+                let shared = match decision.segment() {
+                    Some(segment) => {
+                        let entry = proxy.store.insert(key, entry, segment);
+                        SharedResponse::new(entry, true, detail)
                     }
-                    _ => SharedResponse::new(Arc::new(entry), false, detail),
+                    None => SharedResponse::new(Arc::new(entry), false, detail),
                 };
                 if let Some(flight) = flight {
                     flight.finish(FlightOutcome::Response(shared));
@@ -553,4 +563,24 @@ fn abandon(flight: Option<Flight>) {
     if let Some(flight) = flight {
         flight.abandon();
     }
+}
+
+/// Counts an admission decision once it is final (a body of unknown length may turn out too
+/// large for the segment it was meant for).
+fn count(decision: Decision) {
+    counter!(ADMISSION_TOTAL, "decision" => decision.label()).increment(1);
+}
+
+/// The Cache-Status of a forwarded response: `stored`, with `detail=probation` for a first
+/// request stored in probation, or why it was not stored.
+fn cache_status(fwd: Fwd, decision: Decision) -> CacheStatus {
+    let mut status = CacheStatus::forward(fwd);
+    status.stored = decision.segment().is_some();
+    if decision == Decision::Probation {
+        status = status.detail(Detail::Probation);
+    }
+    if let Some(reason) = decision.not_stored() {
+        status = status.not_stored(reason);
+    }
+    status
 }

@@ -17,12 +17,13 @@ mod status;
 mod stream;
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
 use crate::admission::Doorkeeper;
+use crate::admission::probation::Budget;
 use crate::cache::Store;
 use crate::config::{AdmissionConfig, Config};
 use crate::telemetry::ScrapeState;
@@ -76,7 +77,10 @@ impl Proxy {
     pub fn new(config: Config, config_path: Option<PathBuf>) -> Proxy {
         let doorkeeper = persist::restore_or_new(&config.admission);
         Proxy {
-            store: Store::new(config.cache.max_bytes, config.cache.max_variants),
+            store: Store::new(
+                Budget::new(config.cache.max_bytes, config.admission.probation_share),
+                config.cache.max_variants,
+            ),
             flights: Arc::new(Coalescer::default()),
             live: ArcSwap::from_pointee(Live {
                 origin: OriginClient::new(&config.origin),
@@ -109,8 +113,10 @@ impl Proxy {
     /// Samples what the metrics exporter reports, at scrape time.
     pub fn scrape_state(&self) -> ScrapeState {
         let live = self.live();
-        let (cache_entries, cache_bytes) = self.store.usage();
+        let usage = self.store.usage();
         let counters = self.store.counters();
+        let each =
+            |counters: &[AtomicU64; 2]| counters.each_ref().map(|c| c.load(Ordering::Relaxed));
         ScrapeState {
             doorkeeper: live.doorkeeper.as_ref().map(|door| {
                 (
@@ -119,11 +125,12 @@ impl Proxy {
                     live.config.admission.doorkeeper.capacity,
                 )
             }),
-            cache_entries,
-            cache_bytes,
-            cache_max_bytes: self.store.max_bytes(),
-            cache_writes: counters.writes.load(Ordering::Relaxed),
-            cache_written_bytes: counters.written_bytes.load(Ordering::Relaxed),
+            cache_entries: usage.entries,
+            cache_bytes: usage.bytes,
+            cache_writes: each(&counters.writes),
+            cache_written_bytes: each(&counters.written_bytes),
+            cache_max_bytes: self.store.budget().total(),
+            cache_promotions: counters.promotions.load(Ordering::Relaxed),
             cache_evictions: counters.evictions.load(Ordering::Relaxed),
             cache_expirations: counters.expirations.load(Ordering::Relaxed),
         }
@@ -132,6 +139,7 @@ impl Proxy {
 
 fn new_doorkeeper(admission: &AdmissionConfig) -> Option<Arc<Doorkeeper>> {
     admission
-        .enabled
+        .mode
+        .uses_doorkeeper()
         .then(|| Arc::new(Doorkeeper::new(admission.doorkeeper.clone())))
 }

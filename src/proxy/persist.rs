@@ -107,7 +107,7 @@ fn temporary_path(path: &Path) -> PathBuf {
 /// The doorkeeper a starting proxy uses: the one saved at `admission.snapshot_path` when it fits
 /// the configuration, otherwise fresh filters. A missing or unusable snapshot is logged, never fatal.
 pub(super) fn restore_or_new(admission: &AdmissionConfig) -> Option<Arc<Doorkeeper>> {
-    if !admission.enabled {
+    if !admission.mode.uses_doorkeeper() {
         return None;
     }
     let Some(path) = &admission.snapshot_path else {

@@ -41,7 +41,7 @@ impl Proxy {
     /// (thresholds keep the filters' memory; a new capacity or target rate starts fresh filters;
     /// a new snapshot path or interval applies from the next save),
     /// PURGE networks, shutdown grace. Listen addresses, connection limits, header limits, the cache
-    /// size (moka cannot resize) and the log level need a restart and are reported as such.
+    /// size and its split into segments (the store's budget is fixed) and the log level need a restart and are reported as such.
     pub fn apply(&self, config: Config) -> ReloadOutcome {
         let _serial = self
             .reloading
@@ -51,7 +51,7 @@ impl Proxy {
         let mut outcome = ReloadOutcome::default();
         let was = &old.config;
 
-        let restart_only: [(&'static str, bool); 10] = [
+        let restart_only: [(&'static str, bool); 11] = [
             ("server.listen", was.server.listen != config.server.listen),
             (
                 "server.max_connections",
@@ -81,6 +81,10 @@ impl Proxy {
             (
                 "cache.max_bytes",
                 was.cache.max_bytes != config.cache.max_bytes,
+            ),
+            (
+                "admission.probation_share",
+                was.admission.probation_share != config.admission.probation_share,
             ),
             ("log.level", was.log.level != config.log.level),
         ];
@@ -126,7 +130,7 @@ impl Proxy {
 /// The doorkeeper for a new admission config: the old filters when their sizing still fits (new
 /// thresholds or max age), fresh ones otherwise.
 fn carry_over(old: Option<&Doorkeeper>, config: &Config) -> Option<Arc<Doorkeeper>> {
-    if !config.admission.enabled {
+    if !config.admission.mode.uses_doorkeeper() {
         return None;
     }
     if let Some(old) = old

@@ -41,6 +41,8 @@ impl Fwd {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Detail {
     NotStored(NotStored),
+    /// Stored, in the probation segment: the object's first request.
+    Probation,
     /// A stale entry served at once while it is refreshed in the background (RFC 5861).
     StaleWhileRevalidate,
     /// A stale entry served because the origin failed (RFC 5861).
@@ -56,6 +58,7 @@ impl Detail {
     pub fn as_str(self) -> &'static str {
         match self {
             Detail::NotStored(reason) => reason.as_str(),
+            Detail::Probation => "probation",
             Detail::StaleWhileRevalidate => "stale-while-revalidate",
             Detail::StaleIfError => "stale-if-error",
             Detail::OriginError => "origin-error",

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use bloomgate::admission::probation::Mode;
 use bloomgate::config::{Config, ConfigError, DEFAULT_TOML};
 
 fn errors_of(text: &str) -> Vec<ConfigError> {
@@ -79,7 +80,8 @@ fn a_partial_file_overrides_only_its_keys() {
         drop_query_params = ["utm_source", "fbclid"]
 
         [admission]
-        enabled = false
+        mode = "second-hit"
+        probation_share = 0.25
         "#,
     )
     .unwrap();
@@ -89,8 +91,46 @@ fn a_partial_file_overrides_only_its_keys() {
     expected.cache.max_bytes = 1 << 30;
     expected.cache.key.sort_query = true;
     expected.cache.key.drop_query_params = vec!["utm_source".into(), "fbclid".into()];
-    expected.admission.enabled = false;
+    expected.admission.mode = Mode::SecondHit;
+    expected.admission.probation_share = 0.25;
     assert_eq!(config, expected);
+}
+
+#[test]
+fn admission_enabled_of_earlier_versions_reads_as_the_mode_it_meant() {
+    for (enabled, mode) in [("true", Mode::SecondHit), ("false", Mode::Off)] {
+        let config = Config::from_toml_str(&format!("[admission]\nenabled = {enabled}\n")).unwrap();
+        assert_eq!(config.admission.mode, mode, "enabled = {enabled}");
+    }
+    let both = Config::from_toml_str("[admission]\nenabled = true\nmode = \"off\"\n").unwrap_err();
+    let text = both.to_string();
+    assert!(
+        text.contains("admission.enabled") && text.contains("admission.mode"),
+        "{text}"
+    );
+    let mistyped = Config::from_toml_str("[admission]\nenabled = \"yes\"\n").unwrap_err();
+    assert!(
+        mistyped.to_string().contains("admission.enabled"),
+        "{mistyped}"
+    );
+}
+
+#[test]
+fn admission_mode_and_probation_share_are_checked_against_their_keys() {
+    let bad_mode = Config::from_toml_str("[admission]\nmode = \"sometimes\"\n").unwrap_err();
+    let text = bad_mode.to_string();
+    assert!(
+        text.contains("admission.mode") && text.contains("\"second-hit\""),
+        "{text}"
+    );
+    for share in ["0", "1", "1.5", "-0.1", "\"a tenth\""] {
+        let errors = Config::from_toml_str(&format!("[admission]\nprobation_share = {share}\n"))
+            .unwrap_err();
+        assert!(
+            errors.to_string().contains("admission.probation_share"),
+            "{share}: {errors}"
+        );
+    }
 }
 
 #[test]

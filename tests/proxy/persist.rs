@@ -38,9 +38,11 @@ fn object(body: &str) -> Reply {
 }
 
 /// A proxy whose doorkeeper is saved to `snapshot`; the cache key leaves out the Host, which
-/// names a new port after each restart.
+/// names a new port after each restart. Second-hit admission, so that what the doorkeeper
+/// remembers shows in whether a response is stored.
 fn persisting(origin: &Origin, snapshot: &Path) -> ProxyConfig {
     let mut config = ProxyConfig::new(&origin.url());
+    config.admission(true);
     config.set("cache.key", "include_host", "false").set(
         "admission",
         "snapshot_path",

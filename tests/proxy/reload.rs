@@ -119,7 +119,9 @@ async fn new_admission_thresholds_keep_what_the_doorkeeper_has_seen() {
     let origin = Origin::start();
     origin.set("/seen", object("seen once"));
     let path = config_path("thresholds");
-    let proxy = ProxyConfig::new(&origin.url()).start_with_file(&path);
+    let proxy = ProxyConfig::new(&origin.url())
+        .admission(true)
+        .start_with_file(&path);
     let client = Client::new();
 
     let first = client.get(&proxy.url("/seen")).await;
@@ -131,6 +133,7 @@ async fn new_admission_thresholds_keep_what_the_doorkeeper_has_seen() {
 
     let mut changed = ProxyConfig::new(&origin.url());
     changed
+        .admission(true)
         .set("admission", "rotate_at_fpr", "0.05")
         .set("admission", "max_age", "\"2h\"");
     std::fs::write(&path, changed.text()).expect("rewrite config");
