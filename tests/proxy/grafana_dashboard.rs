@@ -79,6 +79,12 @@ async fn origin_response(request: Request<Incoming>) -> Result<Response<Full<Byt
         Response::builder()
             .header("cache-control", "public, max-age=60")
             .body(Full::new(Bytes::from(vec![b'r'; 1024])))
+    } else if path.starts_with("/large/") {
+        // Over the probation segment (a tenth of cache.max_bytes), under cache.max_object_bytes:
+        // not stored on its first request (first_hit).
+        Response::builder()
+            .header("cache-control", "public, max-age=60")
+            .body(Full::new(Bytes::from(vec![b'l'; 10 * 1024])))
     } else if path.starts_with("/big/") {
         // Above cache.max_object_bytes: admission says too_large.
         Response::builder()
@@ -179,7 +185,8 @@ async fn send(client: &HttpClient, method: Method, url: &str) -> (StatusCode, By
 /// One round of requests: every key once in an order that changes per round (stores in probation,
 /// first hits, then admissions, and evictions from the small cache), a hot key three times (hits), a
 /// new object twice (stored in probation, then hit there: promoted when probation gives it up during
-/// the next rounds), and uncacheable, oversized, failing and non-GET requests.
+/// the next rounds), a new object too large for probation (a first hit), and uncacheable,
+/// oversized, failing and non-GET requests.
 async fn traffic_round(client: &HttpClient, proxy: SocketAddr, round: usize) {
     for i in 0..KEYS {
         // A stride coprime with KEYS visits every key each round.
@@ -198,6 +205,12 @@ async fn traffic_round(client: &HttpClient, proxy: SocketAddr, round: usize) {
         )
         .await;
     }
+    send(
+        client,
+        Method::GET,
+        &format!("http://{proxy}/large/{round}"),
+    )
+    .await;
     send(client, Method::GET, &format!("http://{proxy}/big/{round}")).await;
     send(
         client,
