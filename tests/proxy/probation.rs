@@ -293,7 +293,7 @@ async fn a_reused_object_is_promoted_to_main_and_stays_a_hit() {
     assert_eq!(
         value(&scrape, &promoted),
         1.0,
-        "the hit object was not promoted"
+        "promoted: the hit object, and it alone"
     );
     assert_eq!(
         value(&scrape, &in_segment("bloomgate_cache_writes_total", "main")),
