@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Client, ClientReply, Origin, ProxyConfig, ProxyProcess, Reply, has_member};
+use common::{
+    Client, ClientReply, Origin, ProxyConfig, ProxyProcess, Reply, has_member, required_metric,
+};
 use http::{Method, StatusCode};
 
 const KIB: usize = 1024;
@@ -35,20 +37,6 @@ fn in_segment(metric: &str, segment: &str) -> String {
 /// `bloomgate_admission_total{decision="..."}`.
 fn decided(decision: &str) -> String {
     format!("bloomgate_admission_total{{decision=\"{decision}\"}}")
-}
-
-/// The value of `series` in `scrape`. Panics when the exporter does not emit it, so that a missing
-/// series never passes for a zero.
-fn value(scrape: &str, series: &str) -> f64 {
-    let emitted = scrape
-        .lines()
-        .filter(|line| !line.starts_with('#'))
-        .any(|line| {
-            line.rsplit_once(' ')
-                .is_some_and(|(name, _)| name == series)
-        });
-    assert!(emitted, "no series {series} in the scrape:\n{scrape}");
-    common::metric(scrape, series)
 }
 
 /// Scrapes `/metrics` until `ready` holds (the store may count a write a moment after the client
@@ -170,26 +158,29 @@ async fn a_first_request_is_stored_in_probation_and_the_second_is_a_hit() {
         common::metric(s, &probation_writes) >= 1.0
     })
     .await;
-    assert_eq!(value(&scrape, &probation_writes), 1.0);
+    assert_eq!(required_metric(&scrape, &probation_writes), 1.0);
     assert_eq!(
-        value(
+        required_metric(
             &scrape,
             &in_segment("bloomgate_cache_written_bytes_total", "probation")
         ),
         OBJECT as f64
     );
     assert_eq!(
-        value(&scrape, &in_segment("bloomgate_cache_entries", "probation")),
+        required_metric(&scrape, &in_segment("bloomgate_cache_entries", "probation")),
         1.0
     );
-    assert!(value(&scrape, &in_segment("bloomgate_cache_bytes", "probation")) >= OBJECT as f64);
-    assert_eq!(value(&scrape, &decided("probation")), 1.0);
+    assert!(
+        required_metric(&scrape, &in_segment("bloomgate_cache_bytes", "probation"))
+            >= OBJECT as f64
+    );
+    assert_eq!(required_metric(&scrape, &decided("probation")), 1.0);
     assert_eq!(
-        value(&scrape, &in_segment("bloomgate_cache_writes_total", "main")),
+        required_metric(&scrape, &in_segment("bloomgate_cache_writes_total", "main")),
         0.0
     );
     assert_eq!(
-        value(&scrape, &in_segment("bloomgate_cache_entries", "main")),
+        required_metric(&scrape, &in_segment("bloomgate_cache_entries", "main")),
         0.0
     );
 
@@ -209,11 +200,11 @@ async fn a_first_request_is_stored_in_probation_and_the_second_is_a_hit() {
     // A hit only marks the entry: it moves to main when probation gives it up, not before.
     let scrape = scrape_when(&client, &proxy, |_| true).await;
     assert_eq!(
-        value(&scrape, &in_segment("bloomgate_cache_entries", "probation")),
+        required_metric(&scrape, &in_segment("bloomgate_cache_entries", "probation")),
         1.0
     );
     assert_eq!(
-        value(&scrape, &in_segment("bloomgate_cache_writes_total", "main")),
+        required_metric(&scrape, &in_segment("bloomgate_cache_writes_total", "main")),
         0.0
     );
 }
@@ -246,7 +237,7 @@ async fn a_one_hit_object_never_reaches_main() {
         common::metric(s, &probation_writes) >= objects as f64
     })
     .await;
-    assert_eq!(value(&scrape, &probation_writes), objects as f64);
+    assert_eq!(required_metric(&scrape, &probation_writes), objects as f64);
     for metric in [
         "bloomgate_cache_writes_total",
         "bloomgate_cache_written_bytes_total",
@@ -254,23 +245,26 @@ async fn a_one_hit_object_never_reaches_main() {
         "bloomgate_cache_bytes",
     ] {
         assert_eq!(
-            value(&scrape, &in_segment(metric, "main")),
+            required_metric(&scrape, &in_segment(metric, "main")),
             0.0,
             "{metric}: a one-hit object reached main"
         );
     }
-    assert_eq!(value(&scrape, &decided("promoted")), 0.0);
-    let kept = value(&scrape, &in_segment("bloomgate_cache_entries", "probation"));
+    assert_eq!(required_metric(&scrape, &decided("promoted")), 0.0);
+    let kept = required_metric(&scrape, &in_segment("bloomgate_cache_entries", "probation"));
     assert!(
         kept < objects as f64,
         "160 KiB of objects all kept in a 64 KiB cache"
     );
     assert_eq!(
-        value(&scrape, "bloomgate_cache_evictions_total"),
+        required_metric(&scrape, "bloomgate_cache_evictions_total"),
         objects as f64 - kept,
         "every object probation does not hold was dropped by an eviction"
     );
-    assert!(value(&scrape, &in_segment("bloomgate_cache_bytes", "probation")) <= (64 * KIB) as f64);
+    assert!(
+        required_metric(&scrape, &in_segment("bloomgate_cache_bytes", "probation"))
+            <= (64 * KIB) as f64
+    );
 }
 
 #[tokio::test]
@@ -291,35 +285,35 @@ async fn a_reused_object_is_promoted_to_main_and_stays_a_hit() {
     let promoted = decided("promoted");
     let scrape = scrape_when(&client, &proxy, |s| common::metric(s, &promoted) >= 1.0).await;
     assert_eq!(
-        value(&scrape, &promoted),
+        required_metric(&scrape, &promoted),
         1.0,
         "promoted: the hit object, and it alone"
     );
     assert_eq!(
-        value(&scrape, &in_segment("bloomgate_cache_writes_total", "main")),
+        required_metric(&scrape, &in_segment("bloomgate_cache_writes_total", "main")),
         1.0,
         "a promotion counts as a main write"
     );
     assert_eq!(
-        value(
+        required_metric(
             &scrape,
             &in_segment("bloomgate_cache_written_bytes_total", "main")
         ),
         OBJECT as f64
     );
     assert_eq!(
-        value(&scrape, &in_segment("bloomgate_cache_entries", "main")),
+        required_metric(&scrape, &in_segment("bloomgate_cache_entries", "main")),
         1.0
     );
     assert_eq!(
-        value(
+        required_metric(
             &scrape,
             &in_segment("bloomgate_cache_writes_total", "probation")
         ),
         (1 + FILLERS) as f64
     );
     assert!(
-        value(&scrape, "bloomgate_cache_evictions_total") >= 1.0,
+        required_metric(&scrape, "bloomgate_cache_evictions_total") >= 1.0,
         "the fillers after it were dropped"
     );
 
@@ -350,10 +344,10 @@ async fn an_unhit_object_dropped_from_probation_comes_back_into_main() {
         common::metric(s, &probation_writes) >= (1 + FILLERS) as f64
     })
     .await;
-    assert!(value(&scrape, "bloomgate_cache_evictions_total") >= 1.0);
-    assert_eq!(value(&scrape, &decided("promoted")), 0.0);
+    assert!(required_metric(&scrape, "bloomgate_cache_evictions_total") >= 1.0);
+    assert_eq!(required_metric(&scrape, &decided("promoted")), 0.0);
     assert_eq!(
-        value(&scrape, &in_segment("bloomgate_cache_writes_total", "main")),
+        required_metric(&scrape, &in_segment("bloomgate_cache_writes_total", "main")),
         0.0
     );
 
@@ -362,8 +356,8 @@ async fn an_unhit_object_dropped_from_probation_comes_back_into_main() {
     assert_eq!(origin.count(path), 2);
     let main_writes = in_segment("bloomgate_cache_writes_total", "main");
     let scrape = scrape_when(&client, &proxy, |s| common::metric(s, &main_writes) >= 1.0).await;
-    assert_eq!(value(&scrape, &main_writes), 1.0);
-    assert_eq!(value(&scrape, &decided("admitted")), 1.0);
+    assert_eq!(required_metric(&scrape, &main_writes), 1.0);
+    assert_eq!(required_metric(&scrape, &decided("admitted")), 1.0);
     assert_eq!(get(&client, &proxy, path, &object).await, Stored::Hit);
     assert_eq!(origin.count(path), 2);
 }
@@ -372,8 +366,8 @@ async fn an_unhit_object_dropped_from_probation_comes_back_into_main() {
 async fn segment_holds(client: &Client, proxy: &ProxyProcess, segment: &str, entries: f64) {
     let series = in_segment("bloomgate_cache_entries", segment);
     let scrape = scrape_when(client, proxy, |s| common::metric(s, &series) == entries).await;
-    assert_eq!(value(&scrape, &series), entries, "{series}");
-    let bytes = value(&scrape, &in_segment("bloomgate_cache_bytes", segment));
+    assert_eq!(required_metric(&scrape, &series), entries, "{series}");
+    let bytes = required_metric(&scrape, &in_segment("bloomgate_cache_bytes", segment));
     assert_eq!(
         bytes == 0.0,
         entries == 0.0,
@@ -495,12 +489,12 @@ async fn an_object_larger_than_probation_is_stored_only_on_its_second_request() 
         common::metric(s, &probation_writes) >= 1.0
     })
     .await;
-    assert_eq!(value(&scrape, &decided("first_hit")), 1.0);
-    assert_eq!(value(&scrape, &decided("admitted")), 1.0);
-    assert_eq!(value(&scrape, &decided("probation")), 1.0);
-    assert_eq!(value(&scrape, &probation_writes), 1.0);
+    assert_eq!(required_metric(&scrape, &decided("first_hit")), 1.0);
+    assert_eq!(required_metric(&scrape, &decided("admitted")), 1.0);
+    assert_eq!(required_metric(&scrape, &decided("probation")), 1.0);
+    assert_eq!(required_metric(&scrape, &probation_writes), 1.0);
     assert_eq!(
-        value(&scrape, &in_segment("bloomgate_cache_writes_total", "main")),
+        required_metric(&scrape, &in_segment("bloomgate_cache_writes_total", "main")),
         1.0
     );
 }
