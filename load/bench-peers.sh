@@ -13,6 +13,10 @@
 #   DURATION=10 CONNECTIONS=64 THREADS=2 CACHE_MIB=256
 #   ROUNDS=1                              rounds of every workload; the median round is shown
 #   BLOOMGATE=path/to/bloomgate           skip the build and use this binary
+#   BASELINE=path/to/older/bloomgate      also run this binary as the peer "baseline" (add it to
+#                                         PEERS), e.g. a build of main before a change, for a
+#                                         before/after ratio in the same run; its config says
+#                                         `admission.enabled = true`, which every version reads
 #   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+9 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
 set -euo pipefail
@@ -26,7 +30,7 @@ CACHE_MIB=${CACHE_MIB:-256}
 ROUNDS=${ROUNDS:-1}
 BASE_PORT=${BASE_PORT:-18100}
 ORIGIN_PORT=$BASE_PORT
-declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)))
+declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)))
 ADMIN_PORT=$((BASE_PORT + 9))
 ORIGIN="127.0.0.1:$ORIGIN_PORT"
 
@@ -101,22 +105,35 @@ start_origin() {
   wait_for_http "$ORIGIN_PORT"
 }
 
-start_bloomgate() {
-  cat >"$WORK/bloomgate.toml" <<EOF
+# bloomgate_config PORT ADMIN_PORT ADMISSION_LINE: a bloomgate config on these ports.
+bloomgate_config() {
+  cat <<EOF
 [server]
-listen = "127.0.0.1:${PORT[bloomgate]}"
+listen = "127.0.0.1:$1"
 [origin]
 url = "http://$ORIGIN"
 [cache]
 max_bytes = "${CACHE_MIB}MiB"
 [admin]
-listen = "127.0.0.1:$ADMIN_PORT"
+listen = "127.0.0.1:$2"
 [admission]
-enabled = true
+$3
 [log]
 level = "warn"
 EOF
+}
+
+start_bloomgate() {
+  bloomgate_config "${PORT[bloomgate]}" "$ADMIN_PORT" 'mode = "probation"' >"$WORK/bloomgate.toml"
   "$BLOOMGATE" serve --config "$WORK/bloomgate.toml" >"$WORK/bloomgate.log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+}
+
+start_baseline() {
+  [[ -n "${BASELINE:-}" ]] || { log "PEERS names baseline but BASELINE is not set"; return 1; }
+  bloomgate_config "${PORT[baseline]}" "$((ADMIN_PORT - 1))" 'enabled = true' >"$WORK/baseline.toml"
+  "$BASELINE" serve --config "$WORK/baseline.toml" >"$WORK/baseline.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
 }

@@ -54,7 +54,7 @@ max_bytes = "$1"
 [cache.key]
 include_query = false
 [admission]
-enabled = true
+mode = "probation"
 capacity = $2
 EOF
 }

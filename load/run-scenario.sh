@@ -34,10 +34,14 @@ key_metrics() {
     "requests (proxy)" "$requests" \
     "hits (proxy)" "$hits" \
     "cache writes" "$writes" \
+    "  into main / probation" "$(metric "$m" bloomgate_cache_writes_total 'segment="main"') / $(metric "$m" bloomgate_cache_writes_total 'segment="probation"')" \
     "cache written bytes" "$(metric "$m" bloomgate_cache_written_bytes_total)" \
+    "  into main / probation" "$(metric "$m" bloomgate_cache_written_bytes_total 'segment="main"') / $(metric "$m" bloomgate_cache_written_bytes_total 'segment="probation"')" \
     "cache evictions" "$(metric "$m" bloomgate_cache_evictions_total)" \
     "cache entries / bytes" "$(metric "$m" bloomgate_cache_entries) / $(metric "$m" bloomgate_cache_bytes)" \
-    "admission admitted" "$(metric "$m" bloomgate_admission_total 'decision="admitted"')" \
+    "  in main / probation" "$(metric "$m" bloomgate_cache_entries 'segment="main"') / $(metric "$m" bloomgate_cache_entries 'segment="probation"') entries" \
+    "admission admitted (into main)" "$(metric "$m" bloomgate_admission_total 'decision="admitted"')" \
+    "admission probation / promoted" "$(metric "$m" bloomgate_admission_total 'decision="probation"') / $(metric "$m" bloomgate_admission_total 'decision="promoted"')" \
     "admission first_hit (not stored)" "$(metric "$m" bloomgate_admission_total 'decision="first_hit"')" \
     "admission not_storable / too_large" "$(metric "$m" bloomgate_admission_total 'decision="not_storable"') / $(metric "$m" bloomgate_admission_total 'decision="too_large"')" \
     "filter fill current / previous" "$(metric "$m" bloomgate_filter_fill_ratio 'generation="current"') / $(metric "$m" bloomgate_filter_fill_ratio 'generation="previous"')" \

@@ -38,7 +38,7 @@ write_config "$WORK/soak.toml" "$ORIGIN_URL" "$(
 [cache]
 max_bytes = "$CACHE"
 [admission]
-enabled = true
+mode = "probation"
 capacity = $CAPACITY
 EOF
 )" 'pool_idle_timeout = "2s"'

@@ -130,6 +130,17 @@ struct Slot {
     expires: Instant,
 }
 
+impl Slot {
+    /// Records a hit. An approximate counter, as S3-FIFO's: a hit lost to a racing one costs
+    /// nothing, and a hot entry's counter, once full, is only read.
+    fn used(&self) {
+        let uses = self.uses.load(Ordering::Relaxed);
+        if uses < probation::MAX_USES {
+            self.uses.store(probation::used(uses), Ordering::Relaxed);
+        }
+    }
+}
+
 /// The two FIFO queues and their accounting, behind the store's one lock.
 #[derive(Default)]
 struct Queues {
@@ -212,12 +223,16 @@ impl Store {
         if Instant::now() >= slot.expires {
             return None;
         }
-        let uses = slot.uses.load(Ordering::Relaxed);
-        if uses < probation::MAX_USES {
-            // An approximate counter, as S3-FIFO's: a hit lost to a racing one costs nothing.
-            slot.uses.store(probation::used(uses), Ordering::Relaxed);
-        }
+        slot.used();
         Some(Arc::clone(&slot.variants))
+    }
+
+    /// Records a use of the entry under `key`, if there is one, without reading it: for a request
+    /// that shared the response that stored it (coalesced), which is a second request all the same.
+    pub fn touch(&self, key: &CacheKey) {
+        if let Some(slot) = self.inner.index.get(key) {
+            slot.used();
+        }
     }
 
     /// Stores a response fetched from the origin in `segment`, replacing the variant that the same

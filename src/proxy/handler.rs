@@ -140,6 +140,11 @@ impl Proxy {
         let parts = &exchange.parts;
         match outcome {
             FlightOutcome::Response(shared) if shared.entry.vary_matches(&parts.headers) => {
+                if shared.stored {
+                    // A second request for the object, as a hit would be: a first copy waiting
+                    // in probation has proved itself.
+                    self.store.touch(&exchange.key);
+                }
                 let mut status = CacheStatus::forward(fwd);
                 status.collapsed = true;
                 status.stored = shared.stored;

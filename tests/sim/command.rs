@@ -69,6 +69,55 @@ fn bad_arguments_and_bad_lines_are_errors_naming_them() {
     };
     let error = simulate(&wrong).unwrap_err();
     assert!(error.to_string().contains("rotate_at_fpr"), "{error}");
+    for share in [1.0, -0.5, f64::NAN] {
+        let wrong = SimulateArgs {
+            probation_share: share,
+            ..args(trace_file("share.csv", "time,key,size\n1,a,100\n"))
+        };
+        let error = simulate(&wrong).unwrap_err();
+        assert!(error.to_string().contains("--probation-share"), "{error}");
+    }
+}
+
+#[test]
+fn probation_reports_its_writes_by_segment_and_against_admit_all() {
+    // a is requested three times, b once. With a probation segment of 80% of a cache that holds
+    // both, probation stores both first copies, hits a twice, and writes nothing into main.
+    let path = trace_file(
+        "probation.csv",
+        "time,key,size\n1,a,100\n2,b,300\n3,a,100\n4,a,100\n",
+    );
+    let wide = SimulateArgs {
+        probation_share: 0.8,
+        ..args(path.clone())
+    };
+    let report = simulate(&wide).unwrap();
+    let whole = &report.caches[1];
+    let probation = whole.policy(PolicyKind::Probation).unwrap();
+    assert_eq!(
+        (
+            probation.hits,
+            probation.probation_writes,
+            probation.main_writes
+        ),
+        (2, 2, 0)
+    );
+    assert_eq!(probation.probation_written_bytes, 400);
+    let versus = &whole.probation_vs_admit_all;
+    assert_eq!(versus.main_written_bytes_share, 0.0);
+    assert_eq!(versus.hit_ratio_change_points, 0.0);
+    assert!(
+        (versus.bloom_written_bytes_share - 100.0 / 400.0).abs() < 1e-12,
+        "bloom stores a on its second request: {versus:?}"
+    );
+    // At the default 10%, neither fits probation: both first requests are first hits, and a's
+    // second goes to main.
+    let report = simulate(&args(path)).unwrap();
+    let probation = report.caches[1].policy(PolicyKind::Probation).unwrap();
+    assert_eq!(
+        (probation.first_hits, probation.main_writes, probation.hits),
+        (2, 1, 1)
+    );
 }
 
 /// Runs the `bloomgate simulate` binary with `--cache-bytes sizes` over `trace`.
