@@ -22,3 +22,25 @@ pub fn metric(scrape: &str, series: &str) -> f64 {
         .and_then(|(_, value)| value.parse().ok())
         .unwrap_or(0.0)
 }
+
+/// Like [`metric`], but panics when the scrape has no series `name{labels}`, so that a series the
+/// exporter stopped emitting never passes for a zero.
+pub fn required_metric(scrape: &str, series: &str) -> f64 {
+    let emitted = scrape
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .any(|line| {
+            line.rsplit_once(' ')
+                .is_some_and(|(name, _)| name == series)
+        });
+    assert!(emitted, "no series {series} in the scrape:\n{scrape}");
+    metric(scrape, series)
+}
+
+/// The cache metric `name` summed over its segments (`probation` and `main`): the whole cache.
+pub fn over_segments(scrape: &str, name: &str) -> f64 {
+    ["probation", "main"]
+        .iter()
+        .map(|segment| required_metric(scrape, &format!("{name}{{segment=\"{segment}\"}}")))
+        .sum()
+}

@@ -53,6 +53,17 @@ impl ProxyConfig {
         )
     }
 
+    /// Sets `admission.mode`: "probation", "second-hit" or "off".
+    pub fn mode(&mut self, mode: &str) -> &mut ProxyConfig {
+        self.set("admission", "mode", &format!("\"{mode}\""))
+    }
+
+    /// Sets `admission.probation_share`, probation's share of `cache.max_bytes`.
+    pub fn probation_share(&mut self, share: f64) -> &mut ProxyConfig {
+        // Debug keeps the decimal point (`1.0`, not `1`), so TOML reads a float.
+        self.set("admission", "probation_share", &format!("{share:?}"))
+    }
+
     fn render(&self) -> String {
         let mut text = String::new();
         let mut origin_written = false;

@@ -1,9 +1,10 @@
 //! The Grafana dashboard, checked against the real exporter and a real Prometheus.
 //!
-//! A running bloomgate (the binary, in front of an origin started here) serves traffic with hits,
-//! misses, first hits, evictions and origin errors; its `/metrics` must name every metric the
-//! dashboard uses, and every panel query must return series when Prometheus (Debian's `prometheus`,
-//! installed by `.ci/run`) evaluates it over real scrapes.
+//! A running bloomgate (the binary, in front of an origin started here, in the default admission
+//! mode, probation) serves traffic with hits, misses, first hits, stores in probation, promotions,
+//! evictions and origin errors; its `/metrics` must name every metric the dashboard uses, and every
+//! panel query must return series when Prometheus (Debian's `prometheus`, installed by `.ci/run`)
+//! evaluates it over real scrapes.
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;
@@ -73,6 +74,17 @@ async fn origin_response(request: Request<Incoming>) -> Result<Response<Full<Byt
         Response::builder()
             .header("cache-control", "public, max-age=60")
             .body(Full::new(Bytes::from(vec![b'x'; object_size(key)])))
+    } else if path.starts_with("/reused/") {
+        // Small enough for the probation segment (a tenth of cache.max_bytes).
+        Response::builder()
+            .header("cache-control", "public, max-age=60")
+            .body(Full::new(Bytes::from(vec![b'r'; 1024])))
+    } else if path.starts_with("/large/") {
+        // Over the probation segment (a tenth of cache.max_bytes), under cache.max_object_bytes:
+        // not stored on its first request (first_hit).
+        Response::builder()
+            .header("cache-control", "public, max-age=60")
+            .body(Full::new(Bytes::from(vec![b'l'; 10 * 1024])))
     } else if path.starts_with("/big/") {
         // Above cache.max_object_bytes: admission says too_large.
         Response::builder()
@@ -170,8 +182,10 @@ async fn send(client: &HttpClient, method: Method, url: &str) -> (StatusCode, By
     (status, body)
 }
 
-/// One round of requests: every key once in an order that changes per round (first hits, then
-/// admissions, and evictions from the small cache), a hot key three times (hits), and uncacheable,
+/// One round of requests: every key once in an order that changes per round (stores in probation,
+/// first hits, then admissions, and evictions from the small cache), a hot key three times (hits), a
+/// new object twice (stored in probation, then hit there: promoted when probation gives it up during
+/// the next rounds), a new object too large for probation (a first hit), and uncacheable,
 /// oversized, failing and non-GET requests.
 async fn traffic_round(client: &HttpClient, proxy: SocketAddr, round: usize) {
     for i in 0..KEYS {
@@ -183,6 +197,20 @@ async fn traffic_round(client: &HttpClient, proxy: SocketAddr, round: usize) {
     for _ in 0..3 {
         send(client, Method::GET, &format!("http://{proxy}/obj/hot")).await;
     }
+    for _ in 0..2 {
+        send(
+            client,
+            Method::GET,
+            &format!("http://{proxy}/reused/{round}"),
+        )
+        .await;
+    }
+    send(
+        client,
+        Method::GET,
+        &format!("http://{proxy}/large/{round}"),
+    )
+    .await;
     send(client, Method::GET, &format!("http://{proxy}/big/{round}")).await;
     send(
         client,
@@ -334,6 +362,23 @@ fn dashboard_is_a_grafana_model_with_a_query_in_every_panel() {
         "bloomgate_request_duration_seconds_bucket",
     ] {
         assert!(names.contains(required), "no panel shows {required}");
+    }
+    let exprs: Vec<String> = targets(&dashboard)
+        .into_iter()
+        .map(|(_, _, expr)| expr)
+        .collect();
+    for per_segment in [
+        "bloomgate_cache_entries",
+        "bloomgate_cache_bytes",
+        "bloomgate_cache_writes_total",
+        "bloomgate_cache_written_bytes_total",
+    ] {
+        assert!(
+            exprs
+                .iter()
+                .any(|e| e.contains("by (segment)") && e.contains(&format!("{per_segment}{{"))),
+            "no panel shows {per_segment} by segment"
+        );
     }
 }
 
@@ -519,6 +564,18 @@ async fn every_panel_query_returns_series_in_prometheus() {
     )
     .await;
 
+    // Every admission decision the panels are about has happened, promotions included.
+    for decision in ["probation", "admitted", "first_hit", "promoted"] {
+        wait_for(
+            &client,
+            prometheus,
+            &format!("sum(bloomgate_admission_total{{decision=\"{decision}\"}})"),
+            1.0,
+            deadline,
+        )
+        .await;
+    }
+
     let dashboard = dashboard();
     let mut failures = Vec::new();
     for (title, ref_id, expr) in targets(&dashboard) {
@@ -538,6 +595,17 @@ async fn every_panel_query_returns_series_in_prometheus() {
             .unwrap_or_default();
         if result.is_empty() {
             failures.push(format!("{title} {ref_id}: no series for {sent}"));
+        }
+        if sent.contains("by (segment)") {
+            let segments: BTreeSet<&str> = result
+                .iter()
+                .filter_map(|series| series["metric"]["segment"].as_str())
+                .collect();
+            if segments != BTreeSet::from(["main", "probation"]) {
+                failures.push(format!(
+                    "{title} {ref_id}: segments {segments:?} for {sent}"
+                ));
+            }
         }
         for series in &result {
             let value = series["value"][1].as_str().unwrap_or("missing");

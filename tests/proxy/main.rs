@@ -19,5 +19,6 @@ mod grafana_dashboard;
 mod isolation;
 mod metrics_promtool;
 mod persist;
+mod probation;
 mod reload;
 mod security;
