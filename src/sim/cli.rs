@@ -13,8 +13,10 @@ use crate::trace::{ReadOptions, SYNTHESIZED_SIZE_RULE, TraceInfo};
 use super::engine::{CacheSetup, Simulator};
 use super::policy::ProbationSetup;
 use super::report::{CacheReport, DoorkeeperSummary, SimReport, TraceSummary};
+use super::report::{GatedVsWriteAll, TierSimReport};
 use super::request::{SimRequest, TraceStats};
 use super::segmented::MainEviction;
+use super::tiers::{DiskPolicy, TierReport, TierSim};
 use super::{SimError, pipeline};
 
 /// The smallest default doorkeeper capacity, so tiny caches still get a meaningful window.
@@ -24,7 +26,7 @@ const NO_MAX_AGE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// Replay a trace offline through admit-all, second-hit-exact, bloom and probation admission.
 #[derive(Debug, Clone, clap::Args)]
-#[command(group(clap::ArgGroup::new("size").required(true).args(["cache_bytes", "cache_percent"])))]
+#[command(group(clap::ArgGroup::new("size").required(true).args(["cache_bytes", "cache_percent", "ram_bytes", "ram_percent"])))]
 pub struct SimulateArgs {
     /// The trace: CSV with a header (time,key,size), or an nginx combined log; plain, gzip or zstd.
     #[arg(long)]
@@ -59,6 +61,19 @@ pub struct SimulateArgs {
     /// runs) or `lru` (for comparison).
     #[arg(long, value_enum, default_value_t = MainEviction::Fifo)]
     pub probation_main: MainEviction,
+    /// Two tiers instead: the RAM tier's size (a byte LRU), with `--disk-bytes` or
+    /// `--disk-percent`; runs the disk rules write-all, every-miss and gated side by side.
+    #[arg(long, value_parser = parse_size, conflicts_with_all = ["cache_bytes", "cache_percent"])]
+    pub ram_bytes: Option<u64>,
+    /// The RAM tier's size as percent of the trace's footprint.
+    #[arg(long, conflicts_with_all = ["cache_bytes", "cache_percent", "ram_bytes"])]
+    pub ram_percent: Option<f64>,
+    /// The disk tier's size (a byte LRU below RAM).
+    #[arg(long, value_parser = parse_size, conflicts_with_all = ["cache_bytes", "cache_percent"])]
+    pub disk_bytes: Option<u64>,
+    /// The disk tier's size as percent of the trace's footprint.
+    #[arg(long, conflicts_with_all = ["cache_bytes", "cache_percent", "disk_bytes"])]
+    pub disk_percent: Option<f64>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -69,20 +84,136 @@ pub struct SimulateArgs {
 
 /// Runs `bloomgate simulate` and prints its report to stdout.
 pub fn run(args: &SimulateArgs) -> Result<(), SimError> {
-    let report = simulate(args)?;
     let mut stdout = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut stdout, &report)?;
-        writeln!(stdout)?;
+    if args.is_two_tier() {
+        let report = simulate_tiers(args)?;
+        print(&mut stdout, &report, args.json)
     } else {
-        write!(stdout, "{report}")?;
+        let report = simulate(args)?;
+        print(&mut stdout, &report, args.json)
+    }
+}
+
+fn print<R: serde::Serialize + std::fmt::Display>(
+    out: &mut impl Write,
+    report: &R,
+    json: bool,
+) -> Result<(), SimError> {
+    if json {
+        serde_json::to_writer_pretty(&mut *out, report)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{report}")?;
     }
     Ok(())
+}
+
+impl SimulateArgs {
+    /// Whether the two-tier model runs (a disk size is given).
+    pub fn is_two_tier(&self) -> bool {
+        self.disk_bytes.is_some() || self.disk_percent.is_some()
+    }
+}
+
+/// Runs the two-tier model (RAM over disk) with every disk rule and returns its report.
+pub fn simulate_tiers(args: &SimulateArgs) -> Result<TierSimReport, SimError> {
+    let bad = |message: &str| Err(SimError::Argument(message.to_owned()));
+    if !args.is_two_tier() {
+        return bad("the two-tier model needs --disk-bytes or --disk-percent");
+    }
+    if args.ram_bytes.is_none() && args.ram_percent.is_none() {
+        return bad("the two-tier model needs --ram-bytes or --ram-percent");
+    }
+    for percent in [args.ram_percent, args.disk_percent].into_iter().flatten() {
+        if !(percent > 0.0 && percent <= 100.0) {
+            return Err(SimError::Argument(format!(
+                "--ram-percent and --disk-percent must be in (0, 100], got {percent}"
+            )));
+        }
+    }
+    if args.ram_bytes == Some(0) || args.disk_bytes == Some(0) {
+        return bad("--ram-bytes and --disk-bytes must be at least 1");
+    }
+    validate(args)?;
+    let options = ReadOptions {
+        skip_bad_lines: args.skip_bad_lines,
+    };
+    let progress = progress_bar(None, "measuring footprint");
+    let mut count = |batch: &[SimRequest]| progress.inc(batch.len() as u64);
+    let (_, prepass) = pipeline::scan(&args.trace, options, &mut [&mut count])?;
+    progress.finish_and_clear();
+    let of_footprint =
+        |percent: f64| ((prepass.footprint_bytes as f64 * percent / 100.0).round() as u64).max(1);
+    let ram_bytes = args
+        .ram_bytes
+        .unwrap_or_else(|| of_footprint(args.ram_percent.unwrap_or(1.0)));
+    let disk_bytes = args
+        .disk_bytes
+        .unwrap_or_else(|| of_footprint(args.disk_percent.unwrap_or(10.0)));
+    // The window of "seen before" spans what both tiers hold.
+    let door = doorkeeper_summary(args, ram_bytes + disk_bytes, Some(&prepass));
+    let doorkeeper = DoorkeeperConfig {
+        capacity: door.capacity,
+        target_fpr: door.target_fpr,
+        rotate_at_fpr: door.rotate_at_fpr,
+        max_age: args.max_age.unwrap_or(NO_MAX_AGE),
+    };
+    let mut sims: Vec<TierSim> = DiskPolicy::ALL
+        .iter()
+        .map(|&policy| TierSim::new(policy, ram_bytes, disk_bytes, &doorkeeper))
+        .collect();
+    let progress = progress_bar(Some(prepass.requests), "simulating");
+    let started = Instant::now();
+    let mut feed = |batch: &[SimRequest]| {
+        for request in batch {
+            for sim in &mut sims {
+                sim.request(request.id, request.fingerprint, request.size, request.time);
+            }
+        }
+        progress.inc(batch.len() as u64);
+    };
+    let (info, stats) = pipeline::scan(&args.trace, options, &mut [&mut feed])?;
+    let elapsed = started.elapsed().as_secs_f64();
+    progress.finish_and_clear();
+    let policies: Vec<TierReport> = sims.into_iter().map(TierSim::finish).collect();
+    let percent = |bytes: u64| 100.0 * bytes as f64 / (stats.footprint_bytes.max(1)) as f64;
+    let find = |policy| {
+        policies
+            .iter()
+            .find(|p| p.policy == Some(policy))
+            .expect("every rule ran")
+    };
+    let (all, gated) = (find(DiskPolicy::WriteAll), find(DiskPolicy::Gated));
+    let gated_vs_write_all = GatedVsWriteAll {
+        disk_written_bytes_share: if all.disk_written_bytes == 0 {
+            0.0
+        } else {
+            gated.disk_written_bytes as f64 / all.disk_written_bytes as f64
+        },
+        hit_ratio_change_points: 100.0 * (gated.hit_ratio - all.hit_ratio),
+        byte_hit_ratio_change_points: 100.0 * (gated.byte_hit_ratio - all.byte_hit_ratio),
+    };
+    Ok(TierSimReport {
+        trace: trace_summary(args, &info, stats),
+        ram_bytes,
+        disk_bytes,
+        ram_percent_of_footprint: percent(ram_bytes),
+        disk_percent_of_footprint: percent(disk_bytes),
+        doorkeeper: door,
+        gated_vs_write_all,
+        policies,
+        elapsed_seconds: elapsed,
+    })
 }
 
 /// Runs the simulation that `args` describe and returns its report.
 pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
     validate(args)?;
+    if args.is_two_tier() {
+        return Err(SimError::Argument(
+            "a disk size runs the two-tier model (simulate_tiers)".to_owned(),
+        ));
+    }
     let options = ReadOptions {
         skip_bad_lines: args.skip_bad_lines,
     };
@@ -158,6 +289,14 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
 
 fn validate(args: &SimulateArgs) -> Result<(), SimError> {
     let bad = |message: String| Err(SimError::Argument(message));
+    let ram = args.ram_bytes.is_some() || args.ram_percent.is_some();
+    if ram != args.is_two_tier() {
+        return bad(
+            "the two-tier model needs both a RAM size (--ram-bytes or --ram-percent) and a disk \
+             size (--disk-bytes or --disk-percent)"
+                .to_owned(),
+        );
+    }
     if let Some(&percent) = args
         .cache_percent
         .iter()

@@ -105,6 +105,23 @@ impl ByteLru {
     /// until it fits. Returns the number of evictions; an object larger than the whole cache is not
     /// stored and evicts nothing (`None`).
     pub fn insert(&mut self, id: u32, size: u64) -> Option<u64> {
+        self.insert_evicting(id, size, |_, _| {})
+    }
+
+    /// Whether `id` is cached, without making it the most recently used.
+    pub fn contains(&self, id: u32) -> bool {
+        self.nodes
+            .get(id as usize)
+            .is_some_and(|node| node.prev != ABSENT)
+    }
+
+    /// [`Self::insert`], telling `evicted` the id and size of each object it evicts.
+    pub fn insert_evicting(
+        &mut self,
+        id: u32,
+        size: u64,
+        mut evicted: impl FnMut(u32, u64),
+    ) -> Option<u64> {
         if size > self.capacity_bytes {
             return None;
         }
@@ -122,6 +139,7 @@ impl ByteLru {
             self.used_bytes -= node.size;
             self.entries -= 1;
             evictions += 1;
+            evicted(victim, node.size);
         }
         // The next eviction rewrites the node before the new tail: start loading it now.
         if let Some(&Node { prev, .. }) = self.nodes.get(self.tail as usize)

@@ -18,19 +18,21 @@ mod prefetch;
 mod report;
 mod request;
 mod segmented;
+mod tiers;
 
-pub use cli::{SimulateArgs, run, simulate};
+pub use cli::{SimulateArgs, run, simulate, simulate_tiers};
 pub use engine::{CacheSetup, Simulator};
 pub use interner::Interner;
 pub use lru::ByteLru;
 pub use pipeline::{Consumer, scan};
 pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, ProbationSetup, TraceClock};
 pub use report::{
-    BloomVsAdmitAll, BloomVsExact, CacheReport, DoorkeeperSummary, ProbationVsAdmitAll, SimReport,
-    TraceSummary,
+    BloomVsAdmitAll, BloomVsExact, CacheReport, DoorkeeperSummary, GatedVsWriteAll,
+    ProbationVsAdmitAll, SimReport, TierSimReport, TraceSummary,
 };
 pub use request::{SimRequest, TraceStats, key_fingerprint};
 pub use segmented::{Evicted, MainEviction, SegmentedCache};
+pub use tiers::{DiskPolicy, TierReport, TierSim};
 
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]

@@ -4,6 +4,7 @@ use std::fmt;
 
 use super::policy::{PolicyKind, PolicyReport};
 use super::request::TraceStats;
+use super::tiers::TierReport;
 use crate::trace::{Compression, TraceFormat};
 
 /// The whole run.
@@ -274,6 +275,90 @@ impl fmt::Display for SimReport {
             self.caches.len() * PolicyKind::ALL.len(),
             self.elapsed_seconds,
             self.requests_per_second / 1e6,
+        )
+    }
+}
+
+/// The two-tier model's run: RAM over disk, one report per disk rule.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TierSimReport {
+    pub trace: TraceSummary,
+    pub ram_bytes: u64,
+    pub disk_bytes: u64,
+    pub ram_percent_of_footprint: f64,
+    pub disk_percent_of_footprint: f64,
+    /// The doorkeeper of `gated` (default capacity: what both tiers hold, in objects of the mean size).
+    pub doorkeeper: DoorkeeperSummary,
+    pub policies: Vec<TierReport>,
+    pub gated_vs_write_all: GatedVsWriteAll,
+    pub elapsed_seconds: f64,
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct GatedVsWriteAll {
+    /// Disk bytes `gated` wrote over `write-all`'s.
+    pub disk_written_bytes_share: f64,
+    /// Hit ratio of gated minus write-all, in percentage points.
+    pub hit_ratio_change_points: f64,
+    pub byte_hit_ratio_change_points: f64,
+}
+
+impl fmt::Display for TierSimReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stats = &self.trace.stats;
+        writeln!(
+            f,
+            "trace {}: {} requests, {} distinct objects, {:.1}% requested once, footprint {}",
+            self.trace.path,
+            stats.requests,
+            stats.distinct_objects,
+            100.0 * self.trace.one_hit_share,
+            HumanBytes(stats.footprint_bytes),
+        )?;
+        let door = &self.doorkeeper;
+        writeln!(
+            f,
+            "RAM {} ({:.2}% of footprint) over disk {} ({:.2}%), both byte LRU; a disk hit is copied back to RAM; gated's doorkeeper capacity {} ({})",
+            HumanBytes(self.ram_bytes),
+            self.ram_percent_of_footprint,
+            HumanBytes(self.disk_bytes),
+            self.disk_percent_of_footprint,
+            door.capacity,
+            door.capacity_source,
+        )?;
+        writeln!(
+            f,
+            "{:<11} {:>7} {:>7} {:>9} {:>9} {:>11} {:>12} {:>11}",
+            "disk rule",
+            "hit%",
+            "byte%",
+            "RAM hits",
+            "disk hits",
+            "disk writes",
+            "disk written",
+            "origin"
+        )?;
+        for p in &self.policies {
+            writeln!(
+                f,
+                "{:<11} {:>7.2} {:>7.2} {:>9} {:>9} {:>11} {:>12} {:>11}",
+                p.policy.map_or("?", |policy| policy.as_str()),
+                100.0 * p.hit_ratio,
+                100.0 * p.byte_hit_ratio,
+                p.ram_hits,
+                p.disk_hits,
+                p.disk_writes,
+                HumanBytes(p.disk_written_bytes).to_string(),
+                HumanBytes(p.origin_bytes).to_string(),
+            )?;
+        }
+        let versus = &self.gated_vs_write_all;
+        writeln!(
+            f,
+            "gated vs write-all: {:.2}x the disk bytes written, hit ratio {:+.2} points, byte hit ratio {:+.2} points",
+            versus.disk_written_bytes_share,
+            versus.hit_ratio_change_points,
+            versus.byte_hit_ratio_change_points,
         )
     }
 }

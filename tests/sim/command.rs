@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use bloomgate::config::Config;
-use bloomgate::sim::{MainEviction, PolicyKind, SimError, SimulateArgs, simulate};
+use bloomgate::sim::{
+    DiskPolicy, MainEviction, PolicyKind, SimError, SimulateArgs, simulate, simulate_tiers,
+};
 
 fn args(trace: PathBuf) -> SimulateArgs {
     SimulateArgs {
@@ -17,6 +19,10 @@ fn args(trace: PathBuf) -> SimulateArgs {
         max_age: None,
         probation_share: 0.1,
         probation_main: MainEviction::Fifo,
+        ram_bytes: None,
+        ram_percent: None,
+        disk_bytes: None,
+        disk_percent: None,
         json: true,
         skip_bad_lines: false,
     }
@@ -176,4 +182,53 @@ fn cache_bytes_with_a_unit_the_config_file_refuses_are_refused() {
         Config::from_toml_str("[cache]\nmax_bytes = \"1G\"\n").is_err(),
         "the config file refuses 1G too"
     );
+}
+
+#[test]
+fn two_tiers_run_every_disk_rule_and_gated_spares_the_disk_one_hit_wonders() {
+    // RAM holds one 100-byte object, the disk ten. a is requested four times with one-hit
+    // wonders between; b..g once each.
+    let mut lines = String::from("time,key,size\n");
+    for (time, key) in ["a", "b", "a", "c", "d", "a", "e", "f", "a", "g"].iter().enumerate() {
+        lines.push_str(&format!("{time},{key},100\n"));
+    }
+    let path = trace_file("tiers.csv", &lines);
+    let tiers = SimulateArgs {
+        cache_percent: Vec::new(),
+        ram_bytes: Some(100),
+        disk_bytes: Some(1000),
+        ..args(path.clone())
+    };
+    let report = simulate_tiers(&tiers).unwrap();
+    let rule = |policy| {
+        report
+            .policies
+            .iter()
+            .find(|p| p.policy == Some(policy))
+            .unwrap()
+    };
+    let (all, every, gated) = (
+        rule(DiskPolicy::WriteAll),
+        rule(DiskPolicy::EveryMiss),
+        rule(DiskPolicy::Gated),
+    );
+    // every-miss writes all 7 objects at their miss; write-all each that RAM gives up (all but
+    // the last, g); gated only a (its second request was seen before).
+    assert_eq!(every.disk_writes, 7);
+    assert_eq!(all.disk_writes, 6);
+    assert_eq!(gated.disk_writes, 1, "{gated:?}");
+    assert_eq!(gated.disk_writes_refused, 6);
+    // a is a disk hit on its 3rd and 4th requests under every rule but gated, where the 2nd
+    // request missed (first seen only then) and stored it as seen before.
+    assert_eq!((all.hits, all.disk_hits), (3, 3));
+    assert_eq!((gated.hits, gated.disk_hits), (2, 2));
+    assert!(report.gated_vs_write_all.disk_written_bytes_share < 0.2);
+    // A disk size without a RAM size, or with --cache-percent's model, is refused.
+    let half = SimulateArgs {
+        cache_percent: Vec::new(),
+        disk_bytes: Some(1000),
+        ..args(path.clone())
+    };
+    assert!(matches!(simulate_tiers(&half), Err(SimError::Argument(_))));
+    assert!(matches!(simulate(&tiers), Err(SimError::Argument(_))));
 }

@@ -1,0 +1,292 @@
+//! Two tiers: a RAM byte-LRU over a disk byte-LRU, and three rules for what the disk takes.
+//!
+//! A request hits RAM, or else the disk (and the object is copied back into RAM), or else goes to
+//! the origin and the object is stored in RAM. The rules differ in what is written to disk:
+//!
+//! - `write-all`: every object RAM evicts (a hybrid cache's default);
+//! - `every-miss`: every origin miss, at once (nginx `proxy_cache`);
+//! - `gated`: an object RAM evicts, only if it was hit while in RAM or entered RAM on a request the
+//!   real doorkeeper answered "seen before" (issue 11's rule: a first-and-only request never costs
+//!   a disk write). An object copied back from disk is still on disk unless the disk evicted it.
+//!
+//! An object already on disk is not written again. One larger than RAM but not than the disk goes
+//! to disk directly where the rule would write it on eviction.
+
+use std::sync::Arc;
+
+use crate::admission::{Admission, Doorkeeper, DoorkeeperConfig, RotationCounts};
+
+use super::lru::ByteLru;
+use super::policy::TraceClock;
+
+/// What the disk takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DiskPolicy {
+    WriteAll,
+    EveryMiss,
+    Gated,
+}
+
+impl DiskPolicy {
+    pub const ALL: [DiskPolicy; 3] = [
+        DiskPolicy::WriteAll,
+        DiskPolicy::EveryMiss,
+        DiskPolicy::Gated,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiskPolicy::WriteAll => "write-all",
+            DiskPolicy::EveryMiss => "every-miss",
+            DiskPolicy::Gated => "gated",
+        }
+    }
+}
+
+/// The outcome of one disk rule over the whole trace.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct TierReport {
+    pub policy: Option<DiskPolicy>,
+    pub requests: u64,
+    /// Hits in either tier, and their ratio to requests.
+    pub hits: u64,
+    pub hit_ratio: f64,
+    pub requested_bytes: u64,
+    pub hit_bytes: u64,
+    pub byte_hit_ratio: f64,
+    pub ram_hits: u64,
+    pub disk_hits: u64,
+    pub disk_hit_bytes: u64,
+    /// Objects written to disk, and their bytes.
+    pub disk_writes: u64,
+    pub disk_written_bytes: u64,
+    /// `gated`: objects RAM evicted that were not written (neither hit in RAM nor seen before).
+    pub disk_writes_refused: u64,
+    pub origin_bytes: u64,
+    pub rotations: RotationCounts,
+}
+
+/// The object was hit while in RAM.
+const HIT_IN_RAM: u8 = 1;
+/// The object entered RAM on a request the doorkeeper had seen before (or from disk).
+const SEEN_BEFORE: u8 = 2;
+
+/// One disk rule over its own two tiers.
+pub struct TierSim {
+    ram: ByteLru,
+    disk: ByteLru,
+    /// Per object id: [`HIT_IN_RAM`] and [`SEEN_BEFORE`], for the RAM copy.
+    flags: Vec<u8>,
+    policy: DiskPolicy,
+    doorkeeper: Option<(Doorkeeper, Arc<TraceClock>)>,
+    report: TierReport,
+}
+
+impl TierSim {
+    pub fn new(
+        policy: DiskPolicy,
+        ram_bytes: u64,
+        disk_bytes: u64,
+        doorkeeper: &DoorkeeperConfig,
+    ) -> TierSim {
+        let doorkeeper = (policy == DiskPolicy::Gated).then(|| {
+            let clock = Arc::new(TraceClock::new());
+            (
+                Doorkeeper::with_clock(doorkeeper.clone(), clock.clone()),
+                clock,
+            )
+        });
+        TierSim {
+            ram: ByteLru::new(ram_bytes),
+            disk: ByteLru::new(disk_bytes),
+            flags: Vec::new(),
+            policy,
+            doorkeeper,
+            report: TierReport {
+                policy: Some(policy),
+                ..TierReport::default()
+            },
+        }
+    }
+
+    pub fn policy(&self) -> DiskPolicy {
+        self.policy
+    }
+
+    /// One request for object `id` of `size` bytes at trace time `time`.
+    pub fn request(&mut self, id: u32, fingerprint: u64, size: u64, time: f64) {
+        let index = id as usize;
+        if index >= self.flags.len() {
+            self.flags.resize(index + 1, 0);
+        }
+        let report = &mut self.report;
+        report.requests += 1;
+        report.requested_bytes += size;
+        if self.ram.touch(id) {
+            self.flags[index] |= HIT_IN_RAM;
+            report.hits += 1;
+            report.hit_bytes += size;
+            report.ram_hits += 1;
+            return;
+        }
+        if self.disk.touch(id) {
+            report.hits += 1;
+            report.hit_bytes += size;
+            report.disk_hits += 1;
+            report.disk_hit_bytes += size;
+            self.store_in_ram(id, size, SEEN_BEFORE);
+            return;
+        }
+        report.origin_bytes += size;
+        let flags = match &mut self.doorkeeper {
+            Some((doorkeeper, clock)) => {
+                clock.set(time);
+                match doorkeeper.observe(&fingerprint.to_le_bytes()) {
+                    Admission::SeenBefore => SEEN_BEFORE,
+                    Admission::FirstSeen => 0,
+                }
+            }
+            None => 0,
+        };
+        if self.policy == DiskPolicy::EveryMiss {
+            write(&mut self.disk, &mut self.report, id, size);
+        }
+        self.store_in_ram(id, size, flags);
+    }
+
+    /// Stores an object in RAM with `flags`; what RAM evicts goes to disk as the rule says.
+    fn store_in_ram(&mut self, id: u32, size: u64, flags: u8) {
+        self.flags[id as usize] = flags;
+        let TierSim {
+            ram,
+            disk,
+            flags: all_flags,
+            policy,
+            report,
+            ..
+        } = self;
+        let policy = *policy;
+        let mut leaving = |victim: u32, victim_size: u64| {
+            let victim_flags = all_flags[victim as usize];
+            all_flags[victim as usize] = 0;
+            evicted_from_ram(disk, report, policy, victim, victim_size, victim_flags);
+        };
+        if ram.insert_evicting(id, size, &mut leaving).is_none() {
+            // Larger than RAM: it goes to disk directly where the rule would write it on eviction.
+            leaving(id, size);
+        }
+    }
+
+    /// The report, with ratios and the doorkeeper's rotations filled in.
+    pub fn finish(mut self) -> TierReport {
+        let report = &mut self.report;
+        report.hit_ratio = ratio(report.hits, report.requests);
+        report.byte_hit_ratio = ratio(report.hit_bytes, report.requested_bytes);
+        if let Some((doorkeeper, _)) = &self.doorkeeper {
+            report.rotations = doorkeeper.stats().rotations;
+        }
+        self.report
+    }
+}
+
+/// What the rule does with an object RAM gives up.
+fn evicted_from_ram(
+    disk: &mut ByteLru,
+    report: &mut TierReport,
+    policy: DiskPolicy,
+    id: u32,
+    size: u64,
+    flags: u8,
+) {
+    if disk.contains(id) {
+        return;
+    }
+    match policy {
+        DiskPolicy::WriteAll => write(disk, report, id, size),
+        DiskPolicy::EveryMiss => {}
+        DiskPolicy::Gated if flags & (HIT_IN_RAM | SEEN_BEFORE) != 0 => {
+            write(disk, report, id, size)
+        }
+        DiskPolicy::Gated => report.disk_writes_refused += 1,
+    }
+}
+
+fn write(disk: &mut ByteLru, report: &mut TierReport, id: u32, size: u64) {
+    if disk.contains(id) {
+        return;
+    }
+    if disk.insert(id, size).is_some() {
+        report.disk_writes += 1;
+        report.disk_written_bytes += size;
+    }
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn run(policy: DiskPolicy, keys: &str, ram: u64, disk: u64) -> TierReport {
+        let config = DoorkeeperConfig {
+            capacity: 1000,
+            target_fpr: 0.01,
+            rotate_at_fpr: 0.02,
+            max_age: Duration::from_secs(3600),
+        };
+        let mut sim = TierSim::new(policy, ram, disk, &config);
+        for (time, key) in keys.split_whitespace().enumerate() {
+            let id = u32::from(key.as_bytes()[0] - b'A');
+            sim.request(
+                id,
+                u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                10,
+                time as f64,
+            );
+        }
+        sim.finish()
+    }
+
+    #[test]
+    fn a_one_hit_object_never_costs_a_gated_disk_write() {
+        // RAM holds one 10-byte object: A, B, C, D each pass through it once.
+        let gated = run(DiskPolicy::Gated, "A B C D", 10, 100);
+        assert_eq!((gated.disk_writes, gated.disk_writes_refused), (0, 3));
+        let all = run(DiskPolicy::WriteAll, "A B C D", 10, 100);
+        assert_eq!(all.disk_writes, 3);
+        let every = run(DiskPolicy::EveryMiss, "A B C D", 10, 100);
+        assert_eq!(every.disk_writes, 4);
+    }
+
+    #[test]
+    fn gated_writes_what_was_hit_in_ram_or_seen_before_and_serves_it_from_disk() {
+        // A is hit in RAM, then evicted by B: written. A comes back from disk (a disk hit) into
+        // RAM and evicts B, first seen and never hit: not written.
+        let gated = run(DiskPolicy::Gated, "A A B A", 10, 100);
+        assert_eq!(gated.disk_writes, 1, "{gated:?}");
+        assert_eq!((gated.ram_hits, gated.disk_hits), (1, 1));
+        assert_eq!(gated.disk_writes_refused, 1);
+        // B and C leave RAM unwritten after their first requests; their second requests are seen
+        // before, so each is written when RAM gives it up, and B's third is a disk hit.
+        let gated = run(DiskPolicy::Gated, "B C B C B", 10, 100);
+        assert_eq!((gated.disk_hits, gated.disk_writes), (1, 2), "{gated:?}");
+        assert_eq!(gated.disk_writes_refused, 2);
+    }
+
+    #[test]
+    fn an_object_on_disk_is_not_written_again() {
+        let all = run(DiskPolicy::WriteAll, "A B A B A B", 10, 100);
+        // A and B are each written once, then go back and forth between the tiers.
+        assert_eq!(all.disk_writes, 2, "{all:?}");
+        assert_eq!(all.disk_hits, 4);
+    }
+}
