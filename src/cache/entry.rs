@@ -91,14 +91,19 @@ pub fn policy_for(
     response_headers: &HeaderMap,
     response_time: SystemTime,
 ) -> CachePolicy {
+    // The policy keeps copies of both header maps: copies that own their memory, or every stored
+    // entry would keep its client's and its origin's connection read buffers alive (see
+    // `owned_headers`).
+    let request_headers = owned_headers(request_headers);
+    let response_headers = owned_headers(response_headers);
     CachePolicy::new_options(
         &PolicyRequest {
             method,
-            headers: request_headers,
+            headers: &request_headers,
         },
         &PolicyResponse {
             status,
-            headers: response_headers,
+            headers: &response_headers,
         },
         response_time,
         CacheOptions {
@@ -199,7 +204,11 @@ impl StoredResponse {
         let vary_names: Box<[HeaderName]> = vary_names(&headers)
             .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
             .collect();
-        let vary_selection = field::selection(request_headers, &vary_names);
+        // Owned: the selection lives as long as the entry (see `owned_headers`).
+        let vary_selection = field::selection(request_headers, &vary_names)
+            .iter()
+            .map(|value| value.as_ref().map(owned_value))
+            .collect();
         let extensions = directives(&headers);
         let header_bytes: usize = headers
             .iter()
@@ -335,11 +344,16 @@ pub fn owned_headers(headers: &HeaderMap) -> HeaderMap {
     for (name, value) in headers {
         let name =
             HeaderName::from_bytes(name.as_str().as_bytes()).unwrap_or_else(|_| name.clone());
-        let mut copy = HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
-        copy.set_sensitive(value.is_sensitive());
-        owned.append(name, copy);
+        owned.append(name, owned_value(value));
     }
     owned
+}
+
+/// A copy of one header value that owns its memory (see [`owned_headers`]).
+fn owned_value(value: &HeaderValue) -> HeaderValue {
+    let mut copy = HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
+    copy.set_sensitive(value.is_sensitive());
+    copy
 }
 
 /// The directives of every `Cache-Control` field, lower-cased, with unquoted values.
@@ -383,6 +397,38 @@ mod tests {
             map.append(*name, HeaderValue::from_static(value));
         }
         map
+    }
+
+    #[test]
+    fn a_stored_entry_keeps_no_slice_of_the_buffers_its_headers_were_read_from() {
+        // hyper's header values are slices of the connection's read buffer; an entry that kept
+        // one would keep the whole buffer (kilobytes per entry) alive as long as it is cached.
+        let buffer = Bytes::from(b"gzip, br\r\nUser-Agent: x\r\nmax-age=60".repeat(256));
+        let slice = |range: std::ops::Range<usize>| {
+            HeaderValue::from_maybe_shared(buffer.slice(range)).expect("a valid value")
+        };
+        let mut request = HeaderMap::new();
+        request.insert(header::ACCEPT_ENCODING, slice(0..8));
+        request.insert(header::USER_AGENT, slice(22..23));
+        let mut response = HeaderMap::new();
+        response.insert(header::CACHE_CONTROL, slice(25..35));
+        response.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+        let now = SystemTime::now();
+        let policy = policy_for(&Method::GET, &request, StatusCode::OK, &response, now);
+        let entry = StoredResponse::new(
+            policy,
+            StatusCode::OK,
+            owned_headers(&response),
+            Bytes::from_static(b"body"),
+            &request,
+            now,
+        );
+        drop((request, response));
+        assert!(
+            buffer.is_unique(),
+            "the stored entry still holds a slice of the read buffer"
+        );
+        assert!(entry.vary_matches(&headers(&[("accept-encoding", "gzip, br")])));
     }
 
     fn classify(request: &HeaderMap, response: &HeaderMap) -> Result<(), NotStored> {

@@ -249,14 +249,16 @@ impl Proxy {
             method: &Method::GET,
             headers: &request_headers,
         };
+        // Owned, as the refreshed policy keeps a copy (see `owned_headers`).
+        let not_modified = owned_headers(not_modified);
         let response = crate::cache::PolicyResponse {
             status: StatusCode::NOT_MODIFIED,
-            headers: not_modified,
+            headers: &not_modified,
         };
         match entry.policy.after_response(&request, &response, now) {
             http_cache_semantics::AfterResponse::NotModified(policy, _) => {
                 let mut headers = entry.headers.clone();
-                for (name, value) in &owned_headers(not_modified) {
+                for (name, value) in &not_modified {
                     if name != header::CONTENT_LENGTH
                         && name != header::TRANSFER_ENCODING
                         && name != header::CONNECTION

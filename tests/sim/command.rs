@@ -189,7 +189,10 @@ fn two_tiers_run_every_disk_rule_and_gated_spares_the_disk_one_hit_wonders() {
     // RAM holds one 100-byte object, the disk ten. a is requested four times with one-hit
     // wonders between; b..g once each.
     let mut lines = String::from("time,key,size\n");
-    for (time, key) in ["a", "b", "a", "c", "d", "a", "e", "f", "a", "g"].iter().enumerate() {
+    for (time, key) in ["a", "b", "a", "c", "d", "a", "e", "f", "a", "g"]
+        .iter()
+        .enumerate()
+    {
         lines.push_str(&format!("{time},{key},100\n"));
     }
     let path = trace_file("tiers.csv", &lines);
