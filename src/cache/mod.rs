@@ -12,4 +12,4 @@ pub use entry::{
     policy_for, storability,
 };
 pub use key::{CacheKey, KeyError, keyed_query};
-pub use store::{Store, StoreCounters, Usage, Variants};
+pub use store::{Evicted, EvictionListener, Store, StoreCounters, Usage, Variants};

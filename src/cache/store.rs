@@ -2,7 +2,7 @@
 //! its `Vary` variants.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -128,6 +128,10 @@ struct Slot {
     uses: AtomicU8,
     /// When the slot stops being servable (freshness plus the stale windows).
     expires: Instant,
+    /// Whether the entry has proved itself since it entered the store: hit while here, or
+    /// written on a request the doorkeeper had seen before (into main). What a tier below RAM
+    /// may take when the entry leaves ([`Evicted::proven`]).
+    proven: AtomicBool,
 }
 
 impl Slot {
@@ -138,8 +142,24 @@ impl Slot {
         if uses < probation::MAX_USES {
             self.uses.store(probation::used(uses), Ordering::Relaxed);
         }
+        if !self.proven.load(Ordering::Relaxed) {
+            self.proven.store(true, Ordering::Relaxed);
+        }
     }
 }
+
+/// An entry the store dropped to make room, as its eviction listener sees it.
+pub struct Evicted {
+    pub key: CacheKey,
+    pub variants: Arc<Variants>,
+    /// Hit while in the store, or written on a second request (seen before): the rule for what a
+    /// disk tier below RAM takes (a first-and-only request never costs a disk write).
+    pub proven: bool,
+}
+
+/// Told of every entry the store drops to make room (not of purged, replaced or expired ones).
+/// Called with the store's lock held: it must only hand the entry on (to a channel, say).
+pub type EvictionListener = Box<dyn Fn(Evicted) + Send + Sync>;
 
 /// The two FIFO queues and their accounting, behind the store's one lock.
 #[derive(Default)]
@@ -200,12 +220,26 @@ struct Inner {
     counters: StoreCounters,
     budget: Budget,
     max_variants: usize,
+    listener: Option<EvictionListener>,
 }
 
 impl Store {
     /// A store holding at most `budget.total()` bytes of entries (headers, bodies and bookkeeping)
     /// and at most `max_variants` `Vary` variants per key (the oldest goes).
     pub fn new(budget: Budget, max_variants: usize) -> Store {
+        Store::build(budget, max_variants, None)
+    }
+
+    /// [`Self::new`], telling `listener` of every entry dropped to make room.
+    pub fn with_eviction_listener(
+        budget: Budget,
+        max_variants: usize,
+        listener: EvictionListener,
+    ) -> Store {
+        Store::build(budget, max_variants, Some(listener))
+    }
+
+    fn build(budget: Budget, max_variants: usize, listener: Option<EvictionListener>) -> Store {
         Store {
             inner: Arc::new(Inner {
                 index: DashMap::new(),
@@ -213,6 +247,7 @@ impl Store {
                 counters: StoreCounters::default(),
                 budget,
                 max_variants,
+                listener,
             }),
         }
     }
@@ -264,7 +299,7 @@ impl Store {
         let now = Instant::now();
         // The slot's current state: its live variants, where the write goes, the ticket it keeps
         // when refreshed in place, and its uses when it stays in its segment.
-        let (existing, segment, kept_ticket, uses) = match inner.index.get(&key) {
+        let (existing, segment, kept_ticket, uses, proven) = match inner.index.get(&key) {
             Some(slot) => {
                 let live = now < slot.expires;
                 if !live {
@@ -281,6 +316,7 @@ impl Store {
                     0
                 };
                 let kept_ticket = (how == Write::Refreshed).then_some(slot.ticket);
+                let proven = live && slot.proven.load(Ordering::Relaxed);
                 queues.subtract(slot.segment, u64::from(slot.variants.weight));
                 if kept_ticket.is_none() {
                     queues.stale += 1;
@@ -290,10 +326,13 @@ impl Store {
                     placed,
                     kept_ticket,
                     uses,
+                    proven,
                 )
             }
-            None => (None, segment, None, 0),
+            None => (None, segment, None, 0, false),
         };
+        // A fetched write into main is a second request (seen before), or admission is off.
+        let proven = proven || (how == Write::Fetched && segment == Segment::Main);
         let cap = inner.max_variants;
         let mut variants = Variants::with(existing.as_deref(), Arc::clone(response), cap);
         if u64::from(variants.weight) > inner.budget.total() {
@@ -319,6 +358,7 @@ impl Store {
                 segment,
                 ticket,
                 uses: AtomicU8::new(uses),
+                proven: AtomicBool::new(proven),
             },
         );
         queues.add(segment, weight);
@@ -434,8 +474,17 @@ impl Inner {
             match leaving {
                 None => queues.stale = queues.stale.saturating_sub(1),
                 Some((Leaving::Drop, live, weight)) => {
-                    self.index.remove(&key);
+                    let removed = self.index.remove(&key);
                     queues.subtract(from, weight);
+                    if let (Some(listener), Some((key, slot)), true) =
+                        (&self.listener, removed, live)
+                    {
+                        listener(Evicted {
+                            key,
+                            proven: slot.proven.load(Ordering::Relaxed),
+                            variants: slot.variants,
+                        });
+                    }
                     let counter = if live {
                         &self.counters.evictions
                     } else {
@@ -698,6 +747,44 @@ mod tests {
         store.check();
         assert!(store.counters().promotions.load(Ordering::Relaxed) > 0);
         assert!(store.counters().evictions.load(Ordering::Relaxed) > 0);
+    }
+
+    #[test]
+    fn the_eviction_listener_hears_which_leaving_entries_proved_themselves() {
+        let w = weight(1000);
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let told = Arc::clone(&heard);
+        let listener: EvictionListener = Box::new(move |evicted: Evicted| {
+            let name = evicted.key.as_str().trim_start_matches("h/").to_owned();
+            told.lock().unwrap().push((name, evicted.proven));
+        });
+        // Room for 4 entries; probation held to 1 once main is full.
+        let store = Store::with_eviction_listener(Budget::new(4 * w, 0.25), 4, listener);
+        store.insert(key("second"), plain(1000), Segment::Main);
+        store.insert(key("hit"), plain(1000), Segment::Probation);
+        assert!(store.get(&key("hit")).is_some());
+        store.insert(key("once"), plain(1000), Segment::Probation);
+        store.insert(key("purged"), plain(1000), Segment::Probation);
+        assert!(store.purge(&key("purged")));
+        store.insert(key("filler-1"), plain(1000), Segment::Probation);
+        // Full (4): probation gives up "hit" (promoted, not dropped), then main is within its
+        // share, so probation drops "once": a one-hit wonder.
+        store.insert(key("filler-2"), plain(1000), Segment::Probation);
+        assert_eq!(
+            heard.lock().unwrap().as_slice(),
+            [("once".to_owned(), false)]
+        );
+        // Enough first requests to push everything else out of probation and main.
+        for i in 0..8 {
+            store.insert(key(&format!("main-{i}")), plain(1000), Segment::Main);
+        }
+        let heard = heard.lock().unwrap();
+        let proven = |name: &str| heard.iter().find(|(n, _)| n == name).map(|(_, p)| *p);
+        assert_eq!(proven("second"), Some(true), "written on a second request");
+        assert_eq!(proven("hit"), Some(true), "hit while in RAM");
+        assert_eq!(proven("filler-1"), Some(false));
+        assert_eq!(proven("purged"), None, "purged, not evicted");
+        store.check();
     }
 
     #[test]
