@@ -34,6 +34,23 @@ pub const CONNECTIONS_OPEN: &str = "bloomgate_connections_open";
 pub const CONNECTIONS_REFUSED_TOTAL: &str = "bloomgate_connections_refused_total";
 pub const CONNECTIONS_IDLE_CLOSED_TOTAL: &str = "bloomgate_connections_idle_closed_total";
 
+/// Help texts of the doorkeeper's metrics, shared with the Pingora plugin's collector so that
+/// both exporters describe them alike.
+pub mod help {
+    pub const FILTER_FILL_RATIO: &str =
+        "Share of the doorkeeper filter's bits that are set, by generation.";
+    pub const FILTER_ESTIMATED_ITEMS: &str =
+        "Distinct keys in the doorkeeper filter (Swamidass-Baldi estimate), by generation.";
+    pub const FILTER_ESTIMATED_FPR: &str =
+        "Estimated false-positive rate of the doorkeeper (both generations combined).";
+    pub const FILTER_ROTATE_AT_FPR: &str =
+        "Combined false-positive rate at which the filters rotate.";
+    pub const FILTER_CAPACITY: &str = "Keys one doorkeeper generation is sized for.";
+    pub const FILTER_BYTES: &str = "Memory held by the doorkeeper filters.";
+    pub const FILTER_GENERATION: &str = "Number of the doorkeeper's current generation.";
+    pub const FILTER_ROTATIONS_TOTAL: &str = "Doorkeeper rotations, by reason.";
+}
+
 /// Latency buckets in seconds: from a fast hit (100 µs) to the origin timeouts (30 s).
 const DURATION_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -75,36 +92,14 @@ fn describe() {
         ADMISSION_TOTAL,
         "Cache admission decisions for responses from the origin, by decision (admitted: into main; probation: a first request into probation; promoted: from probation to main, counted when it moves)."
     );
-    describe_gauge!(
-        FILTER_FILL_RATIO,
-        "Share of the doorkeeper filter's bits that are set, by generation."
-    );
-    describe_gauge!(
-        FILTER_ESTIMATED_ITEMS,
-        "Distinct keys in the doorkeeper filter (Swamidass-Baldi estimate), by generation."
-    );
-    describe_gauge!(
-        FILTER_ESTIMATED_FPR,
-        "Estimated false-positive rate of the doorkeeper (both generations combined)."
-    );
-    describe_gauge!(
-        FILTER_ROTATE_AT_FPR,
-        "Combined false-positive rate at which the filters rotate."
-    );
-    describe_gauge!(
-        FILTER_CAPACITY,
-        "Keys one doorkeeper generation is sized for."
-    );
-    describe_gauge!(
-        FILTER_BYTES,
-        Unit::Bytes,
-        "Memory held by the doorkeeper filters."
-    );
-    describe_gauge!(
-        FILTER_GENERATION,
-        "Number of the doorkeeper's current generation."
-    );
-    describe_counter!(FILTER_ROTATIONS_TOTAL, "Doorkeeper rotations, by reason.");
+    describe_gauge!(FILTER_FILL_RATIO, help::FILTER_FILL_RATIO);
+    describe_gauge!(FILTER_ESTIMATED_ITEMS, help::FILTER_ESTIMATED_ITEMS);
+    describe_gauge!(FILTER_ESTIMATED_FPR, help::FILTER_ESTIMATED_FPR);
+    describe_gauge!(FILTER_ROTATE_AT_FPR, help::FILTER_ROTATE_AT_FPR);
+    describe_gauge!(FILTER_CAPACITY, help::FILTER_CAPACITY);
+    describe_gauge!(FILTER_BYTES, Unit::Bytes, help::FILTER_BYTES);
+    describe_gauge!(FILTER_GENERATION, help::FILTER_GENERATION);
+    describe_counter!(FILTER_ROTATIONS_TOTAL, help::FILTER_ROTATIONS_TOTAL);
     describe_counter!(
         FILTER_SNAPSHOTS_TOTAL,
         "Doorkeeper snapshots written to admission.snapshot_path, by outcome (ok, error)."

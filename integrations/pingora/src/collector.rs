@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bloomgate::admission::Doorkeeper;
 use bloomgate::telemetry::{
     ADMISSION_TOTAL, FILTER_BYTES, FILTER_CAPACITY, FILTER_ESTIMATED_FPR, FILTER_ESTIMATED_ITEMS,
-    FILTER_FILL_RATIO, FILTER_GENERATION, FILTER_ROTATE_AT_FPR, FILTER_ROTATIONS_TOTAL,
+    FILTER_FILL_RATIO, FILTER_GENERATION, FILTER_ROTATE_AT_FPR, FILTER_ROTATIONS_TOTAL, help,
 };
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
@@ -51,41 +51,25 @@ impl DoorkeeperCollector {
         rotate_at_fpr: f64,
         counts: Arc<DecisionCounts>,
     ) -> DoorkeeperCollector {
-        // Help texts as bloomgate's exporter gives them (src/telemetry.rs).
+        // Help texts as bloomgate's exporter gives them (`bloomgate::telemetry::help`).
         DoorkeeperCollector {
             doorkeeper,
             counts,
             rotate_at_fpr_value: rotate_at_fpr,
-            fill_ratio: gauges(
-                FILTER_FILL_RATIO,
-                "Share of the doorkeeper filter's bits that are set, by generation.",
-                "generation",
-            ),
+            fill_ratio: gauges(FILTER_FILL_RATIO, help::FILTER_FILL_RATIO, "generation"),
             estimated_items: gauges(
                 FILTER_ESTIMATED_ITEMS,
-                "Estimated distinct keys in the doorkeeper filter, by generation.",
+                help::FILTER_ESTIMATED_ITEMS,
                 "generation",
             ),
-            estimated_fpr: gauge(
-                FILTER_ESTIMATED_FPR,
-                "Estimated false-positive rate of the doorkeeper (both generations).",
-            ),
-            rotate_at_fpr: gauge(
-                FILTER_ROTATE_AT_FPR,
-                "Estimated false-positive rate at which the doorkeeper rotates.",
-            ),
-            capacity: gauge(
-                FILTER_CAPACITY,
-                "Distinct keys one doorkeeper generation is sized for.",
-            ),
-            generation: gauge(
-                FILTER_GENERATION,
-                "Number of the doorkeeper's current generation.",
-            ),
-            bytes: gauge(FILTER_BYTES, "Memory held by the doorkeeper filters."),
+            estimated_fpr: gauge(FILTER_ESTIMATED_FPR, help::FILTER_ESTIMATED_FPR),
+            rotate_at_fpr: gauge(FILTER_ROTATE_AT_FPR, help::FILTER_ROTATE_AT_FPR),
+            capacity: gauge(FILTER_CAPACITY, help::FILTER_CAPACITY),
+            generation: gauge(FILTER_GENERATION, help::FILTER_GENERATION),
+            bytes: gauge(FILTER_BYTES, help::FILTER_BYTES),
             rotations: counters(
                 FILTER_ROTATIONS_TOTAL,
-                "Doorkeeper rotations, by reason.",
+                help::FILTER_ROTATIONS_TOTAL,
                 "reason",
             ),
             decisions: counters(
