@@ -13,7 +13,7 @@ use crate::trace::{ReadOptions, SYNTHESIZED_SIZE_RULE, TraceInfo};
 use super::engine::{CacheSetup, Simulator};
 use super::policy::ProbationSetup;
 use super::report::{CacheReport, DoorkeeperSummary, SimReport, TraceSummary};
-use super::report::{GatedVsWriteAll, TierSimReport};
+use super::report::{GatedVsWriteAll, TierSimReport, ratio};
 use super::request::{SimRequest, TraceStats};
 use super::segmented::MainEviction;
 use super::tiers::{DiskPolicy, TierReport, TierSim};
@@ -176,7 +176,7 @@ pub fn simulate_tiers(args: &SimulateArgs) -> Result<TierSimReport, SimError> {
     let elapsed = started.elapsed().as_secs_f64();
     progress.finish_and_clear();
     let policies: Vec<TierReport> = sims.into_iter().map(TierSim::finish).collect();
-    let percent = |bytes: u64| 100.0 * bytes as f64 / (stats.footprint_bytes.max(1)) as f64;
+    let percent = |bytes: u64| 100.0 * ratio(bytes, stats.footprint_bytes);
     let find = |policy| {
         policies
             .iter()
@@ -185,11 +185,7 @@ pub fn simulate_tiers(args: &SimulateArgs) -> Result<TierSimReport, SimError> {
     };
     let (all, gated) = (find(DiskPolicy::WriteAll), find(DiskPolicy::Gated));
     let gated_vs_write_all = GatedVsWriteAll {
-        disk_written_bytes_share: if all.disk_written_bytes == 0 {
-            0.0
-        } else {
-            gated.disk_written_bytes as f64 / all.disk_written_bytes as f64
-        },
+        disk_written_bytes_share: ratio(gated.disk_written_bytes, all.disk_written_bytes),
         hit_ratio_change_points: 100.0 * (gated.hit_ratio - all.hit_ratio),
         byte_hit_ratio_change_points: 100.0 * (gated.byte_hit_ratio - all.byte_hit_ratio),
     };
@@ -358,11 +354,7 @@ fn trace_summary(args: &SimulateArgs, info: &TraceInfo, stats: TraceStats) -> Tr
         skipped_lines: info.skipped_lines,
         synthesized_sizes: info.sizes_synthesized.then_some(SYNTHESIZED_SIZE_RULE),
         stats,
-        one_hit_share: if stats.distinct_objects == 0 {
-            0.0
-        } else {
-            stats.one_hit_objects as f64 / stats.distinct_objects as f64
-        },
+        one_hit_share: ratio(stats.one_hit_objects, stats.distinct_objects),
     }
 }
 

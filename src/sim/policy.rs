@@ -9,6 +9,7 @@ use crate::admission::{Admission, Clock, Doorkeeper, DoorkeeperConfig, RotationC
 
 use super::lru::ByteLru;
 use super::prefetch::prefetch;
+use super::report::ratio;
 use super::segmented::{MainEviction, SegmentedCache};
 
 /// What nginx keeps per key for `proxy_cache_min_uses` ("one megabyte zone can store about
@@ -424,13 +425,5 @@ impl PolicyReport {
                 self.probation_written_bytes += size;
             }
         }
-    }
-}
-
-fn ratio(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 / whole as f64
     }
 }

@@ -105,8 +105,8 @@ impl CacheReport {
         ) {
             (Some(all), Some(exact), Some(bloom), Some(probation)) => (
                 BloomVsAdmitAll {
-                    writes_avoided: 1.0 - share(bloom.writes, all.writes),
-                    written_bytes_avoided: 1.0 - share(bloom.written_bytes, all.written_bytes),
+                    writes_avoided: 1.0 - ratio(bloom.writes, all.writes),
+                    written_bytes_avoided: 1.0 - ratio(bloom.written_bytes, all.written_bytes),
                     byte_hit_ratio_change_points: 100.0
                         * (bloom.byte_hit_ratio - all.byte_hit_ratio),
                     hit_ratio_change_points: 100.0 * (bloom.hit_ratio - all.hit_ratio),
@@ -115,24 +115,24 @@ impl CacheReport {
                     hit_ratio_difference_points: 100.0 * (bloom.hit_ratio - exact.hit_ratio),
                     byte_hit_ratio_difference_points: 100.0
                         * (bloom.byte_hit_ratio - exact.byte_hit_ratio),
-                    memory_ratio: share(bloom.admission_memory_bytes, exact.admission_memory_bytes),
+                    memory_ratio: ratio(bloom.admission_memory_bytes, exact.admission_memory_bytes),
                 },
                 ProbationVsAdmitAll {
                     hit_ratio_change_points: 100.0 * (probation.hit_ratio - all.hit_ratio),
                     byte_hit_ratio_change_points: 100.0
                         * (probation.byte_hit_ratio - all.byte_hit_ratio),
-                    main_written_bytes_share: share(
+                    main_written_bytes_share: ratio(
                         probation.main_written_bytes,
                         all.written_bytes,
                     ),
-                    bloom_written_bytes_share: share(bloom.written_bytes, all.written_bytes),
+                    bloom_written_bytes_share: ratio(bloom.written_bytes, all.written_bytes),
                 },
             ),
             _ => unreachable!("every cache runs every policy"),
         };
         CacheReport {
             cache_bytes,
-            cache_percent_of_footprint: 100.0 * share(cache_bytes, footprint_bytes),
+            cache_percent_of_footprint: 100.0 * ratio(cache_bytes, footprint_bytes),
             doorkeeper,
             policies,
             bloom_vs_admit_all,
@@ -142,7 +142,8 @@ impl CacheReport {
     }
 }
 
-fn share(part: u64, whole: u64) -> f64 {
+/// `part / whole`, or 0 when there is no whole: every ratio and share the simulator reports.
+pub(super) fn ratio(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
     } else {

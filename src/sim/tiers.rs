@@ -18,6 +18,7 @@ use crate::admission::{Admission, Doorkeeper, DoorkeeperConfig, RotationCounts};
 
 use super::lru::ByteLru;
 use super::policy::TraceClock;
+use super::report::ratio;
 
 /// What the disk takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -219,14 +220,6 @@ fn write(disk: &mut ByteLru, report: &mut TierReport, id: u32, size: u64) {
     if disk.insert(id, size).is_some() {
         report.disk_writes += 1;
         report.disk_written_bytes += size;
-    }
-}
-
-fn ratio(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 / whole as f64
     }
 }
 
