@@ -441,24 +441,22 @@ impl Inner {
                     }
                     let weight = u64::from(slot.variants.weight);
                     let leaving = probation::leaving(from, uses, live);
-                    match leaving {
-                        Leaving::Promote | Leaving::Reinsert(_) => {
-                            let uses = match leaving {
-                                Leaving::Reinsert(uses) => {
-                                    reinsertions_left -= 1;
-                                    uses
-                                }
-                                _ => 0,
-                            };
-                            *slot.uses.get_mut() = uses;
-                            slot.segment = Segment::Main;
-                            slot.ticket = queues.ticket();
-                            queues.subtract(from, weight);
-                            queues.add(Segment::Main, weight);
-                            queues.fifo[Segment::Main.index()]
-                                .push_back((key.clone(), slot.ticket));
+                    // Promoted and reinserted entries go to the back of main with these uses.
+                    let kept_uses = match leaving {
+                        Leaving::Promote => Some(0),
+                        Leaving::Reinsert(uses) => {
+                            reinsertions_left -= 1;
+                            Some(uses)
                         }
-                        Leaving::Drop => {}
+                        Leaving::Drop => None,
+                    };
+                    if let Some(uses) = kept_uses {
+                        *slot.uses.get_mut() = uses;
+                        slot.segment = Segment::Main;
+                        slot.ticket = queues.ticket();
+                        queues.subtract(from, weight);
+                        queues.add(Segment::Main, weight);
+                        queues.fifo[Segment::Main.index()].push_back((key.clone(), slot.ticket));
                     }
                     if leaving == Leaving::Promote {
                         let counters = &self.counters;

@@ -12,6 +12,7 @@ use http::{Method, response};
 use http_cache_semantics::CachePolicy;
 
 use super::headers::ResponseFraming;
+use super::status::Detail;
 use crate::admission::Doorkeeper;
 use crate::admission::probation::{Budget, Mode, Placement, Segment};
 use crate::cache::{CacheKey, NotStored, policy_for, storability};
@@ -113,24 +114,29 @@ impl Decision {
         }
     }
 
-    /// The largest body this decision stores, given the largest object the cache takes; what is
-    /// larger is not stored, for the reason returned with it.
-    pub fn size_limit(self, max_object_bytes: u64, budget: Budget) -> (u64, NotStored) {
+    /// The Cache-Status detail of a forwarded response so decided: `probation`, or why it is not
+    /// stored.
+    pub fn detail(self) -> Option<Detail> {
         match self {
-            Decision::Probation => (
-                max_object_bytes.min(budget.probation()),
-                NotStored::FirstHit,
-            ),
-            _ => (max_object_bytes, NotStored::TooLarge),
+            Decision::Probation => Some(Detail::Probation),
+            other => other.not_stored().map(Detail::NotStored),
+        }
+    }
+
+    /// The largest body this decision stores, given the largest object the cache takes.
+    pub fn size_limit(self, max_object_bytes: u64, budget: Budget) -> u64 {
+        match self {
+            Decision::Probation => max_object_bytes.min(budget.probation()),
+            _ => max_object_bytes,
         }
     }
 
     /// The decision for a stored-to-be response whose body turned out larger than
-    /// [`Self::size_limit`].
-    pub fn too_large(self, max_object_bytes: u64, budget: Budget) -> Decision {
-        match self.size_limit(max_object_bytes, budget).1 {
-            NotStored::FirstHit => Decision::FirstHit,
-            reason => Decision::NotStorable(reason),
+    /// [`Self::size_limit`]: a first copy too large for probation is a first hit.
+    pub fn too_large(self) -> Decision {
+        match self {
+            Decision::Probation => Decision::FirstHit,
+            _ => Decision::NotStorable(NotStored::TooLarge),
         }
     }
 }
@@ -271,11 +277,12 @@ mod tests {
         // Unknown length: probation, limited to its size as the body is read.
         let unknown = admit("h/chunked", None);
         assert_eq!(unknown, Decision::Probation);
-        assert_eq!(unknown.size_limit(500, budget), (100, NotStored::FirstHit));
-        assert_eq!(unknown.too_large(500, budget), Decision::FirstHit);
+        assert_eq!(unknown.size_limit(500, budget), 100);
+        assert_eq!(unknown.too_large(), Decision::FirstHit);
+        assert_eq!(Decision::Admitted.size_limit(500, budget), 500);
         assert_eq!(
-            Decision::Admitted.size_limit(500, budget),
-            (500, NotStored::TooLarge)
+            Decision::Admitted.too_large(),
+            Decision::NotStorable(NotStored::TooLarge)
         );
     }
 }

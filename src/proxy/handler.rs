@@ -309,7 +309,7 @@ impl Proxy {
         let status = cache_status(fwd, decision);
 
         let config = exchange.config();
-        let (limit, _) = decision.size_limit(config.cache.max_object_bytes, self.store.budget());
+        let limit = decision.size_limit(config.cache.max_object_bytes, self.store.budget());
         let idle_timeout = config.origin.idle_timeout;
         let Some(storable) = storable else {
             count(decision);
@@ -344,8 +344,7 @@ impl Proxy {
                     (Response::from_parts(head, body), status)
                 }
                 Ok(Prefix::TooLarge(body)) => {
-                    let decision =
-                        decision.too_large(config.cache.max_object_bytes, self.store.budget());
+                    let decision = decision.too_large();
                     count(decision);
                     capture.abandon();
                     let status = cache_status(fwd, decision);
@@ -413,10 +412,7 @@ impl Proxy {
         let request_headers = owned_headers(&exchange.parts.headers);
         let response_status = head.status;
         let response_headers = head.headers.clone();
-        let detail = match decision {
-            Decision::Probation => Some(Detail::Probation),
-            other => other.not_stored().map(Detail::NotStored),
-        };
+        let detail = decision.detail();
         Capture::new(
             storable.content_length,
             limit,
@@ -583,11 +579,6 @@ fn count(decision: Decision) {
 fn cache_status(fwd: Fwd, decision: Decision) -> CacheStatus {
     let mut status = CacheStatus::forward(fwd);
     status.stored = decision.segment().is_some();
-    if decision == Decision::Probation {
-        status = status.detail(Detail::Probation);
-    }
-    if let Some(reason) = decision.not_stored() {
-        status = status.not_stored(reason);
-    }
+    status.detail = decision.detail();
     status
 }

@@ -135,12 +135,6 @@ impl CacheStatus {
         }
     }
 
-    pub fn not_stored(mut self, reason: NotStored) -> CacheStatus {
-        self.stored = false;
-        self.detail = Some(Detail::NotStored(reason));
-        self
-    }
-
     pub fn detail(mut self, detail: Detail) -> CacheStatus {
         self.detail = Some(detail);
         self
@@ -197,7 +191,7 @@ mod tests {
 
     #[test]
     fn first_hit_miss_names_its_reason() {
-        let status = CacheStatus::forward(Fwd::Miss).not_stored(NotStored::FirstHit);
+        let status = CacheStatus::forward(Fwd::Miss).detail(Detail::NotStored(NotStored::FirstHit));
         assert_eq!(
             status.header_value(),
             "bloomgate; fwd=miss; detail=first-hit"
