@@ -139,33 +139,31 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
         }
         println!();
     };
-    let writes = |column: &Column, pick: fn(&Writes) -> u64| {
-        column
-            .writes
-            .as_ref()
-            .map_or("?".into(), |w| pick(w).to_string())
+    // "?" where a child's counters could not be scraped.
+    let writes = |column: &Column, show: &dyn Fn(&Writes) -> String| {
+        column.writes.as_ref().map_or("?".into(), show)
     };
     cells("object hit ratio", &|c| pct(c.report.hit_ratio));
     cells("byte hit ratio", &|c| pct(c.report.byte_hit_ratio));
-    cells("cache writes", &|c| writes(c, |w| w.total));
-    cells("  of which into main", &|c| writes(c, |w| w.main));
+    cells("cache writes", &|c| writes(c, &|w| w.total.to_string()));
+    cells("  of which into main", &|c| {
+        writes(c, &|w| w.main.to_string())
+    });
     cells("bytes written into main", &|c| {
-        c.writes.as_ref().map_or("?".into(), |w| {
-            indicatif::HumanBytes(w.main_bytes).to_string()
-        })
+        writes(c, &|w| indicatif::HumanBytes(w.main_bytes).to_string())
     });
     cells("origin requests", &|c| c.origin_requests.to_string());
     cells("p99 latency", &|c| ms(&c.report));
-    if let (Some(ours), Some(Some(all))) = (
-        columns[0].writes.as_ref(),
-        columns.last().map(|c| c.writes.as_ref()),
-    ) && all.main_bytes > 0
+    // The demo's own proxy comes first, admit-all last.
+    if let (Some(ours), Some(all)) = (columns.first(), columns.last())
+        && let (Some(our_writes), Some(all_writes)) = (&ours.writes, &all.writes)
+        && all_writes.main_bytes > 0
     {
         println!(
             "\n{} admission: hit ratio {:+.1} points against admit-all, {:.1}% of its bytes written into main",
-            columns[0].mode.as_str(),
-            100.0 * (columns[0].report.hit_ratio - columns[columns.len() - 1].report.hit_ratio),
-            100.0 * ours.main_bytes as f64 / all.main_bytes as f64
+            ours.mode.as_str(),
+            100.0 * (ours.report.hit_ratio - all.report.hit_ratio),
+            100.0 * our_writes.main_bytes as f64 / all_writes.main_bytes as f64
         );
     }
     if let Some(door) = running.proxy.doorkeeper() {

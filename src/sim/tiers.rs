@@ -213,10 +213,8 @@ fn evicted_from_ram(
     }
 }
 
+/// Writes an object that is not on disk (a disk miss, or checked by [`evicted_from_ram`]).
 fn write(disk: &mut ByteLru, report: &mut TierReport, id: u32, size: u64) {
-    if disk.contains(id) {
-        return;
-    }
     if disk.insert(id, size).is_some() {
         report.disk_writes += 1;
         report.disk_written_bytes += size;
