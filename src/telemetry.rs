@@ -7,6 +7,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::admission::DoorkeeperStats;
 use crate::admission::probation::Segment;
+use crate::cache::disk::{DiskStats, Rejection, WriteReason};
 
 pub const REQUESTS_TOTAL: &str = "bloomgate_requests_total";
 pub const REQUEST_DURATION_SECONDS: &str = "bloomgate_request_duration_seconds";
@@ -28,6 +29,22 @@ pub const CACHE_WRITTEN_BYTES_TOTAL: &str = "bloomgate_cache_written_bytes_total
 pub const CACHE_EVICTIONS_TOTAL: &str = "bloomgate_cache_evictions_total";
 pub const CACHE_EXPIRATIONS_TOTAL: &str = "bloomgate_cache_expirations_total";
 pub const CACHE_HIT_BYTES_TOTAL: &str = "bloomgate_cache_hit_bytes_total";
+pub const DISK_BYTES: &str = "bloomgate_disk_bytes";
+pub const DISK_MAX_BYTES: &str = "bloomgate_disk_max_bytes";
+pub const DISK_ENTRIES: &str = "bloomgate_disk_entries";
+pub const DISK_WRITES_TOTAL: &str = "bloomgate_disk_writes_total";
+pub const DISK_WRITTEN_BYTES_TOTAL: &str = "bloomgate_disk_written_bytes_total";
+pub const DISK_ENGINE_WRITTEN_BYTES_TOTAL: &str = "bloomgate_disk_engine_written_bytes_total";
+pub const DISK_REJECTED_TOTAL: &str = "bloomgate_disk_rejected_total";
+pub const DISK_HITS_TOTAL: &str = "bloomgate_disk_hits_total";
+pub const DISK_HIT_BYTES_TOTAL: &str = "bloomgate_disk_hit_bytes_total";
+pub const DISK_MISSES_TOTAL: &str = "bloomgate_disk_misses_total";
+pub const DISK_READ_ERRORS_TOTAL: &str = "bloomgate_disk_read_errors_total";
+pub const DISK_DROPPED_TOTAL: &str = "bloomgate_disk_dropped_total";
+pub const DISK_REMOVED_TOTAL: &str = "bloomgate_disk_removed_total";
+pub const DISK_FULL: &str = "bloomgate_disk_full";
+pub const DISK_RECOVERED_ENTRIES: &str = "bloomgate_disk_recovered_entries";
+pub const DISK_RECOVERY_SECONDS: &str = "bloomgate_disk_recovery_seconds";
 pub const ORIGIN_REQUESTS_TOTAL: &str = "bloomgate_origin_requests_total";
 pub const ORIGIN_BYTES_TOTAL: &str = "bloomgate_origin_bytes_total";
 pub const CONNECTIONS_OPEN: &str = "bloomgate_connections_open";
@@ -133,6 +150,7 @@ fn describe() {
         Unit::Bytes,
         "Body bytes served from the cache."
     );
+    describe_disk();
     describe_counter!(
         ORIGIN_REQUESTS_TOTAL,
         "Requests sent to the origin, by outcome."
@@ -153,6 +171,69 @@ fn describe() {
     );
 }
 
+fn describe_disk() {
+    describe_gauge!(
+        DISK_BYTES,
+        Unit::Bytes,
+        "Space the disk tier's files take on the file system (allocated blocks)."
+    );
+    describe_gauge!(DISK_MAX_BYTES, Unit::Bytes, "Configured disk.max_bytes.");
+    describe_gauge!(
+        DISK_ENTRIES,
+        "Records on disk (recovered, plus written, less removed, reclaimed and dropped; approximate)."
+    );
+    describe_counter!(
+        DISK_WRITES_TOTAL,
+        "Records written to disk, by reason (ram_hit: hit while in RAM; seen_before: stored on a second request; revalidated: headers refreshed by a 304)."
+    );
+    describe_counter!(
+        DISK_WRITTEN_BYTES_TOTAL,
+        Unit::Bytes,
+        "Bytes of records written to disk, by reason."
+    );
+    describe_counter!(
+        DISK_ENGINE_WRITTEN_BYTES_TOTAL,
+        Unit::Bytes,
+        "Bytes the disk engine wrote to its files (records with their headers and padding, tombstones)."
+    );
+    describe_counter!(
+        DISK_REJECTED_TOTAL,
+        "Entries leaving RAM not written to disk, by reason (first_hit, budget, full, too_large)."
+    );
+    describe_counter!(DISK_HITS_TOTAL, "RAM misses answered by a record on disk.");
+    describe_counter!(
+        DISK_HIT_BYTES_TOTAL,
+        Unit::Bytes,
+        "Body bytes read from disk records."
+    );
+    describe_counter!(DISK_MISSES_TOTAL, "RAM misses with no record on disk.");
+    describe_counter!(
+        DISK_READ_ERRORS_TOTAL,
+        "Disk reads that failed (I/O errors)."
+    );
+    describe_counter!(
+        DISK_DROPPED_TOTAL,
+        "Disk records dropped when read: torn, corrupt (checksum) or undecodable; never served."
+    );
+    describe_counter!(
+        DISK_REMOVED_TOTAL,
+        "Disk records removed by purge or invalidation."
+    );
+    describe_gauge!(
+        DISK_FULL,
+        "1 while the disk tier's file system has less than a block free (writes stop)."
+    );
+    describe_gauge!(
+        DISK_RECOVERED_ENTRIES,
+        "Records the disk tier found at start."
+    );
+    describe_gauge!(
+        DISK_RECOVERY_SECONDS,
+        Unit::Seconds,
+        "Time the disk tier took to open and recover its index at start."
+    );
+}
+
 /// The state sampled at scrape time, so the gauges cost nothing on the request path.
 pub struct ScrapeState {
     pub doorkeeper: Option<(DoorkeeperStats, f64, u64)>,
@@ -166,6 +247,8 @@ pub struct ScrapeState {
     pub cache_promotions: u64,
     pub cache_evictions: u64,
     pub cache_expirations: u64,
+    /// The disk tier, when there is one.
+    pub disk: Option<DiskStats>,
 }
 
 /// Sets every gauge from the sampled state and renders the Prometheus text exposition.
@@ -205,6 +288,34 @@ pub fn render(state: &ScrapeState) -> String {
     gauge!(CACHE_MAX_BYTES).set(state.cache_max_bytes as f64);
     counter!(CACHE_EVICTIONS_TOTAL).absolute(state.cache_evictions);
     counter!(CACHE_EXPIRATIONS_TOTAL).absolute(state.cache_expirations);
+    if let Some(disk) = &state.disk {
+        render_disk(disk);
+    }
     handle.run_upkeep();
     handle.render()
+}
+
+fn render_disk(disk: &DiskStats) {
+    gauge!(DISK_BYTES).set(disk.bytes as f64);
+    gauge!(DISK_MAX_BYTES).set(disk.max_bytes as f64);
+    gauge!(DISK_ENTRIES).set(disk.entries as f64);
+    for reason in WriteReason::ALL {
+        let (i, name) = (reason as usize, reason.as_str());
+        counter!(DISK_WRITES_TOTAL, "reason" => name).absolute(disk.writes[i]);
+        counter!(DISK_WRITTEN_BYTES_TOTAL, "reason" => name).absolute(disk.written_bytes[i]);
+    }
+    for why in Rejection::ALL {
+        counter!(DISK_REJECTED_TOTAL, "reason" => why.as_str())
+            .absolute(disk.rejected[why as usize]);
+    }
+    counter!(DISK_ENGINE_WRITTEN_BYTES_TOTAL).absolute(disk.engine_written_bytes);
+    counter!(DISK_HITS_TOTAL).absolute(disk.hits);
+    counter!(DISK_HIT_BYTES_TOTAL).absolute(disk.hit_bytes);
+    counter!(DISK_MISSES_TOTAL).absolute(disk.misses);
+    counter!(DISK_READ_ERRORS_TOTAL).absolute(disk.read_errors);
+    counter!(DISK_DROPPED_TOTAL).absolute(disk.dropped);
+    counter!(DISK_REMOVED_TOTAL).absolute(disk.removed);
+    gauge!(DISK_FULL).set(if disk.full { 1.0 } else { 0.0 });
+    gauge!(DISK_RECOVERED_ENTRIES).set(disk.recovered_entries as f64);
+    gauge!(DISK_RECOVERY_SECONDS).set(disk.recovery_seconds);
 }

@@ -1,6 +1,7 @@
 //! The cache: keys, stored responses with their RFC 9111 policy, and the byte-bounded store.
 
 mod authority;
+pub mod disk;
 mod entry;
 pub mod field;
 mod key;
@@ -12,4 +13,4 @@ pub use entry::{
     policy_for, storability,
 };
 pub use key::{CacheKey, KeyError, keyed_query};
-pub use store::{Evicted, EvictionListener, Store, StoreCounters, Usage, Variants};
+pub use store::{Evicted, EvictionListener, Proof, Store, StoreCounters, Usage, Variants};

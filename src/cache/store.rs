@@ -2,7 +2,7 @@
 //! its `Vary` variants.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -78,6 +78,18 @@ impl Variants {
             .get(&field::selection(request_headers, &self.names))
     }
 
+    /// Bytes the variants cost the store.
+    pub fn weight(&self) -> u32 {
+        self.weight
+    }
+
+    /// Every variant, oldest write first.
+    pub fn responses(&self) -> impl Iterator<Item = &Arc<StoredResponse>> {
+        self.order
+            .iter()
+            .filter_map(|selection| self.by_selection.get(selection))
+    }
+
     /// How many variants are stored.
     pub fn len(&self) -> usize {
         self.by_selection.len()
@@ -128,10 +140,40 @@ struct Slot {
     uses: AtomicU8,
     /// When the slot stops being servable (freshness plus the stale windows).
     expires: Instant,
-    /// Whether the entry has proved itself since it entered the store: hit while here, or
-    /// written on a request the doorkeeper had seen before (into main). What a tier below RAM
-    /// may take when the entry leaves ([`Evicted::proven`]).
-    proven: AtomicBool,
+    /// How the entry has proved itself since it entered the store, if it has (a [`Proof`] as
+    /// `PROOF_*`): what a tier below RAM may take when the entry leaves ([`Evicted::proof`]).
+    proof: AtomicU8,
+}
+
+const PROOF_NONE: u8 = 0;
+const PROOF_SEEN_BEFORE: u8 = 1;
+const PROOF_RAM_HIT: u8 = 2;
+
+/// How an entry earned a place in a tier below RAM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proof {
+    /// Written into main on a request the doorkeeper had seen before (its second within the
+    /// window), or with admission off.
+    SeenBefore,
+    /// Hit while in RAM (an entry read back from disk counts: it was hit there).
+    RamHit,
+}
+
+impl Proof {
+    fn from_u8(proof: u8) -> Option<Proof> {
+        match proof {
+            PROOF_SEEN_BEFORE => Some(Proof::SeenBefore),
+            PROOF_RAM_HIT => Some(Proof::RamHit),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proof::SeenBefore => "seen_before",
+            Proof::RamHit => "ram_hit",
+        }
+    }
 }
 
 impl Slot {
@@ -142,9 +184,13 @@ impl Slot {
         if uses < probation::MAX_USES {
             self.uses.store(probation::used(uses), Ordering::Relaxed);
         }
-        if !self.proven.load(Ordering::Relaxed) {
-            self.proven.store(true, Ordering::Relaxed);
+        if self.proof.load(Ordering::Relaxed) == PROOF_NONE {
+            self.proof.store(PROOF_RAM_HIT, Ordering::Relaxed);
         }
+    }
+
+    fn proof(&self) -> Option<Proof> {
+        Proof::from_u8(self.proof.load(Ordering::Relaxed))
     }
 }
 
@@ -154,7 +200,13 @@ pub struct Evicted {
     pub variants: Arc<Variants>,
     /// Hit while in the store, or written on a second request (seen before): the rule for what a
     /// disk tier below RAM takes (a first-and-only request never costs a disk write).
-    pub proven: bool,
+    pub proof: Option<Proof>,
+}
+
+impl Evicted {
+    pub fn proven(&self) -> bool {
+        self.proof.is_some()
+    }
 }
 
 /// Told of every entry the store drops to make room (not of purged, replaced or expired ones).
@@ -199,6 +251,8 @@ enum Write {
     Fetched,
     /// Headers refreshed by a revalidation: not counted, and the entry keeps its place.
     Refreshed,
+    /// Read back from a tier below RAM: placed in main as proven (it was hit), not counted.
+    Restored,
 }
 
 /// The in-memory cache of responses: a probation FIFO and a main segment over one byte budget,
@@ -293,13 +347,53 @@ impl Store {
         response
     }
 
+    /// Places variants read back from a tier below RAM in main, as proven entries (a read from
+    /// disk is a hit), without counting a write; returns what the store then holds for the key.
+    pub fn restore(
+        &self,
+        key: &CacheKey,
+        responses: impl IntoIterator<Item = StoredResponse>,
+    ) -> Option<Arc<Variants>> {
+        for response in responses {
+            let response = Arc::new(response);
+            self.write(key.clone(), &response, Segment::Main, Write::Restored);
+        }
+        self.peek(key)
+    }
+
+    /// The variants stored under `key`, expired or not, without recording a use.
+    pub fn peek(&self, key: &CacheKey) -> Option<Arc<Variants>> {
+        self.inner
+            .index
+            .get(key)
+            .map(|slot| Arc::clone(&slot.variants))
+    }
+
+    /// Every live entry that has proved itself, as an eviction would hand it on: what a tier
+    /// below RAM should take before the process stops.
+    pub fn proven_entries(&self) -> Vec<Evicted> {
+        let now = Instant::now();
+        self.inner
+            .index
+            .iter()
+            .filter(|slot| now < slot.expires)
+            .filter_map(|slot| {
+                Some(Evicted {
+                    proof: Some(slot.proof()?),
+                    key: slot.key().clone(),
+                    variants: Arc::clone(&slot.variants),
+                })
+            })
+            .collect()
+    }
+
     fn write(&self, key: CacheKey, response: &Arc<StoredResponse>, segment: Segment, how: Write) {
         let inner = &*self.inner;
         let mut queues = inner.lock();
         let now = Instant::now();
         // The slot's current state: its live variants, where the write goes, the ticket it keeps
         // when refreshed in place, and its uses when it stays in its segment.
-        let (existing, segment, kept_ticket, uses, proven) = match inner.index.get(&key) {
+        let (existing, segment, kept_ticket, uses, proof) = match inner.index.get(&key) {
             Some(slot) => {
                 let live = now < slot.expires;
                 if !live {
@@ -307,8 +401,10 @@ impl Store {
                 }
                 let placed = match how {
                     Write::Refreshed => slot.segment,
-                    Write::Fetched if slot.segment == Segment::Main => Segment::Main,
-                    Write::Fetched => segment,
+                    Write::Fetched | Write::Restored if slot.segment == Segment::Main => {
+                        Segment::Main
+                    }
+                    Write::Fetched | Write::Restored => segment,
                 };
                 let uses = if placed == slot.segment && live {
                     slot.uses.load(Ordering::Relaxed)
@@ -316,7 +412,11 @@ impl Store {
                     0
                 };
                 let kept_ticket = (how == Write::Refreshed).then_some(slot.ticket);
-                let proven = live && slot.proven.load(Ordering::Relaxed);
+                let proof = if live {
+                    slot.proof.load(Ordering::Relaxed)
+                } else {
+                    PROOF_NONE
+                };
                 queues.subtract(slot.segment, u64::from(slot.variants.weight));
                 if kept_ticket.is_none() {
                     queues.stale += 1;
@@ -326,13 +426,18 @@ impl Store {
                     placed,
                     kept_ticket,
                     uses,
-                    proven,
+                    proof,
                 )
             }
-            None => (None, segment, None, 0, false),
+            None => (None, segment, None, 0, PROOF_NONE),
         };
-        // A fetched write into main is a second request (seen before), or admission is off.
-        let proven = proven || (how == Write::Fetched && segment == Segment::Main);
+        let proof = match how {
+            _ if proof != PROOF_NONE => proof,
+            // A fetched write into main is a second request (seen before), or admission is off.
+            Write::Fetched if segment == Segment::Main => PROOF_SEEN_BEFORE,
+            Write::Restored => PROOF_RAM_HIT,
+            _ => PROOF_NONE,
+        };
         let cap = inner.max_variants;
         let mut variants = Variants::with(existing.as_deref(), Arc::clone(response), cap);
         if u64::from(variants.weight) > inner.budget.total() {
@@ -358,7 +463,7 @@ impl Store {
                 segment,
                 ticket,
                 uses: AtomicU8::new(uses),
-                proven: AtomicBool::new(proven),
+                proof: AtomicU8::new(proof),
             },
         );
         queues.add(segment, weight);
@@ -479,7 +584,7 @@ impl Inner {
                     {
                         listener(Evicted {
                             key,
-                            proven: slot.proven.load(Ordering::Relaxed),
+                            proof: slot.proof(),
                             variants: slot.variants,
                         });
                     }
@@ -754,7 +859,7 @@ mod tests {
         let told = Arc::clone(&heard);
         let listener: EvictionListener = Box::new(move |evicted: Evicted| {
             let name = evicted.key.as_str().trim_start_matches("h/").to_owned();
-            told.lock().unwrap().push((name, evicted.proven));
+            told.lock().unwrap().push((name, evicted.proven()));
         });
         // Room for 4 entries; probation held to 1 once main is full.
         let store = Store::with_eviction_listener(Budget::new(4 * w, 0.25), 4, listener);

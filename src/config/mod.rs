@@ -50,6 +50,7 @@ pub struct Config {
     pub origin: OriginConfig,
     pub cache: CacheConfig,
     pub admission: AdmissionConfig,
+    pub disk: DiskConfig,
     pub admin: AdminConfig,
     pub log: LogConfig,
 }
@@ -143,6 +144,21 @@ pub struct AdmissionConfig {
     pub snapshot_path: Option<PathBuf>,
     /// How often the filters are saved, besides at graceful shutdown. Default 5m.
     pub snapshot_interval: Duration,
+}
+
+/// `[disk]`: the disk tier below the memory store. Restart to change.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DiskConfig {
+    /// Directory of the tier's files; `None` (an empty string in the file) = no disk tier. Default none.
+    pub path: Option<PathBuf>,
+    /// Disk space the tier's files may take. At least four blocks. Default 1GiB.
+    pub max_bytes: u64,
+    /// The engine's write and reclaim unit; bounds a record's size. Default 16MiB.
+    pub block_bytes: u64,
+    /// Memory for records queued for disk. At least `block_bytes`. Default 64MiB.
+    pub write_buffer: u64,
+    /// Bytes per second written at most; 0 = no limit. Default 0.
+    pub write_budget: u64,
 }
 
 /// `[admin]`: the metrics, health and purge listener.

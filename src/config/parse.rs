@@ -11,8 +11,8 @@ use super::error::ConfigError;
 use super::size::format_size;
 use super::values::{self, shown};
 use super::{
-    AdminConfig, AdmissionConfig, CacheConfig, CacheKeyConfig, Config, LogConfig, OriginConfig,
-    ServerConfig,
+    AdminConfig, AdmissionConfig, CacheConfig, CacheKeyConfig, Config, DiskConfig, LogConfig,
+    OriginConfig, ServerConfig,
 };
 
 /// Lays `user` over `base`: tables merge key by key, any other value replaces the base's.
@@ -72,9 +72,23 @@ fn read_config(root: &mut Section) -> Option<Config> {
     let origin = root.child("origin", read_origin);
     let cache = root.child("cache", read_cache);
     let admission = root.child("admission", read_admission);
+    let disk = root.child("disk", read_disk);
     let admin = root.child("admin", read_admin);
     let log = root.child("log", read_log);
-    let (origin, cache) = (origin?, cache?);
+    let (origin, cache, disk) = (origin?, cache?, disk?);
+    if disk.path.is_some() && disk.block_bytes <= cache.max_object_bytes {
+        // A record is the object plus its headers: a block no larger than the largest object
+        // could not hold it.
+        root.report(
+            "disk.block_bytes",
+            format!(
+                "{} must be more than cache.max_object_bytes ({})",
+                format_size(disk.block_bytes),
+                format_size(cache.max_object_bytes)
+            ),
+        );
+        return None;
+    }
     if origin.preserve_host && !cache.key.include_host {
         // The origin would answer for the client's host, and every host would share one entry.
         root.report(
@@ -89,6 +103,7 @@ fn read_config(root: &mut Section) -> Option<Config> {
         origin,
         cache,
         admission: admission?,
+        disk,
         admin: admin?,
         log: log?,
     })
@@ -247,6 +262,59 @@ fn read_doorkeeper(s: &mut Section) -> Option<DoorkeeperConfig> {
     problems.is_empty().then_some(doorkeeper)
 }
 
+/// Pages the disk engine aligns its blocks to.
+const DISK_PAGE: u64 = 4 << 10;
+
+fn read_disk(s: &mut Section) -> Option<DiskConfig> {
+    let path = s.get("path", |v| {
+        let path = values::string(v)?;
+        Ok((!path.is_empty()).then(|| PathBuf::from(path)))
+    });
+    let block_bytes = s.get("block_bytes", |v| {
+        let bytes = values::size(v)?;
+        if bytes == 0 || bytes % DISK_PAGE != 0 {
+            return Err(format!(
+                "must be a positive multiple of 4KiB, got {}",
+                shown(v)
+            ));
+        }
+        Ok(bytes)
+    });
+    let max_bytes = s.get("max_bytes", values::size);
+    let write_buffer = s.get("write_buffer", values::size);
+    let write_budget = s.get("write_budget", values::size);
+    let (block_bytes, max_bytes, write_buffer) = (block_bytes?, max_bytes?, write_buffer?);
+    if max_bytes < 4 * block_bytes {
+        s.report(
+            "max_bytes",
+            format!(
+                "{} is less than four blocks of disk.block_bytes ({})",
+                format_size(max_bytes),
+                format_size(block_bytes)
+            ),
+        );
+        return None;
+    }
+    if write_buffer < block_bytes {
+        s.report(
+            "write_buffer",
+            format!(
+                "{} is less than one block of disk.block_bytes ({})",
+                format_size(write_buffer),
+                format_size(block_bytes)
+            ),
+        );
+        return None;
+    }
+    Some(DiskConfig {
+        path: path?,
+        max_bytes,
+        block_bytes,
+        write_buffer,
+        write_budget: write_budget?,
+    })
+}
+
 fn read_admin(s: &mut Section) -> Option<AdminConfig> {
     let listen = s.get("listen", values::socket_addr);
     Some(AdminConfig { listen: listen? })
@@ -372,6 +440,8 @@ impl<'t> Section<'t> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]
@@ -386,7 +456,50 @@ mod tests {
     #[test]
     fn every_missing_key_is_reported_against_an_empty_table() {
         let errors = read(&Table::new()).unwrap_err();
-        assert_eq!(errors.len(), 6, "{errors:?}");
+        assert_eq!(errors.len(), 7, "{errors:?}");
+    }
+
+    #[test]
+    fn disk_sizes_that_cannot_work_are_refused_naming_the_key() {
+        let cases = [
+            (
+                "[disk]\npath = \"/d\"\nblock_bytes = \"8MiB\"",
+                "disk.block_bytes",
+                "more than cache.max_object_bytes",
+            ),
+            (
+                "[disk]\nblock_bytes = \"10000\"",
+                "disk.block_bytes",
+                "multiple of 4KiB",
+            ),
+            (
+                "[disk]\nmax_bytes = \"32MiB\"",
+                "disk.max_bytes",
+                "four blocks",
+            ),
+            (
+                "[disk]\nwrite_buffer = \"1MiB\"",
+                "disk.write_buffer",
+                "one block",
+            ),
+        ];
+        for (text, key, problem) in cases {
+            let message = Config::from_toml_str(text).unwrap_err().to_string();
+            assert!(
+                message.contains(key) && message.contains(problem),
+                "{text}: {message}"
+            );
+        }
+        let config = Config::from_toml_str("[disk]\npath = \"/var/cache/bloomgate\"").unwrap();
+        assert_eq!(
+            config.disk.path.as_deref(),
+            Some(Path::new("/var/cache/bloomgate"))
+        );
+        assert_eq!(config.disk.block_bytes, 16 << 20);
+        assert!(
+            Config::defaults().disk.path.is_none(),
+            "no disk tier by default"
+        );
     }
 
     #[test]

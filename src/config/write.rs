@@ -17,6 +17,7 @@ impl Config {
             origin,
             cache,
             admission,
+            disk,
             admin,
             log,
         } = self;
@@ -80,11 +81,23 @@ impl Config {
             ("snapshot_path", text(snapshot_path)),
             ("snapshot_interval", duration(admission.snapshot_interval)),
         ]);
+        let disk_path = disk
+            .path
+            .as_ref()
+            .map_or_else(String::new, |path| path.to_string_lossy().into_owned());
+        let disk = table([
+            ("path", text(disk_path)),
+            ("max_bytes", size(disk.max_bytes)),
+            ("block_bytes", size(disk.block_bytes)),
+            ("write_buffer", size(disk.write_buffer)),
+            ("write_budget", size(disk.write_budget)),
+        ]);
         let root: Table = [
             ("server", server),
             ("origin", origin),
             ("cache", cache),
             ("admission", admission),
+            ("disk", disk),
             ("admin", table([("listen", text(admin.listen))])),
             ("log", table([("level", text(&log.level))])),
         ]

@@ -80,7 +80,19 @@ fn answer(
         }
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" if *shutdown.borrow() => text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
-        "/readyz" => text(StatusCode::OK, "ready\n"),
+        "/readyz" => match proxy.disk() {
+            // The tier is open (its index recovered) before the proxy listens.
+            Some(disk) => {
+                let recovery = disk.recovery();
+                let body = format!(
+                    "ready\ndisk: {} entries recovered in {:.3}s\n",
+                    recovery.entries,
+                    recovery.elapsed.as_secs_f64()
+                );
+                text_owned(StatusCode::OK, body)
+            }
+            None => text(StatusCode::OK, "ready\n"),
+        },
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }

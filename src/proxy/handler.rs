@@ -78,8 +78,17 @@ impl Proxy {
     /// Phase 2: a fresh hit is served; a stale one is served while it revalidates, or revalidated
     /// first; a miss is fetched.
     async fn lookup(self: &Arc<Self>, exchange: Exchange) -> Answer {
+        let mut variants = self.store.get(&exchange.key);
+        let mut from_disk = false;
+        if variants.is_none()
+            && let Some(disk) = &self.disk
+            && let Some(restored) = disk.load(&exchange.key).await
+        {
+            // A disk hit goes back into RAM (main: it has been asked for again).
+            variants = self.store.restore(&exchange.key, restored);
+            from_disk = true;
+        }
         let now = SystemTime::now();
-        let variants = self.store.get(&exchange.key);
         let stored = variants
             .as_ref()
             .and_then(|v| v.select(&exchange.parts.headers))
@@ -92,6 +101,10 @@ impl Proxy {
             return self.fetch(exchange, fwd, None).await;
         };
         match entry.freshness(&Method::GET, &exchange.parts.headers, now) {
+            Freshness::Fresh if from_disk => {
+                let status = CacheStatus::hit(entry.ttl_seconds(now)).detail(Detail::Disk);
+                respond::stored(&exchange.parts, &entry, status, now)
+            }
             Freshness::Fresh => respond::hit(&exchange.parts, &entry, now),
             Freshness::StaleWhileRevalidate => {
                 self.revalidate_in_background(&exchange, &entry);
@@ -275,7 +288,13 @@ impl Proxy {
                     &request_headers,
                     now,
                 );
-                Some(self.store.refresh(exchange.key.clone(), refreshed))
+                let refreshed = self.store.refresh(exchange.key.clone(), refreshed);
+                if let Some(disk) = &self.disk
+                    && let Some(variants) = self.store.peek(&exchange.key)
+                {
+                    disk.refreshed(&exchange.key, variants);
+                }
+                Some(refreshed)
             }
             http_cache_semantics::AfterResponse::Modified(..) => None,
         }
@@ -377,7 +396,7 @@ impl Proxy {
             SystemTime::now(),
         );
         if revalidating && storable.is_err() {
-            self.store.purge(&exchange.key);
+            self.forget(&exchange.key);
         }
         match storable {
             Err(reason) => (Decision::NotStorable(reason), None),
@@ -502,7 +521,7 @@ impl Proxy {
         // RFC 9111 section 4.4: a successful unsafe request invalidates what the cache holds.
         let succeeded = response.status().is_success() || response.status().is_redirection();
         if !exchange.parts.method.is_safe() && succeeded {
-            self.store.purge(&exchange.key);
+            self.forget(&exchange.key);
         }
         let (mut head, incoming) = response.into_parts();
         if let Err(error) = settle_response_framing(&mut head.headers) {
@@ -555,9 +574,20 @@ impl Proxy {
                 StatusCode::BAD_REQUEST,
                 "PURGE needs a valid Host and path\n",
             ),
-            Ok(key) if self.store.purge(&key) => (StatusCode::OK, "purged\n"),
+            Ok(key) if self.forget(&key) => (StatusCode::OK, "purged\n"),
             Ok(_) => (StatusCode::NOT_FOUND, "not cached\n"),
         }
+    }
+}
+
+impl Proxy {
+    /// Removes every variant stored under `key`, in RAM and on disk; returns whether either tier
+    /// held one.
+    fn forget(&self, key: &crate::cache::CacheKey) -> bool {
+        let in_ram = self.store.purge(key);
+        // After the store's purge: a write of this key queued by an eviction before it is dropped.
+        let on_disk = self.disk.as_ref().is_some_and(|disk| disk.remove(key));
+        in_ram || on_disk
     }
 }
 

@@ -25,6 +25,7 @@ use arc_swap::ArcSwap;
 use crate::admission::Doorkeeper;
 use crate::admission::probation::Budget;
 use crate::cache::Store;
+use crate::cache::disk::DiskTier;
 use crate::config::{AdmissionConfig, Config};
 use crate::telemetry::ScrapeState;
 
@@ -62,6 +63,8 @@ impl Live {
 pub struct Proxy {
     live: ArcSwap<Live>,
     store: Store,
+    /// The tier below the store, when `disk.path` is set: fed by the store's evictions.
+    disk: Option<Arc<DiskTier>>,
     flights: Arc<Coalescer>,
     /// The file `reload` re-reads; `None` when running on built-in defaults.
     config_path: Option<PathBuf>,
@@ -73,14 +76,25 @@ pub struct Proxy {
 
 impl Proxy {
     /// A proxy for `config`; its doorkeeper resumes from `admission.snapshot_path` when that file
-    /// holds a usable snapshot (read here, before serving starts).
-    pub fn new(config: Config, config_path: Option<PathBuf>) -> Proxy {
+    /// holds a usable snapshot (read here, before serving starts). With a disk tier, the entries
+    /// the store evicts are offered to it.
+    pub fn new(config: Config, config_path: Option<PathBuf>, disk: Option<Arc<DiskTier>>) -> Proxy {
         let doorkeeper = persist::restore_or_new(&config.admission);
+        let budget = Budget::new(config.cache.max_bytes, config.admission.probation_share);
+        let store = match &disk {
+            Some(disk) => {
+                let disk = Arc::clone(disk);
+                Store::with_eviction_listener(
+                    budget,
+                    config.cache.max_variants,
+                    Box::new(move |evicted| disk.offer(evicted)),
+                )
+            }
+            None => Store::new(budget, config.cache.max_variants),
+        };
         Proxy {
-            store: Store::new(
-                Budget::new(config.cache.max_bytes, config.admission.probation_share),
-                config.cache.max_variants,
-            ),
+            store,
+            disk,
             flights: Arc::new(Coalescer::default()),
             live: ArcSwap::from_pointee(Live {
                 origin: OriginClient::new(&config.origin),
@@ -104,6 +118,10 @@ impl Proxy {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    pub fn disk(&self) -> Option<&Arc<DiskTier>> {
+        self.disk.as_ref()
     }
 
     pub fn doorkeeper(&self) -> Option<Arc<Doorkeeper>> {
@@ -133,6 +151,7 @@ impl Proxy {
             cache_promotions: counters.promotions.load(Ordering::Relaxed),
             cache_evictions: counters.evictions.load(Ordering::Relaxed),
             cache_expirations: counters.expirations.load(Ordering::Relaxed),
+            disk: self.disk.as_ref().map(|disk| disk.stats()),
         }
     }
 }

@@ -51,7 +51,7 @@ impl Proxy {
         let mut outcome = ReloadOutcome::default();
         let was = &old.config;
 
-        let restart_only: [(&'static str, bool); 11] = [
+        let restart_only: [(&'static str, bool); 12] = [
             ("server.listen", was.server.listen != config.server.listen),
             (
                 "server.max_connections",
@@ -87,6 +87,7 @@ impl Proxy {
                 was.admission.probation_share != config.admission.probation_share,
             ),
             ("log.level", was.log.level != config.log.level),
+            ("disk", was.disk != config.disk),
         ];
         outcome.need_restart = restart_only
             .iter()

@@ -22,6 +22,7 @@ use super::idle::{Activity, SendTimeout, Tracked};
 use super::origin::OUTCOMES;
 use super::persist;
 use super::status::Outcome;
+use crate::cache::disk::DiskTier;
 use crate::config::Config;
 use crate::telemetry::{
     ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN,
@@ -38,6 +39,8 @@ pub enum ServeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Disk(#[from] crate::cache::disk::DiskError),
 }
 
 /// hyper refuses read buffers below 8 KiB.
@@ -54,10 +57,17 @@ pub struct RunningProxy {
 
 impl RunningProxy {
     /// Stops accepting, lets requests in flight finish within `server.shutdown_grace`, then saves
-    /// the doorkeeper to `admission.snapshot_path` (if set) and returns.
+    /// the doorkeeper to `admission.snapshot_path` (if set), writes the proven entries still in
+    /// RAM to the disk tier (if any, within the same grace), and returns.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
+        if let Some(disk) = self.proxy.disk() {
+            let started = std::time::Instant::now();
+            let grace = self.proxy.config().server.shutdown_grace;
+            let written = disk.save_from(self.proxy.store(), grace).await;
+            tracing::info!(written, elapsed = ?started.elapsed(), "disk tier: entries in RAM saved");
+        }
         if let Some(path) = persist::save(&self.proxy).await {
             tracing::info!(path = %path.display(), "doorkeeper snapshot saved");
         }
@@ -148,7 +158,21 @@ pub async fn start_with_file(
             addr: config.admin.listen,
             source,
         })?;
-    let proxy = Arc::new(Proxy::new(config, config_path));
+    let disk = match &config.disk.path {
+        Some(_) => {
+            let disk = DiskTier::open(&config.disk).await?;
+            let recovery = disk.recovery();
+            tracing::info!(
+                dir = %disk.dir().display(),
+                entries = recovery.entries,
+                elapsed = ?recovery.elapsed,
+                "disk tier open: index recovered"
+            );
+            Some(Arc::new(disk))
+        }
+        None => None,
+    };
+    let proxy = Arc::new(Proxy::new(config, config_path, disk));
     let (shutdown, shutdown_rx) = watch::channel(false);
     let admin_task = tokio::spawn(admin::serve(
         admin_listener,

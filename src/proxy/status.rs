@@ -43,6 +43,8 @@ pub enum Detail {
     NotStored(NotStored),
     /// Stored, in the probation segment: the object's first request.
     Probation,
+    /// A hit read from the disk tier (and copied back into RAM).
+    Disk,
     /// A stale entry served at once while it is refreshed in the background (RFC 5861).
     StaleWhileRevalidate,
     /// A stale entry served because the origin failed (RFC 5861).
@@ -59,6 +61,7 @@ impl Detail {
         match self {
             Detail::NotStored(reason) => reason.as_str(),
             Detail::Probation => "probation",
+            Detail::Disk => "disk",
             Detail::StaleWhileRevalidate => "stale-while-revalidate",
             Detail::StaleIfError => "stale-if-error",
             Detail::OriginError => "origin-error",

@@ -1,0 +1,672 @@
+//! The disk tier below the memory store: larger than memory, kept across restarts, and written
+//! only by objects that have proved themselves.
+//!
+//! An entry leaving RAM to make room is written to disk only if it was hit while in RAM or was
+//! stored on a request the doorkeeper had seen before ([`Proof`]); a first-and-only request never
+//! costs a disk write. Asking the doorkeeper again at eviction would not do: the first request
+//! already put the key there. A RAM miss looks here; a record found is verified (the engine's
+//! checksum, then this crate's layout), served and copied back into RAM.
+//!
+//! Writes leave the request path at once: the store's eviction listener hands the entry to one
+//! writer thread, which encodes it and gives it to the engine. Queued entries are bounded in bytes
+//! (`disk.write_buffer`), disk writes in bytes per second (`disk.write_budget`), and writes stop
+//! while the file system has less than a block free; every refusal is counted by its reason.
+
+mod engine;
+mod record;
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+
+use super::{CacheKey, Evicted, Proof, Store, StoredResponse, Variants};
+use crate::config::DiskConfig;
+
+pub use engine::{
+    BoxFuture, DiskEngine, EngineCounters, EngineOptions, FoyerEngine, Recovery, engine_files,
+};
+pub use record::{RecordError, decode, encode};
+
+/// Why a record was written to disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteReason {
+    /// Hit while in RAM.
+    RamHit,
+    /// Stored in RAM on a request the doorkeeper had seen before.
+    SeenBefore,
+    /// A revalidation (304) refreshed the headers of a record already on disk.
+    Revalidated,
+}
+
+impl WriteReason {
+    pub const ALL: [WriteReason; 3] = [
+        WriteReason::RamHit,
+        WriteReason::SeenBefore,
+        WriteReason::Revalidated,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteReason::RamHit => "ram_hit",
+            WriteReason::SeenBefore => "seen_before",
+            WriteReason::Revalidated => "revalidated",
+        }
+    }
+
+    fn from_proof(proof: Proof) -> WriteReason {
+        match proof {
+            Proof::RamHit => WriteReason::RamHit,
+            Proof::SeenBefore => WriteReason::SeenBefore,
+        }
+    }
+}
+
+/// Why an entry leaving RAM was not written to disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// Never hit in RAM, and stored on a first request: a one-hit wonder.
+    FirstHit,
+    /// The write queue (`disk.write_buffer`) or the write rate (`disk.write_budget`) was full.
+    Budget,
+    /// The file system had less than a block free.
+    Full,
+    /// The record is larger than a block.
+    TooLarge,
+}
+
+impl Rejection {
+    pub const ALL: [Rejection; 4] = [
+        Rejection::FirstHit,
+        Rejection::Budget,
+        Rejection::Full,
+        Rejection::TooLarge,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::FirstHit => "first_hit",
+            Rejection::Budget => "budget",
+            Rejection::Full => "full",
+            Rejection::TooLarge => "too_large",
+        }
+    }
+}
+
+/// What the tier counts about itself, read by the metrics exporter.
+#[derive(Debug, Default)]
+pub struct DiskCounters {
+    /// Records written, and their bytes, by [`WriteReason`] (in `ALL` order).
+    pub writes: [AtomicU64; 3],
+    pub written_bytes: [AtomicU64; 3],
+    /// Entries not written, by [`Rejection`] (in `ALL` order).
+    pub rejected: [AtomicU64; 4],
+    /// Lookups that found a usable record, its body bytes, and lookups that found none.
+    pub hits: AtomicU64,
+    pub hit_bytes: AtomicU64,
+    pub misses: AtomicU64,
+    /// Reads the engine failed (I/O errors).
+    pub read_errors: AtomicU64,
+    /// Records removed by purge or invalidation.
+    pub removed: AtomicU64,
+    /// New keys written (a record replacing one on disk is not counted): for the entry estimate.
+    new_keys: AtomicU64,
+}
+
+/// The tier's state at scrape time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DiskStats {
+    /// Bytes the tier's files take on the file system (allocated blocks).
+    pub bytes: u64,
+    pub max_bytes: u64,
+    /// Records on disk: recovered, plus new keys written, less those removed, reclaimed or
+    /// dropped (approximate: a replaced record counts once more when its old block is reclaimed).
+    pub entries: u64,
+    pub writes: [u64; 3],
+    pub written_bytes: [u64; 3],
+    /// Bytes the engine wrote to its files (records, their headers and padding, tombstones).
+    pub engine_written_bytes: u64,
+    pub rejected: [u64; 4],
+    pub hits: u64,
+    pub hit_bytes: u64,
+    pub misses: u64,
+    pub read_errors: u64,
+    /// Records that failed their checksum or layout when read, dropped and never served.
+    pub dropped: u64,
+    pub removed: u64,
+    pub full: bool,
+    pub recovered_entries: u64,
+    pub recovery_seconds: f64,
+}
+
+/// Why the disk tier could not open.
+#[derive(Debug, thiserror::Error)]
+#[error("disk tier in {dir}: {reason}")]
+pub struct DiskError {
+    pub dir: PathBuf,
+    pub reason: String,
+}
+
+/// A write handed to the writer thread.
+enum Job {
+    Write {
+        key: CacheKey,
+        variants: Arc<Variants>,
+        reason: WriteReason,
+        /// The purge sequence when the write was queued (see [`Purges`]).
+        sequence: u64,
+        /// Wait for room instead of refusing (the flush at shutdown).
+        patient: bool,
+        weight: u64,
+    },
+    /// Answers once every job before it is done and the engine has written it.
+    Barrier(mpsc::Sender<()>),
+}
+
+/// Keys purged while writes for them may still be queued: a write queued before the purge is
+/// dropped, so a purged object never comes back from a late write.
+#[derive(Default)]
+struct Purges {
+    sequence: AtomicU64,
+    recent: Mutex<HashMap<CacheKey, (u64, Instant)>>,
+}
+
+/// How long a purge is remembered: far longer than a write waits in the queue.
+const PURGE_MEMORY: Duration = Duration::from_secs(60);
+
+impl Purges {
+    fn now(&self) -> u64 {
+        self.sequence.load(Ordering::Acquire)
+    }
+
+    fn record(&self, key: &CacheKey) {
+        let sequence = self.sequence.fetch_add(1, Ordering::AcqRel) + 1;
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        if recent.len() >= 1024 {
+            recent.retain(|_, (_, at)| now.duration_since(*at) < PURGE_MEMORY);
+        }
+        recent.insert(key.clone(), (sequence, now));
+    }
+
+    /// Whether `key` was purged after a write queued at `sequence`.
+    fn purged_since(&self, key: &CacheKey, sequence: u64) -> bool {
+        let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        recent.get(key).is_some_and(|(at, _)| *at > sequence)
+    }
+}
+
+struct Shared {
+    engine: Arc<dyn DiskEngine>,
+    dir: PathBuf,
+    max_bytes: u64,
+    block_bytes: u64,
+    write_buffer: u64,
+    counters: DiskCounters,
+    engine_counters: Arc<EngineCounters>,
+    purges: Purges,
+    /// Bytes of entries queued for the writer thread.
+    queued: AtomicU64,
+    full: AtomicBool,
+    recovery: Recovery,
+}
+
+/// The disk tier: an engine, its writer thread, and its counters.
+pub struct DiskTier {
+    shared: Arc<Shared>,
+    jobs: Mutex<mpsc::Sender<Job>>,
+}
+
+impl DiskTier {
+    /// Opens the tier in `config.path` (creating the directory), recovering what an earlier run
+    /// left there, and starts its writer thread. Call within a tokio runtime.
+    pub async fn open(config: &DiskConfig) -> Result<DiskTier, DiskError> {
+        let dir = config.path.clone().unwrap_or_default();
+        let failed = |reason: String| DiskError {
+            dir: dir.clone(),
+            reason,
+        };
+        std::fs::create_dir_all(&dir).map_err(|error| failed(error.to_string()))?;
+        let options = EngineOptions {
+            dir: dir.clone(),
+            max_bytes: config.max_bytes,
+            block_bytes: config.block_bytes,
+            write_buffer: config.write_buffer,
+        };
+        let engine_counters = Arc::new(EngineCounters::default());
+        let (engine, recovery) = FoyerEngine::open(&options, Arc::clone(&engine_counters))
+            .await
+            .map_err(|error| failed(error.to_string()))?;
+        Ok(DiskTier::with_engine(
+            Arc::new(engine),
+            engine_counters,
+            recovery,
+            config,
+            dir,
+        ))
+    }
+
+    /// The tier over any engine (tests use one that fails on purpose).
+    pub fn with_engine(
+        engine: Arc<dyn DiskEngine>,
+        engine_counters: Arc<EngineCounters>,
+        recovery: Recovery,
+        config: &DiskConfig,
+        dir: PathBuf,
+    ) -> DiskTier {
+        let shared = Arc::new(Shared {
+            engine,
+            dir,
+            max_bytes: config.max_bytes,
+            block_bytes: config.block_bytes,
+            write_buffer: config.write_buffer,
+            counters: DiskCounters::default(),
+            engine_counters,
+            purges: Purges::default(),
+            queued: AtomicU64::new(0),
+            full: AtomicBool::new(false),
+            recovery,
+        });
+        let (jobs, received) = mpsc::channel();
+        let writer = Writer {
+            shared: Arc::clone(&shared),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+            rate: Rate::new(config.write_budget),
+            space_checked: None,
+            since_wait: 0,
+        };
+        let spawned = std::thread::Builder::new()
+            .name("bloomgate-disk-writer".into())
+            .spawn(move || writer.run(received));
+        if let Err(error) = spawned {
+            // Without its writer the tier still serves what is on disk; writes are refused.
+            tracing::error!(%error, "disk tier: cannot start the writer thread; no disk writes");
+        }
+        DiskTier {
+            shared,
+            jobs: Mutex::new(jobs),
+        }
+    }
+
+    /// What the engine recovered at start.
+    pub fn recovery(&self) -> Recovery {
+        self.shared.recovery
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// Takes an entry RAM evicted: queued for disk if it proved itself and is not on disk
+    /// already, else counted as refused. Called with the store's lock held: never blocks.
+    pub fn offer(&self, evicted: Evicted) {
+        let Some(proof) = evicted.proof else {
+            self.reject(Rejection::FirstHit);
+            return;
+        };
+        if self.shared.engine.may_contain(evicted.key.as_str()) {
+            // Read back from disk earlier, and still there: nothing new to write.
+            return;
+        }
+        self.queue(
+            evicted.key,
+            evicted.variants,
+            WriteReason::from_proof(proof),
+            false,
+        );
+    }
+
+    /// After a revalidation refreshed an entry's headers: the record on disk, if there is one,
+    /// is rewritten with them.
+    pub fn refreshed(&self, key: &CacheKey, variants: Arc<Variants>) {
+        if self.shared.engine.may_contain(key.as_str()) {
+            self.queue(key.clone(), variants, WriteReason::Revalidated, false);
+        }
+    }
+
+    fn queue(&self, key: CacheKey, variants: Arc<Variants>, reason: WriteReason, patient: bool) {
+        let shared = &self.shared;
+        let weight = u64::from(variants.weight());
+        let queued = shared.queued.fetch_add(weight, Ordering::AcqRel);
+        if !patient && queued + weight > shared.write_buffer {
+            shared.queued.fetch_sub(weight, Ordering::AcqRel);
+            self.reject(Rejection::Budget);
+            return;
+        }
+        let job = Job::Write {
+            key,
+            variants,
+            reason,
+            sequence: shared.purges.now(),
+            patient,
+            weight,
+        };
+        let sent = self
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(job);
+        if sent.is_err() {
+            shared.queued.fetch_sub(weight, Ordering::AcqRel);
+            self.reject(Rejection::Budget);
+        }
+    }
+
+    fn reject(&self, why: Rejection) {
+        self.shared.counters.rejected[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The variants on disk for `key`, verified and decoded; `None` when there is no usable
+    /// record (a corrupt one is dropped, logged and counted).
+    pub async fn load(&self, key: &CacheKey) -> Option<Vec<StoredResponse>> {
+        let shared = &self.shared;
+        let counters = &shared.counters;
+        if !shared.engine.may_contain(key.as_str()) {
+            counters.misses.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        match shared.engine.get(key.as_str()).await {
+            Ok(Some(record)) => match record::decode(key, record, SystemTime::now()) {
+                Ok(variants) => {
+                    counters.hits.fetch_add(1, Ordering::Relaxed);
+                    let bytes: usize = variants.iter().map(|v| v.body.len()).sum();
+                    counters
+                        .hit_bytes
+                        .fetch_add(bytes as u64, Ordering::Relaxed);
+                    Some(variants)
+                }
+                Err(error) => {
+                    tracing::warn!(%error, %key, dir = %shared.dir.display(),
+                        "disk record dropped: it passed the engine's checksum but does not decode");
+                    shared
+                        .engine_counters
+                        .dropped
+                        .fetch_add(1, Ordering::Relaxed);
+                    shared.engine.remove(key.as_str());
+                    None
+                }
+            },
+            Ok(None) => {
+                counters.misses.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(error) => {
+                tracing::warn!(%error, %key, dir = %shared.dir.display(), "disk read failed");
+                counters.read_errors.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Removes `key`'s record (purge, invalidation) now and across restarts, and drops any write
+    /// of it still queued; returns whether there may have been one.
+    pub fn remove(&self, key: &CacheKey) -> bool {
+        let shared = &self.shared;
+        shared.purges.record(key);
+        let present = shared.engine.may_contain(key.as_str());
+        shared.engine.remove(key.as_str());
+        if present {
+            shared.counters.removed.fetch_add(1, Ordering::Relaxed);
+        }
+        present
+    }
+
+    /// Writes every proven entry still in RAM and not on disk, and waits (at most `within`) until
+    /// the engine has them: at graceful shutdown, so that a restart comes back warm.
+    pub async fn save_from(&self, store: &Store, within: Duration) -> usize {
+        let entries = store.proven_entries();
+        let mut queued = 0;
+        for evicted in entries {
+            if self.shared.engine.may_contain(evicted.key.as_str()) {
+                continue;
+            }
+            if let Some(proof) = evicted.proof {
+                let reason = WriteReason::from_proof(proof);
+                self.queue(evicted.key, evicted.variants, reason, true);
+                queued += 1;
+            }
+        }
+        let (done, finished) = mpsc::channel();
+        let sent = self
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(Job::Barrier(done));
+        if sent.is_ok() {
+            let waited =
+                tokio::task::spawn_blocking(move || finished.recv_timeout(within).is_ok()).await;
+            if !matches!(waited, Ok(true)) {
+                tracing::warn!(
+                    ?within,
+                    "disk tier: not every entry was written before shutdown"
+                );
+            }
+        }
+        self.shared.engine.close().await;
+        queued
+    }
+
+    /// The tier's state now; reads the size of its files.
+    pub fn stats(&self) -> DiskStats {
+        let shared = &self.shared;
+        let counters = &shared.counters;
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let dropped = load(&shared.engine_counters.dropped);
+        let entries = (shared.recovery.entries + load(&counters.new_keys)).saturating_sub(
+            load(&counters.removed) + load(&shared.engine_counters.reclaimed) + dropped,
+        );
+        let bytes = engine_files(&shared.dir)
+            .filter_map(|path| std::fs::metadata(path).ok())
+            .map(|meta| meta.blocks() * 512)
+            .sum();
+        DiskStats {
+            bytes,
+            max_bytes: shared.max_bytes,
+            entries,
+            writes: counters.writes.each_ref().map(load),
+            written_bytes: counters.written_bytes.each_ref().map(load),
+            engine_written_bytes: shared.engine.written_bytes(),
+            rejected: counters.rejected.each_ref().map(load),
+            hits: load(&counters.hits),
+            hit_bytes: load(&counters.hit_bytes),
+            misses: load(&counters.misses),
+            read_errors: load(&counters.read_errors),
+            dropped,
+            removed: load(&counters.removed),
+            full: shared.full.load(Ordering::Relaxed),
+            recovered_entries: shared.recovery.entries,
+            recovery_seconds: shared.recovery.elapsed.as_secs_f64(),
+        }
+    }
+}
+
+/// The writer thread: encodes queued entries and hands them to the engine, within the budgets.
+struct Writer {
+    shared: Arc<Shared>,
+    runtime: Option<tokio::runtime::Handle>,
+    rate: Rate,
+    space_checked: Option<Instant>,
+    /// Bytes handed to the engine since the writer last waited for it.
+    since_wait: u64,
+}
+
+/// How often the writer asks the file system for free space.
+const SPACE_CHECK_EVERY: Duration = Duration::from_millis(200);
+
+impl Writer {
+    fn run(mut self, jobs: mpsc::Receiver<Job>) {
+        for job in jobs {
+            match job {
+                Job::Barrier(done) => {
+                    if let Some(runtime) = &self.runtime {
+                        runtime.block_on(self.shared.engine.wait());
+                    }
+                    let _ = done.send(());
+                }
+                Job::Write {
+                    key,
+                    variants,
+                    reason,
+                    sequence,
+                    patient,
+                    weight,
+                } => {
+                    self.write(&key, &variants, reason, sequence, patient);
+                    self.shared.queued.fetch_sub(weight, Ordering::AcqRel);
+                }
+            }
+        }
+    }
+
+    fn write(
+        &mut self,
+        key: &CacheKey,
+        variants: &Variants,
+        reason: WriteReason,
+        sequence: u64,
+        patient: bool,
+    ) {
+        if self.shared.purges.purged_since(key, sequence) {
+            return;
+        }
+        if self.disk_full() {
+            self.shared.counters.rejected[Rejection::Full as usize].fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        let responses: Vec<_> = variants.responses().cloned().collect();
+        let record = record::encode(key, &responses);
+        let len = record.len() as u64;
+        // The engine adds its own entry header and aligns to pages.
+        if len + key.as_bytes().len() as u64 + 4096 > shared.block_bytes {
+            shared.counters.rejected[Rejection::TooLarge as usize].fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if !self.rate.take(len, patient) {
+            shared.counters.rejected[Rejection::Budget as usize].fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let new_key = !shared.engine.may_contain(key.as_str());
+        shared.engine.put(key.as_str(), Bytes::from(record));
+        let counters = &shared.counters;
+        counters.writes[reason as usize].fetch_add(1, Ordering::Relaxed);
+        counters.written_bytes[reason as usize].fetch_add(len, Ordering::Relaxed);
+        if new_key {
+            counters.new_keys.fetch_add(1, Ordering::Relaxed);
+        }
+        // The engine drops what comes beyond its own write queue (as large as ours) without
+        // saying so: after half of it, wait for the engine to catch up, so that a backlog shows
+        // here as refused writes ("budget") instead.
+        self.since_wait += len;
+        if self.since_wait > shared.write_buffer / 2 {
+            self.since_wait = 0;
+            if let Some(runtime) = &self.runtime {
+                runtime.block_on(shared.engine.wait());
+            }
+        }
+    }
+
+    /// Whether the file system holding the tier has less than a block free (checked at most every
+    /// [`SPACE_CHECK_EVERY`]); a change either way is logged.
+    fn disk_full(&mut self) -> bool {
+        let shared = &self.shared;
+        let due = self
+            .space_checked
+            .is_none_or(|at| at.elapsed() >= SPACE_CHECK_EVERY);
+        if !due {
+            return shared.full.load(Ordering::Relaxed);
+        }
+        self.space_checked = Some(Instant::now());
+        let free = match rustix::fs::statvfs(&shared.dir) {
+            Ok(stat) => stat.f_bavail.saturating_mul(stat.f_frsize),
+            Err(error) => {
+                tracing::warn!(%error, dir = %shared.dir.display(), "disk tier: cannot read free space");
+                return shared.full.load(Ordering::Relaxed);
+            }
+        };
+        let full = free < shared.block_bytes;
+        if full != shared.full.swap(full, Ordering::Relaxed) {
+            if full {
+                tracing::warn!(dir = %shared.dir.display(), free,
+                    "disk tier: file system full, disk writes stop (serving from RAM and disk goes on)");
+            } else {
+                tracing::info!(dir = %shared.dir.display(), free, "disk tier: space again, disk writes resume");
+            }
+        }
+        full
+    }
+}
+
+/// `disk.write_budget`: a token bucket of bytes, refilled every second's worth, holding at most
+/// one second of budget.
+struct Rate {
+    per_second: u64,
+    tokens: f64,
+    refilled: Instant,
+}
+
+impl Rate {
+    fn new(per_second: u64) -> Rate {
+        Rate {
+            per_second,
+            tokens: per_second as f64,
+            refilled: Instant::now(),
+        }
+    }
+
+    /// Takes `bytes` of budget if there is that much (or no budget is set); `patient` waits for it.
+    fn take(&mut self, bytes: u64, patient: bool) -> bool {
+        if self.per_second == 0 {
+            return true;
+        }
+        loop {
+            let now = Instant::now();
+            let elapsed = now.duration_since(self.refilled).as_secs_f64();
+            self.refilled = now;
+            let cap = self.per_second.max(bytes) as f64;
+            self.tokens = (self.tokens + elapsed * self.per_second as f64).min(cap);
+            if self.tokens >= bytes as f64 {
+                self.tokens -= bytes as f64;
+                return true;
+            }
+            if !patient {
+                return false;
+            }
+            let wait = (bytes as f64 - self.tokens) / self.per_second as f64;
+            std::thread::sleep(Duration::from_secs_f64(wait.min(1.0)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_refuses_beyond_its_budget_and_refills() {
+        let mut rate = Rate::new(1000);
+        assert!(rate.take(600, false));
+        assert!(!rate.take(600, false), "only 400 bytes left this second");
+        rate.refilled -= Duration::from_millis(500);
+        assert!(rate.take(600, false), "half a second refills 500 bytes");
+        assert!(Rate::new(0).take(u64::MAX, false), "0 is no limit");
+    }
+
+    #[test]
+    fn a_write_queued_before_a_purge_is_dropped_and_one_queued_after_is_not() {
+        let purges = Purges::default();
+        let key = CacheKey::from_string("h/a".into());
+        let before = purges.now();
+        purges.record(&key);
+        let after = purges.now();
+        assert!(purges.purged_since(&key, before));
+        assert!(!purges.purged_since(&key, after));
+        let other = CacheKey::from_string("h/b".into());
+        assert!(!purges.purged_since(&other, before));
+    }
+}

@@ -1,0 +1,280 @@
+//! The disk record of one key: every `Vary` variant stored under it, each with the RFC 9111 policy
+//! that says how old and how fresh it is, in a versioned binary layout.
+//!
+//! ```text
+//! record  = magic "BGR1" | key_len u32 | key | count u16 | variant*
+//! variant = status u16 | policy_len u32 | policy (JSON) | headers | selection | body_len u64 | body
+//! headers = count u16 | (name_len u16 | name | value_len u32 | value)*
+//! selection = count u16 | (name_len u16 | name | present u8 | value_len u32 | value)*
+//! ```
+//!
+//! Integers are little-endian. The engine checksums the whole record; decoding still checks every
+//! length against what is left, so a record that passes the checksum but not this layout (an older
+//! version, say) is refused, never half-read. The policy keeps the response's time, so `Age` and
+//! freshness come out the same after the entry has spent a restart on disk.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::{Buf, Bytes};
+use http::StatusCode;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http_cache_semantics::CachePolicy;
+
+use crate::cache::{CacheKey, StoredResponse};
+
+const MAGIC: &[u8; 4] = b"BGR1";
+
+/// Why a record read from disk could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("not a bloomgate record (bad magic)")]
+    Magic,
+    #[error("record ends early, reading {0}")]
+    Truncated(&'static str),
+    #[error("record is for key {found:?}, not the one asked for")]
+    OtherKey { found: String },
+    #[error("invalid {0} in record")]
+    Invalid(&'static str),
+    #[error("stored policy does not decode: {0}")]
+    Policy(serde_json::Error),
+}
+
+/// The record of `variants` stored under `key`.
+pub fn encode(key: &CacheKey, variants: &[Arc<StoredResponse>]) -> Vec<u8> {
+    let size = variants
+        .iter()
+        .map(|v| v.body.len() + usize::try_from(v.weight).unwrap_or(0))
+        .sum::<usize>();
+    let mut out = Vec::with_capacity(size + key.as_bytes().len() + 64);
+    out.extend_from_slice(MAGIC);
+    put_bytes32(&mut out, key.as_bytes());
+    put_u16(&mut out, variants.len());
+    for variant in variants {
+        out.extend_from_slice(&variant.status.as_u16().to_le_bytes());
+        // Serialising a policy (strings, numbers and header maps) into a Vec cannot fail.
+        let policy = serde_json::to_vec(&variant.policy).unwrap_or_default();
+        put_bytes32(&mut out, &policy);
+        put_u16(&mut out, variant.headers.len());
+        for (name, value) in &variant.headers {
+            put_bytes16(&mut out, name.as_str().as_bytes());
+            put_bytes32(&mut out, value.as_bytes());
+        }
+        put_u16(&mut out, variant.vary_names.len());
+        for (name, value) in variant.vary_names.iter().zip(&variant.vary_selection) {
+            put_bytes16(&mut out, name.as_str().as_bytes());
+            out.push(u8::from(value.is_some()));
+            put_bytes32(
+                &mut out,
+                value.as_ref().map_or(&[][..], HeaderValue::as_bytes),
+            );
+        }
+        out.extend_from_slice(&(variant.body.len() as u64).to_le_bytes());
+        out.extend_from_slice(&variant.body);
+    }
+    out
+}
+
+/// The variants in the record read for `key`; bodies share the record's buffer.
+pub fn decode(
+    key: &CacheKey,
+    record: Bytes,
+    now: SystemTime,
+) -> Result<Vec<StoredResponse>, RecordError> {
+    let mut reader = Reader { rest: record };
+    if reader.take(MAGIC.len(), "magic")? != MAGIC[..] {
+        return Err(RecordError::Magic);
+    }
+    let found = reader.bytes32("key")?;
+    if found != key.as_bytes() {
+        return Err(RecordError::OtherKey {
+            found: String::from_utf8_lossy(&found).into_owned(),
+        });
+    }
+    let count = reader.u16("variant count")?;
+    let mut variants = Vec::with_capacity(count);
+    for _ in 0..count {
+        let status = StatusCode::from_u16(reader.u16("status")? as u16)
+            .map_err(|_| RecordError::Invalid("status"))?;
+        let policy: CachePolicy =
+            serde_json::from_slice(&reader.bytes32("policy")?).map_err(RecordError::Policy)?;
+        let header_count = reader.u16("header count")?;
+        let mut headers = HeaderMap::with_capacity(header_count);
+        for _ in 0..header_count {
+            let name = reader.name()?;
+            let value = reader.value()?;
+            headers.append(name, value);
+        }
+        // The request fields the variant was selected by, as a request header map.
+        let selection_count = reader.u16("selection count")?;
+        let mut request_headers = HeaderMap::with_capacity(selection_count);
+        for _ in 0..selection_count {
+            let name = reader.name()?;
+            let present = reader.take(1, "selection flag")?[0] == 1;
+            let value = reader.value()?;
+            if present {
+                request_headers.append(name, value);
+            }
+        }
+        let body_len = reader.u64("body length")?;
+        let body = reader.take(
+            usize::try_from(body_len).map_err(|_| RecordError::Invalid("body length"))?,
+            "body",
+        )?;
+        variants.push(StoredResponse::new(
+            policy,
+            status,
+            headers,
+            body,
+            &request_headers,
+            now,
+        ));
+    }
+    if reader.rest.has_remaining() {
+        return Err(RecordError::Invalid("trailing bytes"));
+    }
+    Ok(variants)
+}
+
+fn put_u16(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&u16::try_from(n).unwrap_or(u16::MAX).to_le_bytes());
+}
+
+fn put_bytes16(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_u16(out, bytes.len());
+    out.extend_from_slice(&bytes[..bytes.len().min(usize::from(u16::MAX))]);
+}
+
+fn put_bytes32(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+struct Reader {
+    rest: Bytes,
+}
+
+impl Reader {
+    fn take(&mut self, len: usize, what: &'static str) -> Result<Bytes, RecordError> {
+        if self.rest.remaining() < len {
+            return Err(RecordError::Truncated(what));
+        }
+        Ok(self.rest.split_to(len))
+    }
+
+    fn u16(&mut self, what: &'static str) -> Result<usize, RecordError> {
+        let bytes = self.take(2, what)?;
+        Ok(usize::from(u16::from_le_bytes([bytes[0], bytes[1]])))
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<usize, RecordError> {
+        let mut bytes = self.take(4, what)?;
+        usize::try_from(bytes.get_u32_le()).map_err(|_| RecordError::Invalid(what))
+    }
+
+    fn u64(&mut self, what: &'static str) -> Result<u64, RecordError> {
+        Ok(self.take(8, what)?.get_u64_le())
+    }
+
+    fn bytes32(&mut self, what: &'static str) -> Result<Bytes, RecordError> {
+        let len = self.u32(what)?;
+        self.take(len, what)
+    }
+
+    fn name(&mut self) -> Result<HeaderName, RecordError> {
+        let len = self.u16("header name")?;
+        let bytes = self.take(len, "header name")?;
+        HeaderName::from_bytes(&bytes).map_err(|_| RecordError::Invalid("header name"))
+    }
+
+    fn value(&mut self) -> Result<HeaderValue, RecordError> {
+        let bytes = self.bytes32("header value")?;
+        HeaderValue::from_maybe_shared(bytes).map_err(|_| RecordError::Invalid("header value"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use http::Method;
+
+    use super::*;
+    use crate::cache::policy_for;
+
+    fn key(text: &str) -> CacheKey {
+        CacheKey::from_string(text.to_owned())
+    }
+
+    fn variant(body: &'static [u8], vary_value: Option<&'static str>) -> Arc<StoredResponse> {
+        let mut request = HeaderMap::new();
+        if let Some(value) = vary_value {
+            request.insert("accept-encoding", HeaderValue::from_static(value));
+        }
+        let mut response = HeaderMap::new();
+        response.insert("cache-control", HeaderValue::from_static("max-age=600"));
+        response.insert("vary", HeaderValue::from_static("Accept-Encoding"));
+        response.append("x-twice", HeaderValue::from_static("one"));
+        response.append("x-twice", HeaderValue::from_static("two"));
+        response.insert("age", HeaderValue::from_static("30"));
+        let then = SystemTime::now() - Duration::from_secs(100);
+        let policy = policy_for(&Method::GET, &request, StatusCode::OK, &response, then);
+        Arc::new(StoredResponse::new(
+            policy,
+            StatusCode::OK,
+            response,
+            Bytes::from_static(body),
+            &request,
+            then,
+        ))
+    }
+
+    #[test]
+    fn variants_come_back_with_their_headers_bodies_selection_and_age() {
+        let stored = [variant(b"gzip body", Some("gzip")), variant(b"plain", None)];
+        let record = encode(&key("/a"), &stored);
+        let now = SystemTime::now();
+        let read = decode(&key("/a"), Bytes::from(record), now).expect("decodes");
+        assert_eq!(read.len(), 2);
+        for (before, after) in stored.iter().zip(&read) {
+            assert_eq!(after.status, before.status);
+            assert_eq!(after.headers, before.headers);
+            assert_eq!(after.body, before.body);
+            assert_eq!(after.vary_names, before.vary_names);
+            assert_eq!(after.vary_selection, before.vary_selection);
+            // Age keeps counting from the response's time (30 s from the origin, 100 s since).
+            assert_eq!(after.age(now).as_secs(), before.age(now).as_secs());
+            assert!(after.age(now).as_secs() >= 130);
+            assert_eq!(after.ttl_seconds(now), before.ttl_seconds(now));
+        }
+    }
+
+    #[test]
+    fn a_record_for_another_key_is_refused() {
+        let record = encode(&key("/a"), &[variant(b"x", None)]);
+        let error = decode(&key("/b"), Bytes::from(record), SystemTime::now()).unwrap_err();
+        assert!(matches!(error, RecordError::OtherKey { .. }), "{error}");
+    }
+
+    #[test]
+    fn every_truncation_and_a_flipped_magic_are_refused() {
+        let record = encode(&key("/a"), &[variant(b"some body bytes", Some("br"))]);
+        for len in 0..record.len() {
+            let cut = Bytes::copy_from_slice(&record[..len]);
+            assert!(
+                decode(&key("/a"), cut, SystemTime::now()).is_err(),
+                "a record cut at {len} of {} bytes was accepted",
+                record.len()
+            );
+        }
+        let mut flipped = record.clone();
+        flipped[0] ^= 0xff;
+        assert!(matches!(
+            decode(&key("/a"), Bytes::from(flipped), SystemTime::now()),
+            Err(RecordError::Magic)
+        ));
+        let mut longer = record;
+        longer.push(0);
+        assert!(decode(&key("/a"), Bytes::from(longer), SystemTime::now()).is_err());
+    }
+}
