@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# The disk tier against nginx proxy_cache on disk, in one run, on loopback, same origin.
+#
+# Part 1, a trace: the same trace replayed through bloomgate (probation admission; and admission
+# off, where every object RAM evicts goes to disk: a hybrid cache's write-all) and through nginx
+# with proxy_cache_min_uses 1 and 2, each with RAM_PERCENT of the trace's footprint as memory
+# cache (bloomgate only: nginx has no memory cache of its own, it leans on the page cache) and
+# DISK_PERCENT as disk cache (nginx max_size). Reports the hit ratio (1 - origin requests /
+# requests) and the bytes each wrote to disk, from /proc/PID/io write_bytes (summed over nginx's
+# processes) and, for bloomgate, also its engine's own count.
+#
+# Part 2, disk hits: OBJECTS objects of 64 KiB on disk (page cache warm), bloomgate with a RAM far
+# smaller than them so that nearly every hit is read from disk, nginx serving the same objects from
+# its disk cache; wrk picks objects at random. Median requests/s over ROUNDS, and the ratio.
+#
+# Usage: load/bench-disk.sh [TRACE]       (from the repository root; builds the release binary)
+# Environment:
+#   RAM_PERCENT=1 DISK_PERCENT=10 CONCURRENCY=16   part 1
+#   OBJECTS=2000 DURATION=10 CONNECTIONS=32 THREADS=2 ROUNDS=3   part 2
+#   PARTS="trace hits"    which parts to run
+#   BLOOMGATE=path        use this binary;  KEEP=1 keeps the work directory
+# The caches live under the work directory in /tmp, on the machine's disk (not tmpfs: writes to a
+# tmpfs never reach the storage layer, and /proc/PID/io would show none).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+source load/lib.sh
+TRACE=${1:-../shared/traces/web07.csv.gz}
+RAM_PERCENT=${RAM_PERCENT:-1}
+DISK_PERCENT=${DISK_PERCENT:-10}
+CONCURRENCY=${CONCURRENCY:-16}
+OBJECTS=${OBJECTS:-2000}
+DURATION=${DURATION:-10}
+CONNECTIONS=${CONNECTIONS:-32}
+THREADS=${THREADS:-2}
+ROUNDS=${ROUNDS:-3}
+PARTS=${PARTS:-"trace hits"}
+
+command -v nginx >/dev/null || die "nginx is not installed (apt-get install nginx)"
+command -v wrk >/dev/null || die "wrk is not installed (apt-get install wrk)"
+find_bloomgate
+start_origin origin 3600
+ORIGIN_HOSTPORT=${ORIGIN_URL#http://}
+ORIGIN_HOSTPORT=${ORIGIN_HOSTPORT%/}
+
+origin_requests() { curl -s "$ORIGIN_URL/_origin/stats" | sed -E 's/.*"requests": ?([0-9]+).*/\1/'; }
+
+# write_bytes of PID and its children (nginx's workers, cache manager and loader).
+io_written() {
+  local pid total=0 b
+  for pid in "$1" $(pgrep -P "$1" || true); do
+    b=$(awk '$1 == "write_bytes:" {print $2}' "/proc/$pid/io" 2>/dev/null || echo 0)
+    total=$((total + b))
+  done
+  echo "$total"
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# start_nginx NAME MIN_USES MAX_SIZE_KIB: nginx with a disk cache in $WORK/NAME; sets NGINX_PID, NGINX_URL.
+start_nginx() {
+  local name=$1 min_uses=$2 max_kib=$3 dir="$WORK/$1" port
+  port=$(free_port)
+  mkdir -p "$dir/logs" "$dir/temp" "$dir/cache"
+  cat >"$dir/nginx.conf" <<EOF
+user root;
+worker_processes 2;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $dir/temp/body;
+  proxy_temp_path $dir/temp/proxy;
+  fastcgi_temp_path $dir/temp/fastcgi;
+  uwsgi_temp_path $dir/temp/uwsgi;
+  scgi_temp_path $dir/temp/scgi;
+  proxy_cache_path $dir/cache levels=1:2 keys_zone=disk:16m max_size=${max_kib}k inactive=1d use_temp_path=off;
+  upstream origin { server $ORIGIN_HOSTPORT; keepalive 64; }
+  server {
+    listen 127.0.0.1:$port;
+    location / {
+      proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_cache disk;
+      proxy_cache_min_uses $min_uses;
+      proxy_cache_lock on;
+      add_header X-Cache-Status \$upstream_cache_status;
+    }
+  }
+}
+EOF
+  nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' >"$WORK/$name.log" 2>&1 &
+  NGINX_PID=$!
+  PIDS+=("$NGINX_PID")
+  NGINX_URL="http://127.0.0.1:$port"
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "$NGINX_URL/_origin/stats" && return 0
+    sleep 0.1
+  done
+  die "$name did not start (see $WORK/$name.log)"
+}
+
+# start_disk_proxy NAME MODE RAM DISK BLOCK MAX_OBJECT: bloomgate with a disk tier in $WORK/NAME.
+start_disk_proxy() {
+  local name=$1 mode=$2 ram=$3 disk=$4 block=$5 max_object=$6
+  rm -rf "$WORK/$name-disk"
+  write_config "$WORK/$name.toml" "$ORIGIN_URL" "[cache]
+max_bytes = \"$ram\"
+max_object_bytes = \"$max_object\"
+[admission]
+mode = \"$mode\"
+capacity = ${DOORKEEPER_CAPACITY:-1000000}
+[disk]
+path = \"$WORK/$name-disk\"
+max_bytes = \"$disk\"
+block_bytes = \"$block\"
+write_buffer = \"$((4 * ${block%KiB}))KiB\""
+  start_proxy "$name" "$WORK/$name.toml"
+}
+
+# replay_through NAME URL PID: replays the trace, prints "requests origin_requests write_bytes".
+replay_through() {
+  local name=$1 url=$2 pid=$3 before after io_before io_after requests
+  before=$(origin_requests)
+  io_before=$(io_written "$pid")
+  "$BLOOMGATE" replay --trace "$TRACE" --target "$url" --concurrency "$CONCURRENCY" --json \
+    >"$WORK/$name.replay.json" 2>"$WORK/$name.replay.log"
+  sleep 2 # let the writer threads and nginx's cache manager finish what they queued
+  after=$(origin_requests)
+  io_after=$(io_written "$pid")
+  requests=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$WORK/$name.replay.json")
+  echo "$requests $((after - before)) $((io_after - io_before))"
+}
+
+mib() { python3 -c "print(f'{$1 / 1048576:.1f}')"; }
+
+part_trace() {
+  [[ -f "$TRACE" ]] || die "trace $TRACE not found (the shared traces live in ../shared/traces)"
+  local footprint ram disk block max_object
+  local sim capacity
+  sim=$("$BLOOMGATE" simulate --trace "$TRACE" --ram-percent "$RAM_PERCENT" --disk-percent "$DISK_PERCENT" 2>/dev/null)
+  footprint=$(sed -nE 's/.*footprint ([0-9.]+) MiB.*/\1/p' <<<"$sim")
+  # The doorkeeper's window as the simulator sizes it: what both tiers hold in objects of the
+  # trace's mean size (the proxy's default, a million keys, would remember the whole trace).
+  capacity=$(sed -nE 's/.*doorkeeper capacity ([0-9]+).*/\1/p' <<<"$sim")
+  [[ -n "$footprint" && -n "$capacity" ]] || die "could not read the trace's footprint"
+  DOORKEEPER_CAPACITY=$capacity
+  ram=$(python3 -c "print(int($footprint * 1024 * $RAM_PERCENT / 100))")KiB
+  disk=$(python3 -c "print(int($footprint * 1024 * $DISK_PERCENT / 100))")KiB
+  # The largest object a RAM of this size takes whole; a block must be larger.
+  max_object=$(python3 -c "print(max(64, int($footprint * 1024 * $RAM_PERCENT / 100) // 2))")KiB
+  block=$(python3 -c "m=$(sed 's/KiB//' <<<"$max_object"); print(((m + 64 + 3) // 4) * 4)")KiB
+  log "trace $TRACE: footprint $footprint MiB; RAM $ram, disk $disk, block $block, doorkeeper capacity $capacity"
+  printf '\n%-26s %9s %8s %14s %12s %12s %12s\n' "trace: $(basename "$TRACE")" requests "hit %" "disk MiB (io)" "records MiB" "engine MiB" "cache MiB"
+  local peer result requests origin io engine records used
+  for peer in ${TRACE_PEERS:-bloomgate-probation bloomgate-off nginx-min-uses-1 nginx-min-uses-2}; do
+    case $peer in
+      bloomgate-*)
+        start_disk_proxy "$peer" "${peer#bloomgate-}" "$ram" "$disk" "$block" "$max_object"
+        result=$(replay_through "$peer" "$PROXY_URL" "$PROXY_PID")
+        scrape "$ADMIN_URL" "$WORK/$peer.prom"
+        engine=$(mib "$(metric "$WORK/$peer.prom" bloomgate_disk_engine_written_bytes_total)")
+        records=$(mib "$(metric "$WORK/$peer.prom" bloomgate_disk_written_bytes_total)")
+        used=$(du -sk "$WORK/$peer-disk" | awk '{print $1 * 1024}')
+        stop_pid "$PROXY_PID"
+        ;;
+      nginx-*)
+        start_nginx "$peer" "${peer##*-}" "${disk%KiB}"
+        result=$(replay_through "$peer" "$NGINX_URL" "$NGINX_PID")
+        engine="-"
+        records="-"
+        used=$(du -sk "$WORK/$peer/cache" | awk '{print $1 * 1024}')
+        stop_pid "$NGINX_PID"
+        ;;
+    esac
+    read -r requests origin io <<<"$result"
+    printf '%-26s %9d %8s %14s %12s %12s %12s\n' "$peer" "$requests" \
+      "$(python3 -c "print(f'{100 * (1 - $origin / $requests):.2f}')")" "$(mib "$io")" "$records" "$engine" "$(mib "$used")"
+  done
+}
+
+# The wrk script: OBJECTS objects of 64 KiB, picked at random.
+write_wrk_script() {
+  cat >"$WORK/random.lua" <<EOF
+math.randomseed(os.time())
+request = function()
+  return wrk.format("GET", "/obj/disk" .. math.random($OBJECTS) .. "?size=65536")
+end
+EOF
+}
+
+# Requests every object twice, then once more: bloomgate stores each on its second request and,
+# its RAM being small, evicts it to disk (hit while in RAM); nginx stores each on the first.
+warm() {
+  local url=$1 pass i
+  for pass in 1 2 3; do
+    for i in $(seq "$OBJECTS"); do echo "$url/obj/disk$i?size=65536"; done |
+      xargs -P 8 -n 50 curl -s -o /dev/null
+  done
+}
+
+wrk_rps() {
+  wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" -s "$WORK/random.lua" "$1" 2>&1 |
+    awk '/^Requests\/sec:/ {print $2}'
+}
+
+median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR + 1) / 2)]}'; }
+
+part_hits() {
+  DOORKEEPER_CAPACITY=1000000
+  write_wrk_script
+  start_disk_proxy hits-bloomgate probation 4MiB 1GiB 16MiB 1MiB
+  local bg_url=$PROXY_URL bg_admin=$ADMIN_URL
+  start_nginx hits-nginx 1 $((1024 * 1024))
+  warm "$bg_url"
+  warm "$NGINX_URL"
+  sleep 2
+  scrape "$bg_admin" "$WORK/hits-before.prom"
+  log "bloomgate: $(metric "$WORK/hits-before.prom" bloomgate_disk_entries) records on disk, RAM 4 MiB"
+  local round bg=() ng=()
+  for round in $(seq "$ROUNDS"); do
+    bg+=("$(wrk_rps "$bg_url")")
+    ng+=("$(wrk_rps "$NGINX_URL")")
+    log "round $round: bloomgate ${bg[-1]} req/s, nginx ${ng[-1]} req/s"
+  done
+  scrape "$bg_admin" "$WORK/hits-after.prom"
+  local hits ram_hits
+  hits=$(($(metric "$WORK/hits-after.prom" bloomgate_disk_hits_total) - $(metric "$WORK/hits-before.prom" bloomgate_disk_hits_total)))
+  ram_hits=$(($(metric "$WORK/hits-after.prom" bloomgate_requests_total 'cache_status="hit"') - $(metric "$WORK/hits-before.prom" bloomgate_requests_total 'cache_status="hit"')))
+  local bg_median ng_median
+  bg_median=$(printf '%s\n' "${bg[@]}" | median)
+  ng_median=$(printf '%s\n' "${ng[@]}" | median)
+  printf '\n64 KiB disk hits (%d objects, %d connections, median of %d rounds of %ds)\n' \
+    "$OBJECTS" "$CONNECTIONS" "$ROUNDS" "$DURATION"
+  printf '%-12s %12s\n' bloomgate "$bg_median" nginx "$ng_median"
+  printf 'bloomgate / nginx: %sx; of bloomgate'"'"'s hits, %s%% were read from disk\n' \
+    "$(python3 -c "print(f'{$bg_median / $ng_median:.2f}')")" \
+    "$(python3 -c "print(f'{100 * $hits / max(1, $ram_hits):.1f}')")"
+}
+
+for part in $PARTS; do
+  "part_$part"
+done
