@@ -120,18 +120,22 @@ write_buffer = \"$((4 * ${block%KiB}))KiB\""
   start_proxy "$name" "$WORK/$name.toml"
 }
 
-# replay_through NAME URL PID: replays the trace, prints "requests origin_requests write_bytes".
+# replay_through NAME URL PID CACHE_DIR: replays the trace; prints "requests origin_requests
+# write_bytes peak_cache_bytes", the last sampled (du) every half second while the trace runs.
 replay_through() {
-  local name=$1 url=$2 pid=$3 before after io_before io_after requests
+  local name=$1 url=$2 pid=$3 dir=$4 before after io_before io_after requests sampler
   before=$(origin_requests)
   io_before=$(io_written "$pid")
+  (while :; do du -sk "$dir" 2>/dev/null | awk '{print $1 * 1024}'; sleep 0.5; done) >"$WORK/$name.du" &
+  sampler=$!
   "$BLOOMGATE" replay --trace "$TRACE" --target "$url" --concurrency "$CONCURRENCY" --json \
     >"$WORK/$name.replay.json" 2>"$WORK/$name.replay.log"
   sleep 2 # let the writer threads and nginx's cache manager finish what they queued
+  kill "$sampler" 2>/dev/null || true
   after=$(origin_requests)
   io_after=$(io_written "$pid")
   requests=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$WORK/$name.replay.json")
-  echo "$requests $((after - before)) $((io_after - io_before))"
+  echo "$requests $((after - before)) $((io_after - io_before)) $(sort -n "$WORK/$name.du" | tail -n 1)"
 }
 
 mib() { python3 -c "print(f'{$1 / 1048576:.1f}')"; }
@@ -153,31 +157,38 @@ part_trace() {
   max_object=$(python3 -c "print(max(64, int($footprint * 1024 * $RAM_PERCENT / 100) // 2))")KiB
   block=$(python3 -c "m=$(sed 's/KiB//' <<<"$max_object"); print(((m + 64 + 3) // 4) * 4)")KiB
   log "trace $TRACE: footprint $footprint MiB; RAM $ram, disk $disk, block $block, doorkeeper capacity $capacity"
-  printf '\n%-26s %9s %8s %14s %12s %12s %12s\n' "trace: $(basename "$TRACE")" requests "hit %" "disk MiB (io)" "records MiB" "engine MiB" "cache MiB"
-  local peer result requests origin io engine records used
-  for peer in ${TRACE_PEERS:-bloomgate-probation bloomgate-off nginx-min-uses-1 nginx-min-uses-2}; do
+  printf '\n%-30s %9s %8s %14s %12s %12s %15s\n' "trace: $(basename "$TRACE")" requests "hit %" \
+    "disk MiB (io)" "records MiB" "engine MiB" "peak cache MiB"
+  local peer result requests origin io peak engine records nginx_peak=0 disk_for
+  for peer in ${TRACE_PEERS:-nginx-min-uses-1 nginx-min-uses-2 bloomgate-probation bloomgate-off bloomgate-probation-at-nginx-peak}; do
     case $peer in
       bloomgate-*)
-        start_disk_proxy "$peer" "${peer#bloomgate-}" "$ram" "$disk" "$block" "$max_object"
-        result=$(replay_through "$peer" "$PROXY_URL" "$PROXY_PID")
+        # nginx's cache manager trims to max_size only now and then: the last run is bloomgate
+        # given the disk nginx actually used at its peak.
+        disk_for=$disk
+        if [[ $peer == *-at-nginx-peak ]]; then
+          disk_for=$((nginx_peak / 1024))KiB
+        fi
+        start_disk_proxy "$peer" "$(cut -d- -f2 <<<"$peer")" "$ram" "$disk_for" "$block" "$max_object"
+        result=$(replay_through "$peer" "$PROXY_URL" "$PROXY_PID" "$WORK/$peer-disk")
         scrape "$ADMIN_URL" "$WORK/$peer.prom"
         engine=$(mib "$(metric "$WORK/$peer.prom" bloomgate_disk_engine_written_bytes_total)")
         records=$(mib "$(metric "$WORK/$peer.prom" bloomgate_disk_written_bytes_total)")
-        used=$(du -sk "$WORK/$peer-disk" | awk '{print $1 * 1024}')
         stop_pid "$PROXY_PID"
         ;;
       nginx-*)
         start_nginx "$peer" "${peer##*-}" "${disk%KiB}"
-        result=$(replay_through "$peer" "$NGINX_URL" "$NGINX_PID")
+        result=$(replay_through "$peer" "$NGINX_URL" "$NGINX_PID" "$WORK/$peer/cache")
         engine="-"
         records="-"
-        used=$(du -sk "$WORK/$peer/cache" | awk '{print $1 * 1024}')
         stop_pid "$NGINX_PID"
         ;;
     esac
-    read -r requests origin io <<<"$result"
-    printf '%-26s %9d %8s %14s %12s %12s %12s\n' "$peer" "$requests" \
-      "$(python3 -c "print(f'{100 * (1 - $origin / $requests):.2f}')")" "$(mib "$io")" "$records" "$engine" "$(mib "$used")"
+    read -r requests origin io peak <<<"$result"
+    if [[ $peer == nginx-* ]] && ((peak > nginx_peak)); then nginx_peak=$peak; fi
+    printf '%-30s %9d %8s %14s %12s %12s %15s\n' "$peer" "$requests" \
+      "$(python3 -c "print(f'{100 * (1 - $origin / $requests):.2f}')")" "$(mib "$io")" "$records" \
+      "$engine" "$(mib "${peak:-0}")"
   done
 }
 
@@ -197,7 +208,7 @@ warm() {
   local url=$1 pass i
   for pass in 1 2 3; do
     for i in $(seq "$OBJECTS"); do echo "$url/obj/disk$i?size=65536"; done |
-      xargs -P 8 -n 50 curl -s -o /dev/null
+      xargs -P 8 -n 50 curl -s >/dev/null
   done
 }
 
@@ -211,7 +222,7 @@ median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR + 1) / 2)]}'; }
 part_hits() {
   DOORKEEPER_CAPACITY=1000000
   write_wrk_script
-  start_disk_proxy hits-bloomgate probation 4MiB 1GiB 16MiB 1MiB
+  start_disk_proxy hits-bloomgate probation 4MiB 1GiB 16384KiB 1MiB
   local bg_url=$PROXY_URL bg_admin=$ADMIN_URL
   start_nginx hits-nginx 1 $((1024 * 1024))
   warm "$bg_url"
