@@ -17,7 +17,8 @@
 # Environment:
 #   RAM_PERCENT=1 DISK_PERCENT=10 CONCURRENCY=16   part 1
 #   OBJECTS=2000 DURATION=10 CONNECTIONS=32 THREADS=2 ROUNDS=3   part 2
-#   PARTS="trace hits"    which parts to run
+#   RESTART_DISK=1GiB RESTART_RAM=64MiB AFTER_REQUESTS=30000 AFTER_RATE=500   part 3
+#   PARTS="trace hits restart"    which parts to run
 #   BLOOMGATE=path        use this binary;  KEEP=1 keeps the work directory
 # The caches live under the work directory in /tmp, on the machine's disk (not tmpfs: writes to a
 # tmpfs never reach the storage layer, and /proc/PID/io would show none).
@@ -34,7 +35,7 @@ DURATION=${DURATION:-10}
 CONNECTIONS=${CONNECTIONS:-32}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
-PARTS=${PARTS:-"trace hits"}
+PARTS=${PARTS:-"trace hits restart"}
 
 command -v nginx >/dev/null || die "nginx is not installed (apt-get install nginx)"
 command -v wrk >/dev/null || die "wrk is not installed (apt-get install wrk)"
@@ -249,6 +250,71 @@ part_hits() {
   printf 'bloomgate / nginx: %sx; of bloomgate'"'"'s hits, %s%% were read from disk\n' \
     "$(python3 -c "print(f'{$bg_median / $ng_median:.2f}')")" \
     "$(python3 -c "print(f'{100 * $hits / max(1, $ram_hits):.1f}')")"
+}
+
+# Part 3, a restart: fills a disk tier of RESTART_DISK with 64 KiB objects (each asked twice, so
+# each is proven, through a RAM of RESTART_RAM), stops the proxy with SIGTERM, starts it again on the
+# same directory, and reports how long until /readyz answers and what the recovery took; then the hit
+# ratio of the first AFTER_REQUESTS requests (AFTER_RATE per second, Zipf over the same objects)
+# against the same requests through a cold proxy (an empty directory).
+part_restart() {
+  DOORKEEPER_CAPACITY=1000000
+  local disk=${RESTART_DISK:-1GiB} ram=${RESTART_RAM:-64MiB} limit=${AFTER_REQUESTS:-30000} rate=${AFTER_RATE:-500}
+  local objects
+  objects=$(python3 -c "
+import re
+units = {'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30}
+m = re.fullmatch(r'(\d+)(KiB|MiB|GiB)', '$disk')
+print(int(m.group(1)) * units[m.group(2)] // 65536)")
+  python3 - "$objects" "$WORK/fill.csv" "$WORK/after.csv" "$limit" <<'PY'
+import random, sys
+objects, fill, after, limit = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+with open(fill, "w") as f:
+    f.write("time,key,size\n")
+    for i in range(objects):
+        f.write(f"{2 * i},r{i},65536\n{2 * i + 1},r{i},65536\n")
+rng = random.Random(7)
+weights = [1 / (rank + 1) ** 0.8 for rank in range(objects)]
+keys = rng.choices(range(objects), weights=weights, k=limit)
+with open(after, "w") as f:
+    f.write("time,key,size\n")
+    for t, k in enumerate(keys):
+        f.write(f"{t},r{k},65536\n")
+PY
+  start_disk_proxy restart-warm probation "$ram" "$disk" 16384KiB 1MiB
+  log "filling $disk of disk with $objects objects of 64 KiB, each asked twice"
+  "$BLOOMGATE" replay --trace "$WORK/fill.csv" --target "$PROXY_URL" --concurrency 2 --json >/dev/null 2>&1
+  sleep 3
+  scrape "$ADMIN_URL" "$WORK/restart-filled.prom"
+  log "disk tier: $(metric "$WORK/restart-filled.prom" bloomgate_disk_entries) records, $(mib "$(metric "$WORK/restart-filled.prom" bloomgate_disk_bytes)") MiB"
+  # The restarted proxy listens where this one did: the cache key includes the Host (and port).
+  sed -i "0,/listen = \"127.0.0.1:0\"/s//listen = \"${PROXY_URL#http://}\"/" "$WORK/restart-warm.toml"
+  local stopped started ready
+  stopped=$(date +%s.%N)
+  stop_pid "$PROXY_PID"
+  started=$(date +%s.%N)
+  start_proxy restart-warm "$WORK/restart-warm.toml"
+  until curl -sf "$ADMIN_URL/readyz" >"$WORK/readyz"; do sleep 0.01; done
+  ready=$(date +%s.%N)
+  printf '\nrestart with a %s disk tier: SIGTERM to exit %.2fs (saving RAM to disk), start to /readyz %.2fs; %s' \
+    "$disk" "$(python3 -c "print($started - $stopped)")" "$(python3 -c "print($ready - $started)")" \
+    "$(grep disk "$WORK/readyz")"
+  printf '\n%-10s %8s %10s\n' "first $limit requests after start" "hit %" "disk hits"
+  local name before after_origin hits
+  for name in warm cold; do
+    if [[ $name == cold ]]; then
+      stop_pid "$PROXY_PID"
+      rm -rf "$WORK/restart-warm-disk"
+      start_proxy restart-cold "$WORK/restart-warm.toml"
+    fi
+    before=$(origin_requests)
+    "$BLOOMGATE" replay --trace "$WORK/after.csv" --target "$PROXY_URL" --concurrency 8 \
+      --rate "$rate" --json >/dev/null 2>&1
+    after_origin=$(origin_requests)
+    scrape "$ADMIN_URL" "$WORK/restart-$name.prom"
+    hits=$(metric "$WORK/restart-$name.prom" bloomgate_disk_hits_total)
+    printf '%-10s %8s %10s\n' "$name" "$(python3 -c "print(f'{100 * (1 - ($after_origin - $before) / $limit):.2f}')")" "$hits"
+  done
 }
 
 for part in $PARTS; do
