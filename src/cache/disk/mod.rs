@@ -179,6 +179,10 @@ struct Purges {
 /// How long a purge is remembered: far longer than a write waits in the queue.
 const PURGE_MEMORY: Duration = Duration::from_secs(60);
 
+/// How long after a purge reads of the key skip the disk: the engine serves records still in its
+/// write queue (written before the purge) until they are flushed, which takes milliseconds.
+const PURGE_SETTLES: Duration = Duration::from_secs(5);
+
 impl Purges {
     fn now(&self) -> u64 {
         self.sequence.load(Ordering::Acquire)
@@ -192,6 +196,18 @@ impl Purges {
             recent.retain(|_, (_, at)| now.duration_since(*at) < PURGE_MEMORY);
         }
         recent.insert(key.clone(), (sequence, now));
+    }
+
+    /// Whether `key` was purged within `within`: the engine may still hold a record written
+    /// before the purge in its write queue, and serve it from there until it is flushed.
+    fn recently(&self, key: &CacheKey, within: Duration) -> bool {
+        if self.now() == 0 {
+            return false;
+        }
+        let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        recent
+            .get(key)
+            .is_some_and(|(_, at)| at.elapsed() < within)
     }
 
     /// Whether `key` was purged after a write queued at `sequence`.
@@ -366,7 +382,9 @@ impl DiskTier {
     pub async fn load(&self, key: &CacheKey) -> Option<Vec<StoredResponse>> {
         let shared = &self.shared;
         let counters = &shared.counters;
-        if !shared.engine.may_contain(key.as_str()) {
+        if !shared.engine.may_contain(key.as_str())
+            || shared.purges.recently(key, PURGE_SETTLES)
+        {
             counters.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         }
@@ -668,5 +686,8 @@ mod tests {
         assert!(!purges.purged_since(&key, after));
         let other = CacheKey::from_string("h/b".into());
         assert!(!purges.purged_since(&other, before));
+        assert!(purges.recently(&key, Duration::from_secs(5)));
+        assert!(!purges.recently(&key, Duration::ZERO));
+        assert!(!purges.recently(&other, Duration::from_secs(5)));
     }
 }
