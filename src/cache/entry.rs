@@ -94,7 +94,16 @@ pub fn policy_for(
     // The policy keeps copies of both header maps: copies that own their memory, or every stored
     // entry would keep its client's and its origin's connection read buffers alive (see
     // `owned_headers`).
-    let request_headers = owned_headers(request_headers);
+    let mut request_headers = owned_headers(request_headers);
+    // Nor does it keep the first requester's credentials: a stored entry, and its disk record,
+    // would hold them for as long as the entry lives. `storability` has already read them; only a
+    // field the response varies on must stay, for the policy's own `Vary` matching.
+    let varied: Vec<String> = vary_names(response_headers).collect();
+    for name in CREDENTIALS {
+        if !varied.iter().any(|v| v == name.as_str()) {
+            request_headers.remove(name);
+        }
+    }
     let response_headers = owned_headers(response_headers);
     CachePolicy::new_options(
         &PolicyRequest {
@@ -112,6 +121,13 @@ pub fn policy_for(
         },
     )
 }
+
+/// Request fields that carry a client's credentials.
+const CREDENTIALS: [HeaderName; 3] = [
+    header::AUTHORIZATION,
+    header::COOKIE,
+    header::PROXY_AUTHORIZATION,
+];
 
 /// Decides whether a shared cache may store this response (RFC 9111 section 3), and if not, why.
 ///
@@ -390,6 +406,42 @@ fn vary_names(headers: &HeaderMap) -> impl Iterator<Item = String> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_policy_keeps_no_credentials_unless_the_response_varies_on_them() {
+        let mut request = HeaderMap::new();
+        request.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer secret-token"),
+        );
+        request.insert(
+            header::COOKIE,
+            HeaderValue::from_static("session=secret-cookie"),
+        );
+        request.insert(header::ACCEPT, HeaderValue::from_static("text/html"));
+        let mut response = HeaderMap::new();
+        response.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=60"),
+        );
+        let now = SystemTime::now();
+        let policy = policy_for(&Method::GET, &request, StatusCode::OK, &response, now);
+        let kept = serde_json::to_string(&policy).expect("serialises");
+        assert!(
+            !kept.contains("secret-token") && !kept.contains("secret-cookie"),
+            "{kept}"
+        );
+        assert!(kept.contains("text/html"), "other fields stay: {kept}");
+
+        response.insert(header::VARY, HeaderValue::from_static("Cookie"));
+        let policy = policy_for(&Method::GET, &request, StatusCode::OK, &response, now);
+        let kept = serde_json::to_string(&policy).expect("serialises");
+        assert!(
+            kept.contains("secret-cookie"),
+            "a varied-on field stays: {kept}"
+        );
+        assert!(!kept.contains("secret-token"), "{kept}");
+    }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

@@ -205,9 +205,7 @@ impl Purges {
             return false;
         }
         let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
-        recent
-            .get(key)
-            .is_some_and(|(_, at)| at.elapsed() < within)
+        recent.get(key).is_some_and(|(_, at)| at.elapsed() < within)
     }
 
     /// Whether `key` was purged after a write queued at `sequence`.
@@ -382,9 +380,7 @@ impl DiskTier {
     pub async fn load(&self, key: &CacheKey) -> Option<Vec<StoredResponse>> {
         let shared = &self.shared;
         let counters = &shared.counters;
-        if !shared.engine.may_contain(key.as_str())
-            || shared.purges.recently(key, PURGE_SETTLES)
-        {
+        if !shared.engine.may_contain(key.as_str()) || shared.purges.recently(key, PURGE_SETTLES) {
             counters.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         }
