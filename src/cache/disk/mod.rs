@@ -16,7 +16,7 @@ mod engine;
 mod record;
 
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -245,7 +245,14 @@ impl DiskTier {
             dir: dir.clone(),
             reason,
         };
-        std::fs::create_dir_all(&dir).map_err(|error| failed(error.to_string()))?;
+        if !dir.exists() {
+            // Records hold responses and the request fields they vary on: bloomgate's alone.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|error| failed(error.to_string()))?;
+        }
         let options = EngineOptions {
             dir: dir.clone(),
             max_bytes: config.max_bytes,
