@@ -43,6 +43,9 @@ pub enum ServeError {
     Disk(#[from] crate::cache::disk::DiskError),
 }
 
+/// The shortest wait at shutdown for RAM's proven entries to reach the disk tier.
+const SAVE_AT_LEAST: Duration = Duration::from_secs(2);
+
 /// hyper refuses read buffers below 8 KiB.
 const MIN_HEADER_BUFFER: usize = 8192;
 
@@ -58,13 +61,14 @@ pub struct RunningProxy {
 impl RunningProxy {
     /// Stops accepting, lets requests in flight finish within `server.shutdown_grace`, then saves
     /// the doorkeeper to `admission.snapshot_path` (if set), writes the proven entries still in
-    /// RAM to the disk tier (if any, within the same grace), and returns.
+    /// RAM to the disk tier (if any, within the same grace, at least 2 s), and returns.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
         if let Some(disk) = self.proxy.disk() {
             let started = std::time::Instant::now();
-            let grace = self.proxy.config().server.shutdown_grace;
+            // At least a moment, even with no grace for requests: a restart is warm only with them.
+            let grace = self.proxy.config().server.shutdown_grace.max(SAVE_AT_LEAST);
             let written = disk.save_from(self.proxy.store(), grace).await;
             tracing::info!(written, elapsed = ?started.elapsed(), "disk tier: entries in RAM saved");
         }
