@@ -1,5 +1,8 @@
 //! `bloomgate demo`: the synthetic origin, the proxy with and without admission, a replayed
-//! synthetic trace, and what admission saved, in one command on free loopback ports.
+//! synthetic trace, and what admission saved, in RAM and on a disk tier, in one command on free
+//! loopback ports.
+
+mod disk;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, IsTerminal};
@@ -7,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::admission::probation::{Mode, Segment};
 use crate::cache::StoreCounters;
@@ -59,13 +62,7 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
         one_hit_share: args.one_hit_share,
         ..SyntheticTrace::default()
     };
-    let footprint: u64 = {
-        let mut sizes = HashMap::new();
-        for request in trace.iter() {
-            sizes.insert(request.key, request.size);
-        }
-        sizes.values().sum()
-    };
+    let footprint = footprint(&trace);
     let cache_bytes = ((footprint as f64 * args.cache_share) as u64).max(1 << 20);
     let origin = start_origin(OriginOptions::default()).await?;
     println!(
@@ -88,7 +85,7 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
 
     // The comparisons run as child processes so that their metrics do not mix with the demo's.
     let children = [Mode::SecondHit, Mode::Off]
-        .map(|mode| ChildProxy::start(&with_mode(&config, mode)))
+        .map(|mode| ChildProxy::start(&with_mode(&config, mode), mode.as_str()))
         .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
 
@@ -127,18 +124,11 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
     drop(children);
 
     println!();
-    print!("{:<28}", "admission.mode");
-    for column in &columns {
-        print!(" {:>14}", column.mode.as_str());
-    }
-    println!();
-    let cells = |name: &str, cell: &dyn Fn(&Column) -> String| {
-        print!("{name:<28}");
-        for column in &columns {
-            print!(" {:>14}", cell(column));
-        }
-        println!();
-    };
+    row(
+        "admission.mode",
+        columns.iter().map(|c| c.mode.as_str().to_owned()),
+    );
+    let cells = |name: &str, cell: &dyn Fn(&Column) -> String| row(name, columns.iter().map(cell));
     // "?" where a child's counters could not be scraped.
     let writes = |column: &Column, show: &dyn Fn(&Writes) -> String| {
         column.writes.as_ref().map_or("?".into(), show)
@@ -181,6 +171,7 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
             indicatif::HumanBytes(stats.memory_bytes as u64)
         );
     }
+    disk::show(&args, &origin, &config, &options).await?;
     println!(
         "\nproxy   http://{}  (try: curl -i http://{}/obj/hello?size=100)",
         running.addr, running.addr
@@ -203,6 +194,24 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
     }
     origin.shutdown().await;
     Ok(())
+}
+
+/// The sum of the sizes of the trace's distinct objects.
+fn footprint(trace: &SyntheticTrace) -> u64 {
+    let mut sizes = HashMap::new();
+    for request in trace.iter() {
+        sizes.insert(request.key, request.size);
+    }
+    sizes.values().sum()
+}
+
+/// One line of a comparison table: its name, then a cell per proxy.
+fn row(name: &str, cells: impl IntoIterator<Item = String>) {
+    print!("{name:<28}");
+    for cell in cells {
+        print!(" {cell:>14}");
+    }
+    println!();
 }
 
 /// The demo proxy's configuration: the defaults on free loopback ports, in front of `origin`.
@@ -255,7 +264,7 @@ impl Writes {
 
     /// The same counters from a child's `/metrics`.
     async fn scrape(admin: SocketAddr) -> Option<Writes> {
-        let text = scrape(admin).await.ok()?;
+        let text = get(admin, "/metrics").await.ok()?;
         let main = "segment=\"main\"";
         let writes = crate::telemetry::CACHE_WRITES_TOTAL;
         let written = crate::telemetry::CACHE_WRITTEN_BYTES_TOTAL;
@@ -289,7 +298,7 @@ fn ms(report: &ReplayReport) -> String {
     format!("{:.2} ms", report.latency_ms.p99)
 }
 
-/// A proxy compared with the demo's, a child process of this binary with another admission mode.
+/// A proxy compared with the demo's, a child process of this binary with another configuration.
 struct ChildProxy {
     mode: Mode,
     child: Child,
@@ -298,9 +307,15 @@ struct ChildProxy {
     _config: TempConfig,
 }
 
+/// How long a child may take to exit after SIGTERM: it finishes requests in flight and writes
+/// its proven entries to its disk tier first, both bounded by `server.shutdown_grace`.
+const STOP_PATIENCE: Duration = Duration::from_secs(30);
+
 impl ChildProxy {
-    fn start(config: &Config) -> Result<ChildProxy, DemoError> {
-        let file = TempConfig::write(config)?;
+    /// Starts `bloomgate serve` on `config`, written to a file named after `label`, and returns
+    /// once it listens.
+    fn start(config: &Config, label: &str) -> Result<ChildProxy, DemoError> {
+        let file = TempConfig::write(config, label)?;
         let mut child = Command::new(std::env::current_exe()?)
             .args(["serve", "--config"])
             .arg(&file.0)
@@ -325,6 +340,23 @@ impl ChildProxy {
             _config: file,
         })
     }
+
+    /// Stops the child as an operator would, with SIGTERM, and returns how long it took to exit.
+    async fn stop(mut self) -> Result<Duration, DemoError> {
+        use rustix::process::{Pid, Signal, kill_process};
+        let started = Instant::now();
+        kill_process(Pid::from_child(&self.child), Signal::TERM).map_err(std::io::Error::from)?;
+        while self.child.try_wait()?.is_none() {
+            if started.elapsed() > STOP_PATIENCE {
+                return Err(DemoError::Child(format!(
+                    "still running {} after SIGTERM",
+                    humantime::format_duration(STOP_PATIENCE)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(started.elapsed())
+    }
 }
 
 impl Drop for ChildProxy {
@@ -334,13 +366,13 @@ impl Drop for ChildProxy {
     }
 }
 
-async fn scrape(admin: SocketAddr) -> std::io::Result<String> {
+/// The whole HTTP/1.1 response (status line, headers, body) to `GET path` on `admin`.
+async fn get(admin: SocketAddr, path: &str) -> std::io::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(admin).await?;
     stream
         .write_all(
-            format!("GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
+            format!("GET {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n").as_bytes(),
         )
         .await?;
     let mut text = String::new();
@@ -352,11 +384,10 @@ async fn scrape(admin: SocketAddr) -> std::io::Result<String> {
 struct TempConfig(PathBuf);
 
 impl TempConfig {
-    fn write(config: &Config) -> std::io::Result<TempConfig> {
+    fn write(config: &Config, label: &str) -> std::io::Result<TempConfig> {
         let path = std::env::temp_dir().join(format!(
-            "bloomgate-demo-{}-{}.toml",
-            std::process::id(),
-            config.admission.mode.as_str()
+            "bloomgate-demo-{}-{label}.toml",
+            std::process::id()
         ));
         std::fs::write(&path, config.to_toml())?;
         Ok(TempConfig(path))
@@ -381,7 +412,7 @@ mod tests {
         config.cache.key.drop_query_params = vec!["utm_source".to_owned()];
         assert_eq!(config.admission.mode, Mode::Probation);
         for mode in [Mode::SecondHit, Mode::Off] {
-            let file = TempConfig::write(&with_mode(&config, mode)).unwrap();
+            let file = TempConfig::write(&with_mode(&config, mode), mode.as_str()).unwrap();
             let read_by_the_child = Config::load(&file.0).unwrap();
             let mut expected = config.clone();
             expected.admission.mode = mode;

@@ -26,6 +26,7 @@ pub use interner::Interner;
 pub use lru::ByteLru;
 pub use pipeline::{Consumer, scan};
 pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, ProbationSetup, TraceClock};
+pub(crate) use report::ratio;
 pub use report::{
     BloomVsAdmitAll, BloomVsExact, CacheReport, DoorkeeperSummary, GatedVsWriteAll,
     ProbationVsAdmitAll, SimReport, TierSimReport, TraceSummary,

@@ -142,8 +142,9 @@ impl CacheReport {
     }
 }
 
-/// `part / whole`, or 0 when there is no whole: every ratio and share the simulator reports.
-pub(super) fn ratio(part: u64, whole: u64) -> f64 {
+/// `part / whole`, or 0 when there is no whole: every ratio and share the simulator and the demo
+/// report.
+pub(crate) fn ratio(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
     } else {

@@ -1,8 +1,9 @@
 //! The Grafana dashboard, checked against the real exporter and a real Prometheus.
 //!
 //! A running bloomgate (the binary, in front of an origin started here, in the default admission
-//! mode, probation) serves traffic with hits, misses, first hits, stores in probation, promotions,
-//! evictions and origin errors; its `/metrics` must name every metric the dashboard uses, and every
+//! mode, probation, with a disk tier in a temporary directory) serves traffic with hits, misses,
+//! first hits, stores in probation, promotions, evictions, disk writes, disk hits, revalidations,
+//! purges and origin errors; its `/metrics` must name every metric the dashboard uses, and every
 //! panel query must return series when Prometheus (Debian's `prometheus`, installed by `.ci/run`)
 //! evaluates it over real scrapes.
 
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use bloomgate::cache::disk::{Rejection, WriteReason};
 use bloomgate::listening::ListeningLine;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
@@ -30,6 +32,18 @@ const DASHBOARD: &str = include_str!("../../grafana/dashboard.json");
 
 /// Objects the traffic cycles over; with `cache.max_bytes` below their total the cache must evict.
 const KEYS: usize = 40;
+
+/// Objects of a round that prove themselves in RAM (two requests each), to be written to disk
+/// when RAM evicts them and read back from there [`DISK_LAG`] rounds later.
+const DISK_OBJECTS: usize = 4;
+
+/// Rounds after which a round's proven objects have left RAM (256 KiB): each round brings some
+/// 150 KiB of new or restored objects.
+const DISK_LAG: usize = 3;
+
+/// New objects of a round requested once: stored in probation and dropped from there unhit, so
+/// the disk tier refuses them (first_hit).
+const ONE_HIT_OBJECTS: usize = 8;
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
@@ -81,15 +95,29 @@ async fn origin_response(request: Request<Incoming>) -> Result<Response<Full<Byt
             .body(Full::new(Bytes::from(vec![b'r'; 1024])))
     } else if path.starts_with("/large/") {
         // Over the probation segment (a tenth of cache.max_bytes), under cache.max_object_bytes:
-        // not stored on its first request (first_hit).
+        // not stored on its first request (first_hit), stored in main on its second (seen_before).
         Response::builder()
             .header("cache-control", "public, max-age=60")
-            .body(Full::new(Bytes::from(vec![b'l'; 10 * 1024])))
+            .body(Full::new(Bytes::from(vec![b'l'; 30 * 1024])))
+    } else if path.starts_with("/disk/") {
+        // Revalidated with a 304 when a client asks for it with `Cache-Control: no-cache`.
+        if request.headers().contains_key("if-none-match") {
+            Response::builder()
+                .status(StatusCode::NOT_MODIFIED)
+                .header("etag", "\"d\"")
+                .header("cache-control", "public, max-age=60")
+                .body(Full::new(Bytes::new()))
+        } else {
+            Response::builder()
+                .header("etag", "\"d\"")
+                .header("cache-control", "public, max-age=60")
+                .body(Full::new(Bytes::from(vec![b'd'; 10 * 1024])))
+        }
     } else if path.starts_with("/big/") {
         // Above cache.max_object_bytes: admission says too_large.
         Response::builder()
             .header("cache-control", "public, max-age=60")
-            .body(Full::new(Bytes::from(vec![b'b'; 40 * 1024])))
+            .body(Full::new(Bytes::from(vec![b'b'; 80 * 1024])))
     } else if path.starts_with("/private/") {
         Response::builder()
             .header("cache-control", "no-store")
@@ -131,19 +159,24 @@ struct Proxy {
     admin: SocketAddr,
 }
 
-/// Starts the bloomgate binary with a small cache and a small doorkeeper, so evictions and
-/// rotations happen within seconds, and reads its ports from the line it prints.
+/// Starts the bloomgate binary with a small cache, a small doorkeeper and a small disk tier in
+/// `dir`, so evictions, rotations and disk writes happen within seconds, and reads its ports from
+/// the line it prints.
 fn start_proxy(dir: &Path, origin: SocketAddr) -> Proxy {
     let config = dir.join("bloomgate.toml");
+    let disk = dir.join("disk");
     std::fs::write(
         &config,
         format!(
             "[server]\nlisten = \"127.0.0.1:0\"\n\
              [admin]\nlisten = \"127.0.0.1:0\"\n\
              [origin]\nurl = \"http://{origin}\"\n\
-             [cache]\nmax_bytes = \"64KiB\"\nmax_object_bytes = \"16KiB\"\n\
+             [cache]\nmax_bytes = \"256KiB\"\nmax_object_bytes = \"64KiB\"\n\
              [admission]\ncapacity = 30\n\
-             [log]\nlevel = \"warn\"\n"
+             [disk]\npath = \"{}\"\nmax_bytes = \"16MiB\"\nblock_bytes = \"1MiB\"\n\
+             write_buffer = \"4MiB\"\n\
+             [log]\nlevel = \"warn\"\n",
+            disk.display()
         ),
     )
     .unwrap();
@@ -176,6 +209,10 @@ async fn send(client: &HttpClient, method: Method, url: &str) -> (StatusCode, By
         .uri(url)
         .body(Full::new(Bytes::new()))
         .unwrap();
+    send_request(client, request).await
+}
+
+async fn send_request(client: &HttpClient, request: Request<Full<Bytes>>) -> (StatusCode, Bytes) {
     let response = client.request(request).await.unwrap();
     let status = response.status();
     let body = response.into_body().collect().await.unwrap().to_bytes();
@@ -183,11 +220,15 @@ async fn send(client: &HttpClient, method: Method, url: &str) -> (StatusCode, By
 }
 
 /// One round of requests: every key once in an order that changes per round (stores in probation,
-/// first hits, then admissions, and evictions from the small cache), a hot key three times (hits), a
-/// new object twice (stored in probation, then hit there: promoted when probation gives it up during
-/// the next rounds), a new object too large for probation (a first hit), and uncacheable,
-/// oversized, failing and non-GET requests.
-async fn traffic_round(client: &HttpClient, proxy: SocketAddr, round: usize) {
+/// first hits, then admissions, and evictions from the small cache), a hot key three times (hits),
+/// new objects once (one-hit wonders, refused by the disk tier when probation drops them), a new
+/// object twice (stored in probation, then hit there: promoted when probation gives it up during
+/// the next rounds), a new object too large for probation twice (a first hit, then stored in main
+/// as seen before), new objects twice each (hit in probation: proven), the proven objects of
+/// [`DISK_LAG`] rounds ago again (from disk: RAM has evicted them), one of them revalidated (a 304
+/// rewrites its disk record) and one purged (removed from disk), and uncacheable, oversized,
+/// failing and non-GET requests.
+async fn traffic_round(client: &HttpClient, proxy: SocketAddr, admin: SocketAddr, round: usize) {
     for i in 0..KEYS {
         // A stride coprime with KEYS visits every key each round.
         let key = (i * 7 + round) % KEYS;
@@ -197,6 +238,14 @@ async fn traffic_round(client: &HttpClient, proxy: SocketAddr, round: usize) {
     for _ in 0..3 {
         send(client, Method::GET, &format!("http://{proxy}/obj/hot")).await;
     }
+    for i in 0..ONE_HIT_OBJECTS {
+        send(
+            client,
+            Method::GET,
+            &format!("http://{proxy}/obj/once-{round}-{i}"),
+        )
+        .await;
+    }
     for _ in 0..2 {
         send(
             client,
@@ -205,12 +254,27 @@ async fn traffic_round(client: &HttpClient, proxy: SocketAddr, round: usize) {
         )
         .await;
     }
-    send(
-        client,
-        Method::GET,
-        &format!("http://{proxy}/large/{round}"),
-    )
-    .await;
+    for _ in 0..2 {
+        send(
+            client,
+            Method::GET,
+            &format!("http://{proxy}/large/{round}"),
+        )
+        .await;
+    }
+    for i in 0..DISK_OBJECTS {
+        for _ in 0..2 {
+            send(
+                client,
+                Method::GET,
+                &format!("http://{proxy}/disk/{round}/{i}"),
+            )
+            .await;
+        }
+    }
+    if let Some(earlier) = round.checked_sub(DISK_LAG) {
+        disk_round(client, proxy, admin, earlier).await;
+    }
     send(client, Method::GET, &format!("http://{proxy}/big/{round}")).await;
     send(
         client,
@@ -222,11 +286,43 @@ async fn traffic_round(client: &HttpClient, proxy: SocketAddr, round: usize) {
     send(client, Method::POST, &format!("http://{proxy}/obj/0")).await;
 }
 
+/// The proven objects of round `earlier`, gone from RAM: read back from disk, then one revalidated
+/// in RAM (`no-cache`: the 304 rewrites the record on disk) and one purged from both tiers.
+async fn disk_round(client: &HttpClient, proxy: SocketAddr, admin: SocketAddr, earlier: usize) {
+    send(
+        client,
+        Method::GET,
+        &format!("http://{proxy}/large/{earlier}"),
+    )
+    .await;
+    for i in 0..DISK_OBJECTS {
+        send(
+            client,
+            Method::GET,
+            &format!("http://{proxy}/disk/{earlier}/{i}"),
+        )
+        .await;
+    }
+    let revalidate = Request::get(format!("http://{proxy}/disk/{earlier}/0"))
+        .header("cache-control", "no-cache")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    send_request(client, revalidate).await;
+    // The admin listener purges the key a client request to the proxy makes: its Host.
+    let purge = Request::builder()
+        .method("PURGE")
+        .uri(format!("http://{admin}/disk/{earlier}/1"))
+        .header("host", proxy.to_string())
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    send_request(client, purge).await;
+}
+
 /// Rounds of traffic until the task is aborted.
-async fn drive_traffic(proxy: SocketAddr) {
+async fn drive_traffic(proxy: SocketAddr, admin: SocketAddr) {
     let client = client();
     for round in 0usize.. {
-        traffic_round(&client, proxy, round).await;
+        traffic_round(&client, proxy, admin, round).await;
     }
 }
 
@@ -259,6 +355,59 @@ fn names_missing_from(scrape: &str, dashboard: &str) -> Vec<String> {
         .filter(|name| !exported.contains(name.as_str()))
         .collect()
 }
+
+/// Every metric of the disk tier: each has a panel.
+const DISK_METRICS: [&str; 16] = [
+    "bloomgate_disk_bytes",
+    "bloomgate_disk_max_bytes",
+    "bloomgate_disk_entries",
+    "bloomgate_disk_writes_total",
+    "bloomgate_disk_written_bytes_total",
+    "bloomgate_disk_engine_written_bytes_total",
+    "bloomgate_disk_rejected_total",
+    "bloomgate_disk_hits_total",
+    "bloomgate_disk_hit_bytes_total",
+    "bloomgate_disk_misses_total",
+    "bloomgate_disk_read_errors_total",
+    "bloomgate_disk_dropped_total",
+    "bloomgate_disk_removed_total",
+    "bloomgate_disk_full",
+    "bloomgate_disk_recovered_entries",
+    "bloomgate_disk_recovery_seconds",
+];
+
+/// The disk metrics shown by reason.
+const DISK_BY_REASON: [&str; 3] = [
+    "bloomgate_disk_writes_total",
+    "bloomgate_disk_written_bytes_total",
+    "bloomgate_disk_rejected_total",
+];
+
+/// Every reason a query of `expr`'s disk metric by reason must return.
+fn disk_reasons(expr: &str) -> Option<BTreeSet<&'static str>> {
+    let shown = |metric: &str| expr.contains(&format!("{metric}{{"));
+    if shown("bloomgate_disk_rejected_total") {
+        Some(Rejection::ALL.iter().map(|why| why.as_str()).collect())
+    } else if DISK_BY_REASON.iter().any(|metric| shown(metric)) {
+        Some(WriteReason::ALL.iter().map(|why| why.as_str()).collect())
+    } else {
+        None
+    }
+}
+
+/// Refusals the test traffic never causes: a disk of 16 MiB never fills and never falls behind
+/// (budget), and no record comes near a 1 MiB block (too_large).
+const REFUSALS_NOT_CAUSED: [Rejection; 3] =
+    [Rejection::Budget, Rejection::Full, Rejection::TooLarge];
+
+/// Disk metrics that stay at zero here: no I/O errors, no corrupt records, a disk that never
+/// fills, and a tier that started empty.
+const DISK_METRICS_AT_ZERO: [&str; 4] = [
+    "bloomgate_disk_read_errors_total",
+    "bloomgate_disk_dropped_total",
+    "bloomgate_disk_full",
+    "bloomgate_disk_recovered_entries",
+];
 
 fn dashboard() -> Value {
     serde_json::from_str(DASHBOARD).expect("grafana/dashboard.json is not valid JSON")
@@ -363,6 +512,9 @@ fn dashboard_is_a_grafana_model_with_a_query_in_every_panel() {
     ] {
         assert!(names.contains(required), "no panel shows {required}");
     }
+    for required in DISK_METRICS {
+        assert!(names.contains(required), "no panel shows {required}");
+    }
     let exprs: Vec<String> = targets(&dashboard)
         .into_iter()
         .map(|(_, _, expr)| expr)
@@ -380,6 +532,14 @@ fn dashboard_is_a_grafana_model_with_a_query_in_every_panel() {
             "no panel shows {per_segment} by segment"
         );
     }
+    for per_reason in DISK_BY_REASON {
+        assert!(
+            exprs
+                .iter()
+                .any(|e| e.contains("by (reason)") && e.contains(&format!("{per_reason}{{"))),
+            "no panel shows {per_reason} by reason"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -392,7 +552,7 @@ async fn dashboard_names_only_metrics_the_exporter_emits() {
     // until every name is there, and fail with the last scrape if some never are.
     let mut scrape = String::new();
     for round in 0..10 {
-        traffic_round(&client, proxy.addr, round).await;
+        traffic_round(&client, proxy.addr, proxy.admin, round).await;
         let (status, body) = send(
             &client,
             Method::GET,
@@ -479,6 +639,42 @@ async fn wait_for(
     }
 }
 
+/// What is wrong with a disk query's answer: a query by reason must return every reason, and
+/// every series the traffic feeds must be above zero.
+fn disk_failure(expr: &str, result: &[Value]) -> Option<String> {
+    if !expr.contains("bloomgate_disk_") {
+        return None;
+    }
+    if expr.contains("by (reason)")
+        && let Some(expected) = disk_reasons(expr)
+    {
+        let reasons: BTreeSet<&str> = result
+            .iter()
+            .filter_map(|series| series["metric"]["reason"].as_str())
+            .collect();
+        if reasons != expected {
+            return Some(format!("reasons {reasons:?}, expected {expected:?}"));
+        }
+    }
+    let fed = metric_names(expr)
+        .into_iter()
+        .any(|name| !DISK_METRICS_AT_ZERO.contains(&name.as_str()));
+    if !fed {
+        return None;
+    }
+    let not_caused = REFUSALS_NOT_CAUSED.map(Rejection::as_str);
+    let idle = result.iter().find(|series| {
+        let caused = series["metric"]["reason"]
+            .as_str()
+            .is_none_or(|reason| !not_caused.contains(&reason));
+        let value = series["value"][1]
+            .as_str()
+            .and_then(|v| v.parse::<f64>().ok());
+        caused && value.is_none_or(|value| value <= 0.0)
+    })?;
+    Some(format!("no data from the traffic in {idle}"))
+}
+
 fn has_command(name: &str) -> bool {
     Command::new(name)
         .arg("--version")
@@ -524,7 +720,7 @@ async fn every_panel_query_returns_series_in_prometheus() {
     let dir = TempDir::new("prometheus");
     let origin = start_origin().await;
     let proxy = start_proxy(&dir.0, origin);
-    let traffic = tokio::spawn(drive_traffic(proxy.addr));
+    let traffic = tokio::spawn(drive_traffic(proxy.addr, proxy.admin));
 
     let config = dir.0.join("prometheus.yml");
     std::fs::write(
@@ -575,6 +771,26 @@ async fn every_panel_query_returns_series_in_prometheus() {
         )
         .await;
     }
+    // So has every disk event the traffic makes: writes for each reason, refusals of unproven
+    // entries, hits and removals, each seen by two scrapes at least (a rate needs an increase).
+    let disk_events = [
+        "bloomgate_disk_writes_total{reason=\"ram_hit\"}",
+        "bloomgate_disk_writes_total{reason=\"seen_before\"}",
+        "bloomgate_disk_writes_total{reason=\"revalidated\"}",
+        "bloomgate_disk_rejected_total{reason=\"first_hit\"}",
+        "bloomgate_disk_hits_total",
+        "bloomgate_disk_removed_total",
+    ];
+    for event in disk_events {
+        wait_for(
+            &client,
+            prometheus,
+            &format!("sum(increase({event}[1m]))"),
+            1.0,
+            deadline,
+        )
+        .await;
+    }
 
     let dashboard = dashboard();
     let mut failures = Vec::new();
@@ -614,6 +830,9 @@ async fn every_panel_query_returns_series_in_prometheus() {
                     "{title} {ref_id}: value {value} in {series} for {sent}"
                 ));
             }
+        }
+        if let Some(failure) = disk_failure(&sent, &result) {
+            failures.push(format!("{title} {ref_id}: {failure} for {sent}"));
         }
     }
 
