@@ -42,6 +42,7 @@ pub const DISK_MISSES_TOTAL: &str = "bloomgate_disk_misses_total";
 pub const DISK_READ_ERRORS_TOTAL: &str = "bloomgate_disk_read_errors_total";
 pub const DISK_DROPPED_TOTAL: &str = "bloomgate_disk_dropped_total";
 pub const DISK_REMOVED_TOTAL: &str = "bloomgate_disk_removed_total";
+pub const DISK_SKIPPED_TOTAL: &str = "bloomgate_disk_skipped_total";
 pub const DISK_FULL: &str = "bloomgate_disk_full";
 pub const DISK_RECOVERED_ENTRIES: &str = "bloomgate_disk_recovered_entries";
 pub const DISK_RECOVERY_SECONDS: &str = "bloomgate_disk_recovery_seconds";
@@ -219,6 +220,10 @@ fn describe_disk() {
         DISK_REMOVED_TOTAL,
         "Disk records removed by purge or invalidation."
     );
+    describe_counter!(
+        DISK_SKIPPED_TOTAL,
+        "Proven entries leaving RAM not written again: their record is still on disk."
+    );
     describe_gauge!(
         DISK_FULL,
         "1 while the disk tier's file system has less than a block free (writes stop)."
@@ -315,6 +320,7 @@ fn render_disk(disk: &DiskStats) {
     counter!(DISK_READ_ERRORS_TOTAL).absolute(disk.read_errors);
     counter!(DISK_DROPPED_TOTAL).absolute(disk.dropped);
     counter!(DISK_REMOVED_TOTAL).absolute(disk.removed);
+    counter!(DISK_SKIPPED_TOTAL).absolute(disk.skipped);
     gauge!(DISK_FULL).set(if disk.full { 1.0 } else { 0.0 });
     gauge!(DISK_RECOVERED_ENTRIES).set(disk.recovered_entries as f64);
     gauge!(DISK_RECOVERY_SECONDS).set(disk.recovery_seconds);

@@ -141,7 +141,8 @@ impl DiskEngine for FoyerEngine {
                 Ok(Load::Piece { piece, .. }) => Ok(Some(piece.value().clone())),
                 Ok(Load::Miss) | Ok(Load::Throttled) => {
                     // The index named an entry and the engine refused it: a torn or corrupt
-                    // entry, dropped by the engine (a 64-bit hash collision would also count).
+                    // entry, dropped by the engine (also counted: a record whose block was
+                    // reclaimed between the two looks, and a 64-bit hash collision).
                     if indexed {
                         counters.dropped.fetch_add(1, Ordering::Relaxed);
                     }

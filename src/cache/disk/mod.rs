@@ -114,6 +114,9 @@ pub struct DiskCounters {
     pub read_errors: AtomicU64,
     /// Records removed by purge or invalidation.
     pub removed: AtomicU64,
+    /// Proven entries leaving RAM not written again: their record is still on disk (they were
+    /// read back from it).
+    pub skipped: AtomicU64,
     /// New keys written (a record replacing one on disk is not counted): for the entry estimate.
     new_keys: AtomicU64,
 }
@@ -139,6 +142,7 @@ pub struct DiskStats {
     /// Records that failed their checksum or layout when read, dropped and never served.
     pub dropped: u64,
     pub removed: u64,
+    pub skipped: u64,
     pub full: bool,
     pub recovered_entries: u64,
     pub recovery_seconds: f64,
@@ -332,6 +336,7 @@ impl DiskTier {
         };
         if self.shared.engine.may_contain(evicted.key.as_str()) {
             // Read back from disk earlier, and still there: nothing new to write.
+            self.shared.counters.skipped.fetch_add(1, Ordering::Relaxed);
             return;
         }
         self.queue(
@@ -408,6 +413,8 @@ impl DiskTier {
                         .engine_counters
                         .dropped
                         .fetch_add(1, Ordering::Relaxed);
+                    // A miss, as one the engine's checksum caught is.
+                    counters.misses.fetch_add(1, Ordering::Relaxed);
                     shared.engine.remove(key.as_str());
                     None
                 }
@@ -499,6 +506,7 @@ impl DiskTier {
             read_errors: load(&counters.read_errors),
             dropped,
             removed: load(&counters.removed),
+            skipped: load(&counters.skipped),
             full: shared.full.load(Ordering::Relaxed),
             recovered_entries: shared.recovery.entries,
             recovery_seconds: shared.recovery.elapsed.as_secs_f64(),
