@@ -4,6 +4,7 @@ pub mod client;
 pub mod h2raw;
 pub mod origin;
 pub mod proxy;
+pub mod temp;
 pub mod wire;
 
 pub use client::{
@@ -11,6 +12,7 @@ pub use client::{
 };
 pub use origin::{BodyReading, Fault, Origin, Reply, refusing_addr};
 pub use proxy::{ProxyConfig, ProxyProcess};
+pub use temp::TempDir;
 
 /// Metric value of the series `name{labels}` in a Prometheus text scrape (0 when absent).
 pub fn metric(scrape: &str, series: &str) -> f64 {

@@ -14,6 +14,7 @@ mod clients;
 mod config_file;
 mod conformance;
 mod disconnect;
+mod disk;
 mod faults;
 mod grafana_dashboard;
 mod isolation;

@@ -4,34 +4,11 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bloomgate::admission::{Doorkeeper, DoorkeeperConfig};
-use common::{Client, Origin, ProxyConfig, Reply, has_member};
-
-/// A directory under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let path =
-            std::env::temp_dir().join(format!("bloomgate-persist-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        TempDir(path)
-    }
-
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{Client, Origin, ProxyConfig, Reply, TempDir, has_member};
 
 fn object(body: &str) -> Reply {
     Reply::ok(body).header("cache-control", "max-age=60")
@@ -64,7 +41,7 @@ async fn a_restarted_proxy_stores_on_the_second_request_seen_before_the_restart(
     let origin = Origin::start();
     origin.set("/x", object("x"));
     origin.set("/y", object("y"));
-    let dir = TempDir::new("restart");
+    let dir = TempDir::new("persist-restart");
     let snapshot = dir.join("doorkeeper.snap");
     let config = persisting(&origin, &snapshot);
 
@@ -94,7 +71,7 @@ async fn a_restarted_proxy_stores_on_the_second_request_seen_before_the_restart(
 async fn periodic_snapshots_are_counted_and_survive_sigkill() {
     let origin = Origin::start();
     origin.set("/p", object("p"));
-    let dir = TempDir::new("periodic");
+    let dir = TempDir::new("persist-periodic");
     let snapshot = dir.join("doorkeeper.snap");
     let mut config = persisting(&origin, &snapshot);
     config.set("admission", "snapshot_interval", "\"20ms\"");
@@ -136,7 +113,7 @@ async fn periodic_snapshots_are_counted_and_survive_sigkill() {
 async fn an_unusable_snapshot_is_logged_with_its_reason_and_the_proxy_starts_fresh() {
     let origin = Origin::start();
     origin.set("/x", object("x"));
-    let dir = TempDir::new("unusable");
+    let dir = TempDir::new("persist-unusable");
     let snapshot = dir.join("doorkeeper.snap");
     let config = persisting(&origin, &snapshot);
     let proxy = config.start();
@@ -236,7 +213,7 @@ impl Delays {
 #[tokio::test]
 async fn sigkill_during_snapshot_writes_always_leaves_the_previous_or_the_new_snapshot() {
     let origin = Origin::start();
-    let dir = TempDir::new("sigkill");
+    let dir = TempDir::new("persist-sigkill");
     let snapshot = dir.join("doorkeeper.snap");
     let temporary = dir.join("doorkeeper.snap.tmp");
     let mut config = config_with_capacity(&origin, &snapshot, BIG_CAPACITY);

@@ -1,0 +1,962 @@
+//! End to end: the disk tier below RAM. Only proven objects are written to it (hit while in RAM,
+//! or stored on a second request); a RAM miss is served from it; a restart comes back warm; a
+//! crash, a corrupt file or a full file system never gets a wrong byte served; purge,
+//! invalidation and revalidation reach it; and it keeps to `disk.max_bytes`.
+//!
+//! Each test starts its own proxy on its own directory, with RAM small enough (256 KiB) that a few
+//! dozen objects push entries out to disk.
+
+use crate::common;
+
+use std::net::SocketAddr;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bloomgate::traffic::pattern::object_bytes;
+use bloomgate::traffic::{OriginHandle, OriginOptions, start_origin};
+use common::{
+    Client, ClientReply, Origin, ProxyConfig, ProxyProcess, Reply, TempDir, has_member,
+    required_metric,
+};
+use http::{Method, StatusCode};
+
+const KIB: usize = 1024;
+
+/// An object of the synthetic origin: `/obj/<key>?size=N` answers N bytes that depend on the key.
+/// Tests on the programmable origin serve the same bytes on the same path.
+#[derive(Clone, Debug)]
+struct Object {
+    key: String,
+    size: usize,
+}
+
+impl Object {
+    fn new(key: &str, size: usize) -> Object {
+        Object {
+            key: key.to_owned(),
+            size,
+        }
+    }
+
+    /// The path, which is also the cache key (the proxies here leave the Host out of it).
+    fn path(&self) -> String {
+        format!("/obj/{}?size={}", self.key, self.size)
+    }
+
+    fn body(&self) -> Vec<u8> {
+        object_bytes(&self.key, self.size)
+    }
+
+    /// The object as the programmable origin serves it: fresh for ten minutes.
+    fn reply(&self) -> Reply {
+        let mut reply = Reply::ok("").header("cache-control", "max-age=600");
+        reply.body = self.body();
+        reply
+    }
+}
+
+/// `count` objects named `<prefix>-<i>` of `size` bytes each.
+fn objects(prefix: &str, count: usize, size: usize) -> Vec<Object> {
+    (0..count)
+        .map(|i| Object::new(&format!("{prefix}-{i}"), size))
+        .collect()
+}
+
+/// `count` objects named `<prefix>-<i>` of sizes from 1 KiB to 48 KiB, none a multiple of 4 KiB.
+fn objects_of_varied_sizes(prefix: &str, count: usize) -> Vec<Object> {
+    (0..count)
+        .map(|i| {
+            let size = KIB + (i * 7919) % (47 * KIB) + 1;
+            Object::new(&format!("{prefix}-{i}"), size)
+        })
+        .collect()
+}
+
+async fn synthetic_origin() -> OriginHandle {
+    start_origin(OriginOptions::default())
+        .await
+        .expect("start the synthetic origin")
+}
+
+/// A proxy with 256 KiB of RAM (a quarter of it probation) over a 16 MiB disk tier in `dir`, in
+/// 1 MiB blocks. The cache key leaves out the Host, which names a new port after each restart,
+/// and a graceful stop has time to write RAM's proven entries to disk.
+fn tiered(origin_url: &str, dir: &Path) -> ProxyConfig {
+    let mut config = ProxyConfig::new(origin_url);
+    config
+        .mode("probation")
+        .probation_share(0.25)
+        .set("server", "shutdown_grace", "\"5s\"")
+        .set("cache", "max_bytes", "\"256KiB\"")
+        .set("cache", "max_object_bytes", "\"64KiB\"")
+        .set("cache.key", "include_host", "false")
+        .set("disk", "path", &toml_string(dir))
+        .set("disk", "max_bytes", "\"16MiB\"")
+        .set("disk", "block_bytes", "\"1MiB\"")
+        .set("disk", "write_buffer", "\"4MiB\"");
+    config
+}
+
+fn toml_string(path: &Path) -> String {
+    format!("{:?}", path.to_str().expect("a UTF-8 temp path"))
+}
+
+/// GETs `object` and checks that the response is a 200 with the origin's body, byte for byte.
+async fn fetch(client: &Client, proxy: &ProxyProcess, object: &Object) -> ClientReply {
+    let reply = client.get(&proxy.url(&object.path())).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", object.path());
+    assert_whole(object, &reply.body);
+    reply
+}
+
+/// Panics unless `body` is `object`'s body from the origin, naming the first byte that differs.
+fn assert_whole(object: &Object, body: &[u8]) {
+    let expected = object.body();
+    if body != expected {
+        let first_difference = body
+            .iter()
+            .zip(&expected)
+            .position(|(a, b)| a != b)
+            .unwrap_or(body.len().min(expected.len()));
+        panic!(
+            "{}: {} bytes served where the origin has {}; first difference at byte {first_difference}",
+            object.path(),
+            body.len(),
+            expected.len()
+        );
+    }
+}
+
+/// Whether the response was served from the disk tier.
+fn from_disk(reply: &ClientReply) -> bool {
+    reply.is_hit() && has_member(reply.cache_status(), "detail=disk")
+}
+
+/// Requests each object twice; the second request is a hit in RAM, which proves the object.
+async fn prove(client: &Client, proxy: &ProxyProcess, objects: &[Object]) {
+    for object in objects {
+        fetch(client, proxy, object).await;
+        let second = fetch(client, proxy, object).await;
+        assert!(
+            second.is_hit() && !from_disk(&second),
+            "{}: the second request is not a RAM hit: {}",
+            object.path(),
+            second.cache_status()
+        );
+    }
+}
+
+/// Requests each object once and checks every body; returns how many came from disk.
+async fn served_from_disk(client: &Client, proxy: &ProxyProcess, objects: &[Object]) -> usize {
+    let mut from_disk_count = 0;
+    for object in objects {
+        if from_disk(&fetch(client, proxy, object).await) {
+            from_disk_count += 1;
+        }
+    }
+    from_disk_count
+}
+
+async fn scrape_metrics(client: &Client, proxy: &ProxyProcess) -> String {
+    let reply = client.get(&proxy.admin_url("/metrics")).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    reply.text()
+}
+
+/// Scrapes `/metrics` until `ready` holds (the disk writer works in the background), for at most
+/// 5 s; returns the last scrape, which the caller then checks.
+async fn scrape_until(
+    client: &Client,
+    proxy: &ProxyProcess,
+    ready: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let scrape = scrape_metrics(client, proxy).await;
+        if ready(&scrape) || tokio::time::Instant::now() >= deadline {
+            return scrape;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `bloomgate_disk_writes_total{reason="..."}`.
+fn writes(reason: &str) -> String {
+    format!("bloomgate_disk_writes_total{{reason=\"{reason}\"}}")
+}
+
+/// `bloomgate_disk_rejected_total{reason="..."}`.
+fn rejected(reason: &str) -> String {
+    format!("bloomgate_disk_rejected_total{{reason=\"{reason}\"}}")
+}
+
+/// Disk writes for every reason.
+fn all_writes(scrape: &str) -> f64 {
+    ["ram_hit", "seen_before", "revalidated"]
+        .iter()
+        .map(|reason| required_metric(scrape, &writes(reason)))
+        .sum()
+}
+
+/// The lines of a scrape about the disk tier, for failure messages.
+fn disk_metrics(scrape: &str) -> String {
+    scrape
+        .lines()
+        .filter(|line| line.starts_with("bloomgate_disk_"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Entries `/readyz` says the disk tier recovered at start.
+async fn recovered_entries(client: &Client, proxy: &ProxyProcess) -> u64 {
+    let ready = client.get(&proxy.admin_url("/readyz")).await;
+    assert_eq!(ready.status, StatusCode::OK);
+    let text = ready.text();
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("disk: ") && line.contains(" entries recovered in "))
+        .unwrap_or_else(|| panic!("/readyz does not report the disk tier: {text:?}"));
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no entry count in {line:?}"))
+}
+
+/// Bytes the files under `dir` take on the file system: allocated blocks, not sparse lengths.
+fn allocated_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let meta = entry.metadata().ok()?;
+            Some(if meta.is_dir() {
+                allocated_bytes(&entry.path())
+            } else {
+                meta.blocks() * 512
+            })
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_hit_object_is_never_written_to_disk() {
+    let origin = synthetic_origin().await;
+    let dir = TempDir::new("disk-first-hit");
+    let proxy = tiered(&origin.url(), dir.path()).start();
+    let client = Client::new();
+    // 2 MiB of objects requested once each: eight times what RAM holds.
+    let once = objects("once", 128, 16 * KIB);
+    for object in &once {
+        let reply = fetch(&client, &proxy, object).await;
+        assert!(!reply.is_hit(), "{}", reply.cache_status());
+    }
+    let scrape = scrape_until(&client, &proxy, |s| {
+        common::metric(s, &rejected("first_hit")) >= 100.0
+    })
+    .await;
+    assert!(
+        required_metric(&scrape, &rejected("first_hit")) >= 100.0,
+        "RAM gave up most of 128 one-hit objects, each refused by the disk:\n{}",
+        disk_metrics(&scrape)
+    );
+    assert_eq!(all_writes(&scrape), 0.0, "{}", disk_metrics(&scrape));
+    assert_eq!(
+        required_metric(&scrape, "bloomgate_disk_entries"),
+        0.0,
+        "{}",
+        disk_metrics(&scrape)
+    );
+
+    let again = fetch(&client, &proxy, &once[0]).await;
+    assert!(
+        !again.is_hit(),
+        "a one-hit object RAM gave up was served: {}",
+        again.cache_status()
+    );
+    assert_eq!(origin.stats.requests_for(&once[0].key), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_hit_object_is_written_when_ram_evicts_it_and_served_from_disk() {
+    let origin = synthetic_origin().await;
+    let dir = TempDir::new("disk-second-hit");
+    let proxy = tiered(&origin.url(), dir.path()).start();
+    let client = Client::new();
+    // 640 KiB of proven objects through 256 KiB of RAM: main gives up the oldest, first to last.
+    let proven = objects("proven", 40, 16 * KIB);
+    prove(&client, &proxy, &proven).await;
+    let written = scrape_until(&client, &proxy, |s| {
+        common::metric(s, &writes("ram_hit")) >= 10.0
+    })
+    .await;
+    assert!(
+        required_metric(&written, &writes("ram_hit")) >= 10.0,
+        "{}",
+        disk_metrics(&written)
+    );
+    assert_eq!(required_metric(&written, &rejected("first_hit")), 0.0);
+
+    let first_ten = &proven[..10];
+    for object in first_ten {
+        let reply = fetch(&client, &proxy, object).await;
+        assert!(
+            from_disk(&reply),
+            "{}: {}; disk metrics:\n{}",
+            object.path(),
+            reply.cache_status(),
+            disk_metrics(&scrape_metrics(&client, &proxy).await)
+        );
+        assert!(
+            reply.cache_status().contains("; ttl="),
+            "{}",
+            reply.cache_status()
+        );
+        assert_eq!(
+            origin.stats.requests_for(&object.key),
+            1,
+            "{}: a disk hit went to the origin",
+            object.path()
+        );
+    }
+    let scrape = scrape_metrics(&client, &proxy).await;
+    assert_eq!(required_metric(&scrape, "bloomgate_disk_hits_total"), 10.0);
+    assert_eq!(
+        required_metric(&scrape, "bloomgate_disk_hit_bytes_total"),
+        (10 * 16 * KIB) as f64
+    );
+
+    // Copied back into RAM: the next request is a RAM hit.
+    let again = fetch(&client, &proxy, &proven[9]).await;
+    assert!(
+        again.is_hit() && !from_disk(&again),
+        "{}",
+        again.cache_status()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_stored_on_its_second_request_is_written_when_ram_evicts_it() {
+    let origin = synthetic_origin().await;
+    let dir = TempDir::new("disk-seen-before");
+    let proxy = tiered(&origin.url(), dir.path()).start();
+    let client = Client::new();
+    let object = Object::new("seen-before", 16 * KIB);
+    fetch(&client, &proxy, &object).await;
+    // More one-hit objects than RAM holds make probation give it up unhit: not written.
+    for filler in &objects("seen-before-once", 24, 16 * KIB) {
+        fetch(&client, &proxy, filler).await;
+    }
+    let second = fetch(&client, &proxy, &object).await;
+    assert!(
+        second.is_stored() && !second.is_hit() && !second.cache_status().contains("detail="),
+        "the second request should be stored straight into main: {}",
+        second.cache_status()
+    );
+    // Proven objects fill main, which gives up its oldest entry first.
+    prove(&client, &proxy, &objects("seen-before-proven", 24, 16 * KIB)).await;
+    let scrape = scrape_until(&client, &proxy, |s| {
+        common::metric(s, &writes("seen_before")) >= 1.0
+    })
+    .await;
+    assert_eq!(
+        required_metric(&scrape, &writes("seen_before")),
+        1.0,
+        "{}",
+        disk_metrics(&scrape)
+    );
+    assert!(required_metric(&scrape, &rejected("first_hit")) >= 1.0);
+
+    let reply = fetch(&client, &proxy, &object).await;
+    assert!(from_disk(&reply), "{}", reply.cache_status());
+    assert_eq!(origin.stats.requests_for(&object.key), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_proxy_serves_from_disk_and_age_keeps_counting() {
+    let origin = synthetic_origin().await;
+    let dir = TempDir::new("disk-restart");
+    let config = tiered(&origin.url(), dir.path());
+    let proxy = config.start();
+    let client = Client::new();
+    // Some leave RAM for disk while the proxy runs; the rest are in RAM at the stop.
+    let proven = objects("restart", 40, 16 * KIB);
+    prove(&client, &proxy, &proven).await;
+    let once = objects("restart-once", 3, 4 * KIB);
+    for object in &once {
+        fetch(&client, &proxy, object).await;
+    }
+    let proved_at = Instant::now();
+    let log = proxy.terminate();
+    assert!(
+        !log.contains("not every entry was written"),
+        "the stop did not wait for its writes; log:\n{log}"
+    );
+
+    let proxy = config.start();
+    let recovered = recovered_entries(&client, &proxy).await;
+    assert!(
+        recovered >= proven.len() as u64,
+        "/readyz: {recovered} entries recovered, {} were proven",
+        proven.len()
+    );
+    let scrape = scrape_metrics(&client, &proxy).await;
+    assert_eq!(
+        required_metric(&scrape, "bloomgate_disk_recovered_entries"),
+        recovered as f64
+    );
+    // Age counts whole seconds: let one pass since every object left the origin.
+    let wait = Duration::from_millis(1100).saturating_sub(proved_at.elapsed());
+    tokio::time::sleep(wait).await;
+    for object in &proven {
+        let at_least = proved_at.elapsed().as_secs();
+        let reply = fetch(&client, &proxy, object).await;
+        assert!(
+            from_disk(&reply),
+            "{} after the restart: {}",
+            object.path(),
+            reply.cache_status()
+        );
+        let age: u64 = reply
+            .header("age")
+            .and_then(|age| age.parse().ok())
+            .unwrap_or_else(|| panic!("{}: no Age on a disk hit", object.path()));
+        assert!(
+            age >= at_least.max(1),
+            "{}: Age {age}, but the body left the origin more than {at_least} s ago",
+            object.path()
+        );
+        assert_eq!(origin.stats.requests_for(&object.key), 1);
+    }
+    // A one-hit object in RAM at the stop was not worth a write.
+    for object in &once {
+        let reply = fetch(&client, &proxy, object).await;
+        assert!(!reply.is_hit(), "{}", reply.cache_status());
+    }
+}
+
+/// Proves `objects` over `lanes` connections at once until all are proved or the proxy is gone.
+/// Every response that arrives whole must carry the origin's bytes; one the proxy's end cuts off
+/// reaches the client as an error, and ends its lane.
+async fn prove_until_gone(client: &Client, addr: SocketAddr, objects: &[Object], lanes: usize) {
+    let mut running = tokio::task::JoinSet::new();
+    for lane in 0..lanes {
+        let client = client.clone();
+        let mine: Vec<Object> = objects.iter().skip(lane).step_by(lanes).cloned().collect();
+        running.spawn(async move {
+            for object in mine {
+                for _ in 0..2 {
+                    let url = format!("http://{addr}{}", object.path());
+                    let Ok(reply) = client.send(Method::GET, &url, &[]).await else {
+                        return;
+                    };
+                    assert_eq!(reply.status, StatusCode::OK, "{}", object.path());
+                    assert_whole(&object, &reply.body);
+                }
+            }
+        });
+    }
+    while let Some(lane) = running.join_next().await {
+        if let Err(error) = lane {
+            std::panic::resume_unwind(error.into_panic());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_disk_writes_then_restart_serves_only_whole_bodies() {
+    let origin = synthetic_origin().await;
+    let dir = TempDir::new("disk-sigkill");
+    let config = tiered(&origin.url(), dir.path());
+    let client = Client::new();
+    let mut requested: Vec<Object> = Vec::new();
+    let mut served_from_disk_total = 0;
+    for round in 0..3 {
+        let proxy = config.start();
+        served_from_disk_total += served_from_disk(&client, &proxy, &requested).await;
+
+        let batch = objects_of_varied_sizes(&format!("crash-{round}"), 150);
+        let load = {
+            let (client, addr, batch) = (client.clone(), proxy.addr, batch.clone());
+            tokio::spawn(async move { prove_until_gone(&client, addr, &batch, 3).await })
+        };
+        // Killed once the writer is busy, while the load is still pushing entries out of RAM.
+        let written_before = all_writes(&scrape_metrics(&client, &proxy).await);
+        let scrape = scrape_until(&client, &proxy, |s| {
+            all_writes(s) >= written_before + 30.0
+        })
+        .await;
+        assert!(
+            all_writes(&scrape) >= written_before + 30.0,
+            "round {round}: the load wrote too little to disk:\n{}",
+            disk_metrics(&scrape)
+        );
+        tokio::task::block_in_place(|| proxy.kill());
+        load.await.expect("the load's checks");
+        requested.extend(batch);
+    }
+    let proxy = config.start();
+    assert!(recovered_entries(&client, &proxy).await > 0);
+    served_from_disk_total += served_from_disk(&client, &proxy, &requested).await;
+    println!(
+        "{} objects requested over three kills; {served_from_disk_total} responses from disk",
+        requested.len()
+    );
+    assert!(
+        served_from_disk_total > 0,
+        "nothing was served from disk after a kill: the test checked nothing"
+    );
+}
+
+/// Flips 16 bytes in the middle of `object`'s body, in every record of it in the block files of
+/// `dir`; returns how many records it damaged.
+fn corrupt_body(dir: &Path, object: &Object) -> usize {
+    // A bloomgate record opens with its magic and its key (see `cache::disk::record`), then
+    // headers and policy, then the body. The key alone will not do: the engine writes its own
+    // copy after the record, and the bodies of two objects may share bytes.
+    let path = object.path();
+    let mut key = b"BGR1".to_vec();
+    key.extend_from_slice(&(path.len() as u32).to_le_bytes());
+    key.extend_from_slice(path.as_bytes());
+    let body = object.body();
+    let middle = object.size / 2;
+    let window = &body[middle..middle + 64];
+    let mut damaged = 0;
+    for entry in std::fs::read_dir(dir).expect("the disk tier's directory") {
+        let path = entry.expect("a directory entry").path();
+        let mut bytes = std::fs::read(&path).expect("read a block file");
+        let mut from = 0;
+        while let Some(at) = find(&bytes[from..], &key).map(|at| from + at) {
+            // The body comes within a few KiB of its record's key (headers and policy between).
+            let end = (at + object.size + 16 * KIB).min(bytes.len());
+            let Some(found) = find(&bytes[at..end], window).map(|found| at + found) else {
+                from = at + key.len();
+                continue;
+            };
+            for byte in &mut bytes[found..found + 16] {
+                *byte ^= 0xff;
+            }
+            damaged += 1;
+            from = found + window.len();
+        }
+        if damaged > 0 {
+            std::fs::write(&path, &bytes).expect("write the damaged block file");
+        }
+    }
+    damaged
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_record_is_dropped_logged_and_never_served() {
+    let origin = synthetic_origin().await;
+    let dir = TempDir::new("disk-corrupt");
+    let config = tiered(&origin.url(), dir.path());
+    let proxy = config.start();
+    let client = Client::new();
+    let proven = objects("corrupt", 30, 16 * KIB);
+    prove(&client, &proxy, &proven).await;
+    proxy.terminate();
+
+    let (damaged, intact): (Vec<_>, Vec<_>) =
+        proven.iter().enumerate().partition(|(i, _)| i % 2 == 0);
+    for (_, object) in &damaged {
+        assert!(
+            corrupt_body(dir.path(), object) >= 1,
+            "{}: no record of it on disk after a graceful stop",
+            object.path()
+        );
+    }
+
+    let proxy = config.start();
+    for (_, object) in &damaged {
+        let reply = fetch(&client, &proxy, object).await;
+        assert!(
+            !reply.is_hit(),
+            "{}: a corrupt record was served: {}",
+            object.path(),
+            reply.cache_status()
+        );
+        assert_eq!(origin.stats.requests_for(&object.key), 2);
+    }
+    for (_, object) in &intact {
+        let reply = fetch(&client, &proxy, object).await;
+        assert!(
+            from_disk(&reply),
+            "{}: an intact record next to corrupt ones was not served: {}",
+            object.path(),
+            reply.cache_status()
+        );
+    }
+    let scrape = scrape_metrics(&client, &proxy).await;
+    assert_eq!(
+        required_metric(&scrape, "bloomgate_disk_dropped_total"),
+        damaged.len() as f64,
+        "{}",
+        disk_metrics(&scrape)
+    );
+    let log = proxy.log();
+    assert!(
+        log.lines().any(|line| line.contains("WARN")
+            && (line.contains("remove this entry and skip") || line.contains("disk record dropped"))),
+        "no warning about the dropped records; log:\n{log}"
+    );
+}
+
+/// A tmpfs mounted on a new directory; unmounted, and the directory removed, when dropped.
+struct Tmpfs {
+    dir: TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (as `mount -o size=` reads it); an error when this process may
+    /// not mount (not root, or no CAP_SYS_ADMIN).
+    fn mount(size: &str) -> Result<Tmpfs, String> {
+        let dir = TempDir::new("disk-tmpfs");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map_err(|error| error.to_string())?;
+        if !mounted.status.success() {
+            return Err(String::from_utf8_lossy(&mounted.stderr).into_owned());
+        }
+        Ok(Tmpfs { dir })
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let unmounted = Command::new("umount")
+            .arg(self.dir.path())
+            .status()
+            .is_ok_and(|status| status.success());
+        if !unmounted {
+            // Still busy (a proxy not yet gone): detach it now, freed when the last file closes.
+            let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_file_system_stops_disk_writes_and_the_proxy_keeps_serving() {
+    let tmpfs = match Tmpfs::mount("6m") {
+        Ok(tmpfs) => tmpfs,
+        Err(error) => {
+            println!("skipped: cannot mount a tmpfs ({error})");
+            return;
+        }
+    };
+    let origin = synthetic_origin().await;
+    let dir = tmpfs.dir.path().join("tier");
+    // The tier may take 16 MiB on a file system of 6 MiB.
+    let proxy = tiered(&origin.url(), &dir).start();
+    let client = Client::new();
+    let proven = objects("enospc", 640, 32 * KIB);
+    let mut full_after = None;
+    for (batch, chunk) in proven.chunks(16).enumerate() {
+        prove(&client, &proxy, chunk).await;
+        let scrape = scrape_metrics(&client, &proxy).await;
+        if required_metric(&scrape, "bloomgate_disk_full") == 1.0
+            && required_metric(&scrape, &rejected("full")) > 0.0
+        {
+            full_after = Some((batch + 1) * chunk.len());
+            break;
+        }
+    }
+    let Some(full_after) = full_after else {
+        let scrape = scrape_metrics(&client, &proxy).await;
+        panic!(
+            "20 MiB of proven objects never filled a 6 MiB file system:\n{}\nlog:\n{}",
+            disk_metrics(&scrape),
+            proxy.log()
+        );
+    };
+    // Still serving, RAM and disk alike: new objects, and the earliest ones, whatever tier has them.
+    prove(&client, &proxy, &objects("enospc-after", 16, 32 * KIB)).await;
+    let from_disk_count = served_from_disk(&client, &proxy, &proven[..64]).await;
+    let scrape = scrape_metrics(&client, &proxy).await;
+    println!(
+        "full after {full_after} objects; {from_disk_count} of the first 64 from disk\n{}",
+        disk_metrics(&scrape)
+    );
+    assert_eq!(required_metric(&scrape, "bloomgate_disk_full"), 1.0);
+    let log = tokio::task::block_in_place(|| proxy.kill());
+    assert!(
+        log.lines()
+            .any(|line| line.contains("WARN") && line.contains("file system full")),
+        "no warning that the disk is full; log:\n{log}"
+    );
+}
+
+/// Sends `method` to the proxy for `object`, with a Host (PURGE needs one).
+async fn send(
+    client: &Client,
+    proxy: &ProxyProcess,
+    method: Method,
+    url: &str,
+) -> common::ClientReply {
+    let host = proxy.addr.to_string();
+    client
+        .send(method.clone(), url, &[("host", &host)])
+        .await
+        .unwrap_or_else(|error| panic!("{method} {url}: {error}"))
+}
+
+/// GET requests the origin received for `object`.
+fn origin_gets(origin: &Origin, object: &Object) -> usize {
+    origin
+        .received(&object.path())
+        .iter()
+        .filter(|request| request.method == "GET")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_and_invalidation_remove_the_disk_copy_also_across_a_restart() {
+    let origin = Origin::start();
+    let dir = TempDir::new("disk-purge");
+    let config = tiered(&origin.url(), dir.path());
+    let proxy = config.start();
+    let client = Client::new();
+    let purge = Method::from_bytes(b"PURGE").expect("PURGE is a valid method");
+    // How each object is removed, and whether it is checked now or after a restart.
+    let cases = [
+        (purge.clone(), "purge-now"),
+        (purge, "purge-restart"),
+        (Method::DELETE, "delete-now"),
+        (Method::DELETE, "delete-restart"),
+        (Method::POST, "post-now"),
+        (Method::POST, "post-restart"),
+    ];
+    let targets: Vec<Object> = cases
+        .iter()
+        .map(|(_, name)| Object::new(name, 12 * KIB))
+        .collect();
+    let fillers = objects("purge-filler", 30, 16 * KIB);
+    for object in targets.iter().chain(&fillers) {
+        origin.set(&object.path(), object.reply());
+    }
+    prove(&client, &proxy, &targets).await;
+    prove(&client, &proxy, &fillers).await;
+    let scrape = scrape_until(&client, &proxy, |s| {
+        common::metric(s, &writes("ram_hit")) >= targets.len() as f64
+    })
+    .await;
+    assert!(
+        required_metric(&scrape, &writes("ram_hit")) >= targets.len() as f64,
+        "{}",
+        disk_metrics(&scrape)
+    );
+    for object in &targets {
+        let reply = fetch(&client, &proxy, object).await;
+        assert!(
+            from_disk(&reply),
+            "{}: {}",
+            object.path(),
+            reply.cache_status()
+        );
+    }
+
+    for ((method, _), object) in cases.iter().zip(&targets) {
+        let url = if method.as_str() == "PURGE" {
+            proxy.admin_url(&object.path())
+        } else {
+            proxy.url(&object.path())
+        };
+        let reply = send(&client, &proxy, method.clone(), &url).await;
+        assert_eq!(reply.status, StatusCode::OK, "{method} {}", object.path());
+    }
+    let scrape = scrape_metrics(&client, &proxy).await;
+    assert_eq!(
+        required_metric(&scrape, "bloomgate_disk_removed_total"),
+        targets.len() as f64,
+        "{}",
+        disk_metrics(&scrape)
+    );
+    for ((method, _), object) in cases.iter().zip(&targets).step_by(2) {
+        let reply = fetch(&client, &proxy, object).await;
+        assert!(
+            !reply.is_hit(),
+            "{}: served after {method}: {}",
+            object.path(),
+            reply.cache_status()
+        );
+        assert_eq!(origin_gets(&origin, object), 2, "{}", object.path());
+    }
+
+    proxy.terminate();
+    let proxy = config.start();
+    for ((method, _), object) in cases.iter().zip(&targets).skip(1).step_by(2) {
+        let reply = fetch(&client, &proxy, object).await;
+        assert!(
+            !reply.is_hit(),
+            "{}: back from disk after {method} and a restart: {}",
+            object.path(),
+            reply.cache_status()
+        );
+        assert_eq!(origin_gets(&origin, object), 2, "{}", object.path());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_disk_keeps_to_max_bytes_under_churn() {
+    let origin = synthetic_origin().await;
+    let dir = TempDir::new("disk-churn");
+    let max_bytes: u64 = 1 << 20;
+    let mut config = tiered(&origin.url(), dir.path());
+    config
+        .set("disk", "max_bytes", "\"1MiB\"")
+        .set("disk", "block_bytes", "\"128KiB\"")
+        .set("disk", "write_buffer", "\"512KiB\"");
+    let proxy = config.start();
+    let client = Client::new();
+
+    // Samples the files' size all along the churn, not only between requests.
+    let stop = Arc::new(AtomicBool::new(false));
+    let largest = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (stop, largest, dir) = (Arc::clone(&stop), Arc::clone(&largest), dir.join(""));
+        tokio::task::spawn_blocking(move || {
+            while !stop.load(Ordering::Relaxed) {
+                largest.fetch_max(allocated_bytes(&dir), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    // About 5 MiB of proven objects: five times what the disk may hold.
+    let proven = objects_of_varied_sizes("churn", 210);
+    for chunk in proven.chunks(30) {
+        prove(&client, &proxy, chunk).await;
+        let scrape = scrape_metrics(&client, &proxy).await;
+        let bytes = required_metric(&scrape, "bloomgate_disk_bytes");
+        assert!(
+            bytes <= required_metric(&scrape, "bloomgate_disk_max_bytes"),
+            "{}",
+            disk_metrics(&scrape)
+        );
+    }
+    let engine_written = |s: &str| common::metric(s, "bloomgate_disk_engine_written_bytes_total");
+    let scrape = scrape_until(&client, &proxy, |s| {
+        engine_written(s) >= 3.0 * max_bytes as f64
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    sampler.await.expect("the sampler");
+    println!("{}", disk_metrics(&scrape));
+    assert!(
+        engine_written(&scrape) >= 3.0 * max_bytes as f64,
+        "too little churn to test the bound:\n{}",
+        disk_metrics(&scrape)
+    );
+    let largest = largest.load(Ordering::Relaxed);
+    assert!(
+        largest <= max_bytes,
+        "the tier's files took {largest} bytes, more than disk.max_bytes = {max_bytes}"
+    );
+    assert!(
+        allocated_bytes(dir.path()) <= max_bytes,
+        "{}",
+        disk_metrics(&scrape)
+    );
+    // Still a working tier after reclaiming blocks: recent evictions come back from disk.
+    let recent = &proven[proven.len() - 40..];
+    assert!(
+        served_from_disk(&client, &proxy, recent).await > 0,
+        "{}",
+        disk_metrics(&scrape)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revalidation_rewrites_the_headers_of_the_disk_copy() {
+    let origin = Origin::start();
+    let dir = TempDir::new("disk-revalidate");
+    let mut config = tiered(&origin.url(), dir.path());
+    // With admission off every stored object has proved itself ("seen_before").
+    config.mode("off");
+    let proxy = config.start();
+    let client = Client::new();
+    let object = Object::new("revalidated", 8 * KIB);
+    let version = |reply: Reply, cache_control: &str, version: &str| {
+        reply
+            .header("cache-control", cache_control)
+            .header("etag", "\"v1\"")
+            .header("x-version", version)
+            .answers_304()
+    };
+    let mut first = Reply::ok("");
+    first.body = object.body();
+    // stale-if-error keeps the stale entry worth keeping, so RAM hands it to disk.
+    origin.set(
+        &object.path(),
+        version(first, "max-age=1, stale-if-error=600", "1"),
+    );
+    let stored = fetch(&client, &proxy, &object).await;
+    let fetched_at = Instant::now();
+    assert!(stored.is_stored(), "{}", stored.cache_status());
+    assert_eq!(stored.header("x-version"), Some("1"));
+    let fillers = objects("revalidate-filler", 20, 16 * KIB);
+    for filler in &fillers {
+        origin.set(&filler.path(), filler.reply());
+        fetch(&client, &proxy, filler).await;
+    }
+    let scrape = scrape_until(&client, &proxy, |s| {
+        common::metric(s, &writes("seen_before")) >= 1.0
+    })
+    .await;
+    assert!(
+        required_metric(&scrape, &writes("seen_before")) >= 1.0,
+        "{}",
+        disk_metrics(&scrape)
+    );
+
+    // The origin's 304 now says: fresh for ten minutes, version 2.
+    let mut same_body = Reply::ok("");
+    same_body.body = object.body();
+    origin.set(&object.path(), version(same_body, "max-age=600", "2"));
+    tokio::time::sleep(Duration::from_millis(1200).saturating_sub(fetched_at.elapsed())).await;
+    let revalidated = fetch(&client, &proxy, &object).await;
+    let status = revalidated.cache_status();
+    assert!(
+        has_member(status, "fwd=stale") && has_member(status, "fwd-status=304"),
+        "{status}"
+    );
+    assert_eq!(revalidated.header("x-version"), Some("2"));
+    let conditional = origin.received(&object.path());
+    assert_eq!(conditional.len(), 2);
+    assert_eq!(conditional[1].header("if-none-match"), Some("\"v1\""));
+    let scrape = scrape_until(&client, &proxy, |s| {
+        common::metric(s, &writes("revalidated")) >= 1.0
+    })
+    .await;
+    assert_eq!(
+        required_metric(&scrape, &writes("revalidated")),
+        1.0,
+        "{}",
+        disk_metrics(&scrape)
+    );
+
+    proxy.terminate();
+    let proxy = config.start();
+    let reply = fetch(&client, &proxy, &object).await;
+    assert!(
+        from_disk(&reply),
+        "the disk copy is not fresh after the 304: {}",
+        reply.cache_status()
+    );
+    assert_eq!(
+        reply.header("x-version"),
+        Some("2"),
+        "the disk copy kept the headers from before the 304"
+    );
+    assert_eq!(origin.received(&object.path()).len(), 2);
+}
