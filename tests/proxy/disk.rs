@@ -845,6 +845,54 @@ async fn purge_and_invalidation_remove_the_disk_copy_also_across_a_restart() {
     }
 }
 
+/// Reads how much space the files under a directory take, every 2 ms on its own thread, and keeps
+/// the largest; stops when told or dropped (a failed assertion must not leave it running).
+struct SpaceSampler {
+    stop: Arc<AtomicBool>,
+    largest: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SpaceSampler {
+    fn start(dir: &Path) -> SpaceSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let largest = Arc::new(AtomicU64::new(0));
+        let thread = std::thread::spawn({
+            let (stop, largest, dir) = (Arc::clone(&stop), Arc::clone(&largest), dir.to_owned());
+            move || {
+                while !stop.load(Ordering::Relaxed) {
+                    largest.fetch_max(allocated_bytes(&dir), Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+        });
+        SpaceSampler {
+            stop,
+            largest,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops sampling; returns the most the files took at once.
+    fn stop(mut self) -> u64 {
+        self.finish();
+        self.largest.load(Ordering::Relaxed)
+    }
+
+    fn finish(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for SpaceSampler {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_disk_keeps_to_max_bytes_under_churn() {
     let origin = synthetic_origin().await;
@@ -858,18 +906,7 @@ async fn the_disk_keeps_to_max_bytes_under_churn() {
     let proxy = config.start();
     let client = Client::new();
 
-    // Samples the files' size all along the churn, not only between requests.
-    let stop = Arc::new(AtomicBool::new(false));
-    let largest = Arc::new(AtomicU64::new(0));
-    let sampler = {
-        let (stop, largest, dir) = (Arc::clone(&stop), Arc::clone(&largest), dir.join(""));
-        tokio::task::spawn_blocking(move || {
-            while !stop.load(Ordering::Relaxed) {
-                largest.fetch_max(allocated_bytes(&dir), Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        })
-    };
+    let sampler = SpaceSampler::start(dir.path());
     // About 5 MiB of proven objects: five times what the disk may hold.
     let proven = objects_of_varied_sizes("churn", 210);
     for chunk in proven.chunks(30) {
@@ -887,15 +924,12 @@ async fn the_disk_keeps_to_max_bytes_under_churn() {
         engine_written(s) >= 3.0 * max_bytes as f64
     })
     .await;
-    stop.store(true, Ordering::Relaxed);
-    sampler.await.expect("the sampler");
-    println!("{}", disk_metrics(&scrape));
+    let largest = sampler.stop();
     assert!(
         engine_written(&scrape) >= 3.0 * max_bytes as f64,
         "too little churn to test the bound:\n{}",
         disk_metrics(&scrape)
     );
-    let largest = largest.load(Ordering::Relaxed);
     assert!(
         largest <= max_bytes,
         "the tier's files took {largest} bytes, more than disk.max_bytes = {max_bytes}"
