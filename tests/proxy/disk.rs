@@ -26,6 +26,11 @@ use http::{Method, StatusCode};
 
 const KIB: usize = 1024;
 
+/// Writes counted beyond those of the objects a test reads back before it reads them. The count
+/// goes up when a record is handed to the engine, which can read it only once it has flushed it:
+/// in order, a batch at a time, so records handed over later mean the earlier ones are flushed.
+const WRITES_AFTER: f64 = 8.0;
+
 /// An object of the synthetic origin: `/obj/<key>?size=N` answers N bytes that depend on the key.
 /// Tests on the programmable origin serve the same bytes on the same path.
 #[derive(Clone, Debug)]
@@ -66,7 +71,8 @@ fn objects(prefix: &str, count: usize, size: usize) -> Vec<Object> {
         .collect()
 }
 
-/// `count` objects named `<prefix>-<i>` of sizes from 1 KiB to 48 KiB, none a multiple of 4 KiB.
+/// `count` objects named `<prefix>-<i>`, their sizes spread over 1 KiB to 48 KiB and rarely a
+/// whole number of pages, so that records end anywhere in a page.
 fn objects_of_varied_sizes(prefix: &str, count: usize) -> Vec<Object> {
     (0..count)
         .map(|i| {
@@ -292,11 +298,11 @@ async fn a_second_hit_object_is_written_when_ram_evicts_it_and_served_from_disk(
     let proven = objects("proven", 40, 16 * KIB);
     prove(&client, &proxy, &proven).await;
     let written = scrape_until(&client, &proxy, |s| {
-        common::metric(s, &writes("ram_hit")) >= 10.0
+        common::metric(s, &writes("ram_hit")) >= 10.0 + WRITES_AFTER
     })
     .await;
     assert!(
-        required_metric(&written, &writes("ram_hit")) >= 10.0,
+        required_metric(&written, &writes("ram_hit")) >= 10.0 + WRITES_AFTER,
         "{}",
         disk_metrics(&written)
     );
@@ -362,16 +368,22 @@ async fn an_object_stored_on_its_second_request_is_written_when_ram_evicts_it() 
     prove(
         &client,
         &proxy,
-        &objects("seen-before-proven", 24, 16 * KIB),
+        &objects("seen-before-proven", 32, 16 * KIB),
     )
     .await;
     let scrape = scrape_until(&client, &proxy, |s| {
         common::metric(s, &writes("seen_before")) >= 1.0
+            && common::metric(s, &writes("ram_hit")) >= WRITES_AFTER
     })
     .await;
     assert_eq!(
         required_metric(&scrape, &writes("seen_before")),
         1.0,
+        "{}",
+        disk_metrics(&scrape)
+    );
+    assert!(
+        required_metric(&scrape, &writes("ram_hit")) >= WRITES_AFTER,
         "{}",
         disk_metrics(&scrape)
     );
@@ -445,33 +457,47 @@ async fn a_restarted_proxy_serves_from_disk_and_age_keeps_counting() {
     }
 }
 
-/// Proves `objects` over `lanes` connections at once until all are proved or the proxy is gone.
-/// Every response that arrives whole must carry the origin's bytes; one the proxy's end cuts off
-/// reaches the client as an error, and ends its lane.
-async fn prove_until_gone(client: &Client, addr: SocketAddr, objects: &[Object], lanes: usize) {
+/// Proves `objects` over `lanes` connections at once until all are proved or the proxy is gone;
+/// returns those it asked for. Every response that arrives whole must carry the origin's bytes;
+/// one the proxy's end cuts off reaches the client as an error, and ends its lane.
+async fn prove_until_gone(
+    client: &Client,
+    addr: SocketAddr,
+    objects: &[Object],
+    lanes: usize,
+) -> Vec<Object> {
     let mut running = tokio::task::JoinSet::new();
     for lane in 0..lanes {
         let client = client.clone();
         let mine: Vec<Object> = objects.iter().skip(lane).step_by(lanes).cloned().collect();
         running.spawn(async move {
+            let mut asked = Vec::new();
             for object in mine {
+                asked.push(object.clone());
                 for _ in 0..2 {
                     let url = format!("http://{addr}{}", object.path());
                     let Ok(reply) = client.send(Method::GET, &url, &[]).await else {
-                        return;
+                        return asked;
                     };
                     assert_eq!(reply.status, StatusCode::OK, "{}", object.path());
                     assert_whole(&object, &reply.body);
                 }
             }
+            asked
         });
     }
+    let mut asked = Vec::new();
     while let Some(lane) = running.join_next().await {
-        if let Err(error) = lane {
-            std::panic::resume_unwind(error.into_panic());
+        match lane {
+            Ok(lane_asked) => asked.extend(lane_asked),
+            Err(error) => std::panic::resume_unwind(error.into_panic()),
         }
     }
+    asked
 }
+
+/// Kills in the test below, each followed by a restart on the same directory.
+const KILLS: usize = 6;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_disk_writes_then_restart_serves_only_whole_bodies() {
@@ -480,17 +506,18 @@ async fn sigkill_during_disk_writes_then_restart_serves_only_whole_bodies() {
     let config = tiered(&origin.url(), dir.path());
     let client = Client::new();
     let mut requested: Vec<Object> = Vec::new();
-    let mut served_from_disk_total = 0;
-    for round in 0..3 {
+    let (mut served_from_disk_total, mut killed_mid_load) = (0, 0);
+    for round in 0..KILLS {
         let proxy = config.start();
         served_from_disk_total += served_from_disk(&client, &proxy, &requested).await;
 
-        let batch = objects_of_varied_sizes(&format!("crash-{round}"), 150);
+        // Far more than the kill leaves time for: the load is still pushing entries out of RAM.
+        let batch = objects_of_varied_sizes(&format!("crash-{round}"), 400);
         let load = {
-            let (client, addr, batch) = (client.clone(), proxy.addr, batch.clone());
+            let (client, addr) = (client.clone(), proxy.addr);
             tokio::spawn(async move { prove_until_gone(&client, addr, &batch, 3).await })
         };
-        // Killed once the writer is busy, while the load is still pushing entries out of RAM.
+        // Killed once the writer is busy.
         let written_before = all_writes(&scrape_metrics(&client, &proxy).await);
         let scrape =
             scrape_until(&client, &proxy, |s| all_writes(s) >= written_before + 30.0).await;
@@ -499,20 +526,24 @@ async fn sigkill_during_disk_writes_then_restart_serves_only_whole_bodies() {
             "round {round}: the load wrote too little to disk:\n{}",
             disk_metrics(&scrape)
         );
+        if !load.is_finished() {
+            killed_mid_load += 1;
+        }
         tokio::task::block_in_place(|| proxy.kill());
-        load.await.expect("the load's checks");
-        requested.extend(batch);
+        requested.extend(load.await.expect("the load's checks"));
     }
     let proxy = config.start();
     assert!(recovered_entries(&client, &proxy).await > 0);
     served_from_disk_total += served_from_disk(&client, &proxy, &requested).await;
     println!(
-        "{} objects requested over three kills; {served_from_disk_total} responses from disk",
+        "{} objects requested over {KILLS} kills ({killed_mid_load} in the middle of the load); \
+         {served_from_disk_total} responses from disk",
         requested.len()
     );
     assert!(
-        served_from_disk_total > 0,
-        "nothing was served from disk after a kill: the test checked nothing"
+        killed_mid_load > 0 && served_from_disk_total > 0,
+        "no kill in the middle of the load, or nothing served from disk after one: the test \
+         checked nothing"
     );
 }
 
@@ -785,12 +816,13 @@ async fn purge_and_invalidation_remove_the_disk_copy_also_across_a_restart() {
     }
     prove(&client, &proxy, &targets).await;
     prove(&client, &proxy, &fillers).await;
+    let enough = targets.len() as f64 + WRITES_AFTER;
     let scrape = scrape_until(&client, &proxy, |s| {
-        common::metric(s, &writes("ram_hit")) >= targets.len() as f64
+        common::metric(s, &writes("ram_hit")) >= enough
     })
     .await;
     assert!(
-        required_metric(&scrape, &writes("ram_hit")) >= targets.len() as f64,
+        required_metric(&scrape, &writes("ram_hit")) >= enough,
         "{}",
         disk_metrics(&scrape)
     );
@@ -978,17 +1010,18 @@ async fn a_revalidation_rewrites_the_headers_of_the_disk_copy() {
     let fetched_at = Instant::now();
     assert!(stored.is_stored(), "{}", stored.cache_status());
     assert_eq!(stored.header("x-version"), Some("1"));
-    let fillers = objects("revalidate-filler", 20, 16 * KIB);
+    // Main gives up its oldest entry first: the object, then some of these.
+    let fillers = objects("revalidate-filler", 30, 16 * KIB);
     for filler in &fillers {
         origin.set(&filler.path(), filler.reply());
         fetch(&client, &proxy, filler).await;
     }
     let scrape = scrape_until(&client, &proxy, |s| {
-        common::metric(s, &writes("seen_before")) >= 1.0
+        common::metric(s, &writes("seen_before")) >= 1.0 + WRITES_AFTER
     })
     .await;
     assert!(
-        required_metric(&scrape, &writes("seen_before")) >= 1.0,
+        required_metric(&scrape, &writes("seen_before")) >= 1.0 + WRITES_AFTER,
         "{}",
         disk_metrics(&scrape)
     );
