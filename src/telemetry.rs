@@ -199,7 +199,7 @@ fn describe_disk() {
     );
     describe_counter!(
         DISK_REJECTED_TOTAL,
-        "Entries leaving RAM not written to disk, by reason (first_hit, budget, full, too_large)."
+        "Entries leaving RAM not written to disk, by reason (first_hit, budget, full, too_large, failed)."
     );
     describe_counter!(DISK_HITS_TOTAL, "RAM misses answered by a record on disk.");
     describe_counter!(

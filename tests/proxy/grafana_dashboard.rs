@@ -396,9 +396,13 @@ fn disk_reasons(expr: &str) -> Option<BTreeSet<&'static str>> {
 }
 
 /// Refusals the test traffic never causes: a disk of 16 MiB never fills and never falls behind
-/// (budget), and no record comes near a 1 MiB block (too_large).
-const REFUSALS_NOT_CAUSED: [Rejection; 3] =
-    [Rejection::Budget, Rejection::Full, Rejection::TooLarge];
+/// (budget), no record comes near a 1 MiB block (too_large), and the engine does not fail.
+const REFUSALS_NOT_CAUSED: [Rejection; 4] = [
+    Rejection::Budget,
+    Rejection::Full,
+    Rejection::TooLarge,
+    Rejection::Failed,
+];
 
 /// Disk metrics that stay at zero here: no I/O errors, no corrupt records, a disk that never
 /// fills, and a tier that started empty.

@@ -17,6 +17,7 @@ mod record;
 
 use std::collections::HashMap;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -78,14 +79,17 @@ pub enum Rejection {
     Full,
     /// The record is larger than a block.
     TooLarge,
+    /// The engine failed (a panic inside it): the tier stops until a restart.
+    Failed,
 }
 
 impl Rejection {
-    pub const ALL: [Rejection; 4] = [
+    pub const ALL: [Rejection; 5] = [
         Rejection::FirstHit,
         Rejection::Budget,
         Rejection::Full,
         Rejection::TooLarge,
+        Rejection::Failed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -94,6 +98,7 @@ impl Rejection {
             Rejection::Budget => "budget",
             Rejection::Full => "full",
             Rejection::TooLarge => "too_large",
+            Rejection::Failed => "failed",
         }
     }
 }
@@ -105,7 +110,7 @@ pub struct DiskCounters {
     pub writes: [AtomicU64; 3],
     pub written_bytes: [AtomicU64; 3],
     /// Entries not written, by [`Rejection`] (in `ALL` order).
-    pub rejected: [AtomicU64; 4],
+    pub rejected: [AtomicU64; 5],
     /// Lookups that found a usable record, its body bytes, and lookups that found none.
     pub hits: AtomicU64,
     pub hit_bytes: AtomicU64,
@@ -134,7 +139,7 @@ pub struct DiskStats {
     pub written_bytes: [u64; 3],
     /// Bytes the engine wrote to its files (records, their headers and padding, tombstones).
     pub engine_written_bytes: u64,
-    pub rejected: [u64; 4],
+    pub rejected: [u64; 5],
     pub hits: u64,
     pub hit_bytes: u64,
     pub misses: u64,
@@ -231,6 +236,8 @@ struct Shared {
     /// Bytes of entries queued for the writer thread.
     queued: AtomicU64,
     full: AtomicBool,
+    /// The engine panicked: reads and writes stop until a restart.
+    failed: AtomicBool,
     recovery: Recovery,
 }
 
@@ -295,6 +302,7 @@ impl DiskTier {
             purges: Purges::default(),
             queued: AtomicU64::new(0),
             full: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
             recovery,
         });
         let (jobs, received) = mpsc::channel();
@@ -334,6 +342,10 @@ impl DiskTier {
             self.reject(Rejection::FirstHit);
             return;
         };
+        if self.shared.failed.load(Ordering::Relaxed) {
+            self.reject(Rejection::Failed);
+            return;
+        }
         if self.shared.engine.may_contain(evicted.key.as_str()) {
             // Read back from disk earlier, and still there: nothing new to write.
             self.shared.counters.skipped.fetch_add(1, Ordering::Relaxed);
@@ -378,8 +390,10 @@ impl DiskTier {
             .unwrap_or_else(PoisonError::into_inner)
             .send(job);
         if sent.is_err() {
+            // The writer thread is gone.
             shared.queued.fetch_sub(weight, Ordering::AcqRel);
-            self.reject(Rejection::Budget);
+            shared.fail("the writer thread stopped");
+            self.reject(Rejection::Failed);
         }
     }
 
@@ -392,11 +406,23 @@ impl DiskTier {
     pub async fn load(&self, key: &CacheKey) -> Option<Vec<StoredResponse>> {
         let shared = &self.shared;
         let counters = &shared.counters;
-        if !shared.engine.may_contain(key.as_str()) || shared.purges.recently(key, PURGE_SETTLES) {
+        if shared.failed.load(Ordering::Relaxed)
+            || !shared.engine.may_contain(key.as_str())
+            || shared.purges.recently(key, PURGE_SETTLES)
+        {
             counters.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        match shared.engine.get(key.as_str()).await {
+        // In a task of its own, so that a panic inside the engine fails the tier, not the request.
+        let read = match tokio::spawn(shared.engine.get(key.as_str())).await {
+            Ok(read) => read,
+            Err(error) => {
+                shared.fail(&error.to_string());
+                counters.read_errors.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+        };
+        match read {
             Ok(Some(record)) => match record::decode(key, record, SystemTime::now()) {
                 Ok(variants) => {
                     counters.hits.fetch_add(1, Ordering::Relaxed);
@@ -488,10 +514,7 @@ impl DiskTier {
         let entries = (shared.recovery.entries + load(&counters.new_keys)).saturating_sub(
             load(&counters.removed) + load(&shared.engine_counters.reclaimed) + dropped,
         );
-        let bytes = engine_files(&shared.dir)
-            .filter_map(|path| std::fs::metadata(path).ok())
-            .map(|meta| meta.blocks() * 512)
-            .sum();
+        let bytes = allocated(&shared.dir);
         DiskStats {
             bytes,
             max_bytes: shared.max_bytes,
@@ -514,17 +537,28 @@ impl DiskTier {
     }
 }
 
+impl Shared {
+    /// Stops the tier after the engine failed; logged once.
+    fn fail(&self, what: &str) {
+        if !self.failed.swap(true, Ordering::Relaxed) {
+            tracing::error!(dir = %self.dir.display(), what,
+                "disk tier: the engine failed; disk reads and writes stop until a restart (serving from RAM goes on)");
+        }
+    }
+}
+
 /// The writer thread: encodes queued entries and hands them to the engine, within the budgets.
 struct Writer {
     shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Handle>,
     rate: Rate,
-    space_checked: Option<Instant>,
+    /// When the tier's files were last measured, and the bytes they took.
+    space_checked: Option<(Instant, u64)>,
     /// Bytes handed to the engine since the writer last waited for it.
     since_wait: u64,
 }
 
-/// How often the writer asks the file system for free space.
+/// How often the writer measures the tier's files, when space is short.
 const SPACE_CHECK_EVERY: Duration = Duration::from_millis(200);
 
 impl Writer {
@@ -533,7 +567,12 @@ impl Writer {
             match job {
                 Job::Barrier(done) => {
                     if let Some(runtime) = &self.runtime {
-                        runtime.block_on(self.shared.engine.wait());
+                        let waited = catch_unwind(AssertUnwindSafe(|| {
+                            runtime.block_on(self.shared.engine.wait())
+                        }));
+                        if let Err(panic) = waited {
+                            self.shared.fail(&panic_text(&panic));
+                        }
                     }
                     let _ = done.send(());
                 }
@@ -545,7 +584,17 @@ impl Writer {
                     patient,
                     weight,
                 } => {
-                    self.write(&key, &variants, reason, sequence, patient);
+                    if self.shared.failed.load(Ordering::Relaxed) {
+                        self.shared.counters.rejected[Rejection::Failed as usize]
+                            .fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        let wrote = catch_unwind(AssertUnwindSafe(|| {
+                            self.write(&key, &variants, reason, sequence, patient)
+                        }));
+                        if let Err(panic) = wrote {
+                            self.shared.fail(&panic_text(&panic));
+                        }
+                    }
                     self.shared.queued.fetch_sub(weight, Ordering::AcqRel);
                 }
             }
@@ -600,17 +649,14 @@ impl Writer {
         }
     }
 
-    /// Whether the file system holding the tier has less than a block free (checked at most every
-    /// [`SPACE_CHECK_EVERY`]); a change either way is logged.
+    /// Whether a write could run the file system out of space. Asked before every write (one
+    /// `statvfs`): the engine does not survive a failed block write (foyer 0.22.6 panics in its
+    /// flusher and tombstone log), so it must never meet ENOSPC. Writes stop while the free space
+    /// is under what may still be in flight (two blocks and the write buffer) and under what the
+    /// tier's files may still claim (they are sparse: a block written once takes its space for
+    /// good, and writing it again needs none). A change either way is logged.
     fn disk_full(&mut self) -> bool {
-        let shared = &self.shared;
-        let due = self
-            .space_checked
-            .is_none_or(|at| at.elapsed() >= SPACE_CHECK_EVERY);
-        if !due {
-            return shared.full.load(Ordering::Relaxed);
-        }
-        self.space_checked = Some(Instant::now());
+        let shared = Arc::clone(&self.shared);
         let free = match rustix::fs::statvfs(&shared.dir) {
             Ok(stat) => stat.f_bavail.saturating_mul(stat.f_frsize),
             Err(error) => {
@@ -618,7 +664,8 @@ impl Writer {
                 return shared.full.load(Ordering::Relaxed);
             }
         };
-        let full = free < shared.block_bytes;
+        let in_flight = 2 * shared.block_bytes + shared.write_buffer;
+        let full = free < in_flight && free < self.unclaimed();
         if full != shared.full.swap(full, Ordering::Relaxed) {
             if full {
                 tracing::warn!(dir = %shared.dir.display(), free,
@@ -629,6 +676,37 @@ impl Writer {
         }
         full
     }
+
+    /// Bytes the tier's files may still take on the file system (`disk.max_bytes` less what they
+    /// take now), read at most every [`SPACE_CHECK_EVERY`].
+    fn unclaimed(&mut self) -> u64 {
+        let fresh = self
+            .space_checked
+            .is_some_and(|(at, _)| at.elapsed() < SPACE_CHECK_EVERY);
+        if !fresh {
+            let taken = allocated(&self.shared.dir);
+            self.space_checked = Some((Instant::now(), taken));
+        }
+        let taken = self.space_checked.map_or(0, |(_, taken)| taken);
+        self.shared.max_bytes.saturating_sub(taken)
+    }
+}
+
+/// Bytes the engine's files in `dir` take on the file system (allocated blocks).
+fn allocated(dir: &Path) -> u64 {
+    engine_files(dir)
+        .filter_map(|path| std::fs::metadata(path).ok())
+        .map(|meta| meta.blocks() * 512)
+        .sum()
+}
+
+/// What a caught panic said.
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_owned())
 }
 
 /// `disk.write_budget`: a token bucket of bytes, refilled every second's worth, holding at most
