@@ -1,17 +1,9 @@
 //! `bloomgate check-config PATH`, run as the user runs it.
-//!
-//! Ignored until main.rs wires the subcommand: enabled when main.rs wires check-config.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-fn write_temp(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bloomgate-check-config-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
+use crate::common::TempDir;
 
 fn check_config(path: &std::path::Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_bloomgate"))
@@ -23,10 +15,13 @@ fn check_config(path: &std::path::Path) -> std::process::Output {
 
 #[test]
 fn a_bad_file_fails_with_every_key_named() {
-    let path = write_temp(
-        "bad.toml",
+    let dir = TempDir::new("check-config");
+    let path = dir.join("bad.toml");
+    std::fs::write(
+        &path,
         "[server]\nlistn = \"127.0.0.1:80\"\n[cache]\nmax_bytes = \"lots\"\n[admission]\ntarget_fpr = 1.5\n",
-    );
+    )
+    .unwrap();
     let output = check_config(&path);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -48,7 +43,6 @@ fn a_bad_file_fails_with_every_key_named() {
         stderr.contains(&path.display().to_string()),
         "the file is not named:\n{stderr}"
     );
-    let _ = std::fs::remove_file(&path);
 }
 
 #[test]
