@@ -18,6 +18,7 @@
 #   RAM_PERCENT=1 DISK_PERCENT=10 CONCURRENCY=16   part 1
 #   OBJECTS=2000 DURATION=10 CONNECTIONS=32 THREADS=2 ROUNDS=3   part 2
 #   RESTART_DISK=1GiB RESTART_RAM=64MiB AFTER_REQUESTS=30000 AFTER_RATE=500   part 3
+#   DROP_CACHES=1         part 3 restarts with a cold page cache (root)
 #   PARTS="trace hits restart"    which parts to run
 #   BLOOMGATE=path        use this binary;  KEEP=1 keeps the work directory
 # The caches live under the work directory in /tmp, on the machine's disk (not tmpfs: writes to a
@@ -292,6 +293,10 @@ PY
   local stopped started ready
   stopped=$(date +%s.%N)
   stop_pid "$PROXY_PID"
+  if [[ "${DROP_CACHES:-0}" == 1 ]]; then
+    # A cold page cache, as after a reboot (root only).
+    sync && echo 3 >/proc/sys/vm/drop_caches || log "cannot drop the page cache; it stays warm"
+  fi
   started=$(date +%s.%N)
   start_proxy restart-warm "$WORK/restart-warm.toml"
   until curl -sf "$ADMIN_URL/readyz" >"$WORK/readyz"; do sleep 0.01; done
