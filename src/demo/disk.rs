@@ -189,11 +189,11 @@ async fn replay_through(
 /// A disk tier's counters, from its proxy's `/metrics`.
 struct DiskCounters {
     /// By [`WriteReason`], in `ALL` order.
-    writes: [u64; 3],
+    writes: [u64; WriteReason::ALL.len()],
     written_bytes: u64,
     engine_written_bytes: u64,
     /// By [`Rejection`], in `ALL` order.
-    rejected: [u64; 4],
+    rejected: [u64; Rejection::ALL.len()],
     hits: u64,
     misses: u64,
     read_errors: u64,
@@ -204,11 +204,11 @@ impl DiskCounters {
         let text = get(admin, "/metrics").await.ok()?;
         let sum = |name: &str, label: &str| metric_sum(&text, name, label);
         let reason = |reason: &str| format!("reason=\"{reason}\"");
-        let mut writes = [0; 3];
+        let mut writes = [0; WriteReason::ALL.len()];
         for why in WriteReason::ALL {
             writes[why as usize] = sum(telemetry::DISK_WRITES_TOTAL, &reason(why.as_str()))?;
         }
-        let mut rejected = [0; 4];
+        let mut rejected = [0; Rejection::ALL.len()];
         for why in Rejection::ALL {
             rejected[why as usize] = sum(telemetry::DISK_REJECTED_TOTAL, &reason(why.as_str()))?;
         }
@@ -265,10 +265,10 @@ fn print_writes(columns: &[(Mode, DiskColumn)]) {
     cells("writes avoided (first_hit)", &|c| {
         disk(c, &|d| d.rejected[Rejection::FirstHit as usize].to_string())
     });
-    let others = [Rejection::Budget, Rejection::Full, Rejection::TooLarge];
     cells("writes refused otherwise", &|c| {
         disk(c, &|d| {
-            let refused: u64 = others.iter().map(|why| d.rejected[*why as usize]).sum();
+            let refused: u64 =
+                d.rejected.iter().sum::<u64>() - d.rejected[Rejection::FirstHit as usize];
             refused.to_string()
         })
     });
