@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 
 use super::{CacheKey, Evicted, Proof, Store, StoredResponse, Variants};
 use crate::config::DiskConfig;
@@ -413,11 +414,14 @@ impl DiskTier {
             counters.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        // In a task of its own, so that a panic inside the engine fails the tier, not the request.
-        let read = match tokio::spawn(shared.engine.get(key.as_str())).await {
+        // A panic inside the engine fails the tier, not the request.
+        let read = match AssertUnwindSafe(shared.engine.get(key.as_str()))
+            .catch_unwind()
+            .await
+        {
             Ok(read) => read,
-            Err(error) => {
-                shared.fail(&error.to_string());
+            Err(panic) => {
+                shared.fail(&panic_text(&panic));
                 counters.read_errors.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
