@@ -39,6 +39,26 @@ pub fn required_metric(scrape: &str, series: &str) -> f64 {
     metric(scrape, series)
 }
 
+/// Scrapes the proxy's `/metrics` until `ready` holds (the store and the disk writer count a
+/// moment after the client has its body), for at most 5 s; returns the last scrape, which the
+/// caller then checks.
+pub async fn scrape_until(
+    client: &Client,
+    proxy: &ProxyProcess,
+    ready: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let scrape = client.get(&proxy.admin_url("/metrics")).await;
+        assert_eq!(scrape.status, http::StatusCode::OK);
+        let scrape = scrape.text();
+        if ready(&scrape) || tokio::time::Instant::now() >= deadline {
+            return scrape;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// The cache metric `name` summed over its segments (`probation` and `main`): the whole cache.
 pub fn over_segments(scrape: &str, name: &str) -> f64 {
     ["probation", "main"]

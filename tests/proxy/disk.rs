@@ -168,23 +168,6 @@ async fn scrape_metrics(client: &Client, proxy: &ProxyProcess) -> String {
     reply.text()
 }
 
-/// Scrapes `/metrics` until `ready` holds (the disk writer works in the background), for at most
-/// 5 s; returns the last scrape, which the caller then checks.
-async fn scrape_until(
-    client: &Client,
-    proxy: &ProxyProcess,
-    ready: impl Fn(&str) -> bool,
-) -> String {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let scrape = scrape_metrics(client, proxy).await;
-        if ready(&scrape) || tokio::time::Instant::now() >= deadline {
-            return scrape;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// `bloomgate_disk_writes_total{reason="..."}`.
 fn writes(reason: &str) -> String {
     format!("bloomgate_disk_writes_total{{reason=\"{reason}\"}}")
@@ -257,7 +240,7 @@ async fn a_first_hit_object_is_never_written_to_disk() {
         let reply = fetch(&client, &proxy, object).await;
         assert!(!reply.is_hit(), "{}", reply.cache_status());
     }
-    let scrape = scrape_until(&client, &proxy, |s| {
+    let scrape = common::scrape_until(&client, &proxy, |s| {
         common::metric(s, &rejected("first_hit")) >= 100.0
     })
     .await;
@@ -292,7 +275,7 @@ async fn a_second_hit_object_is_written_when_ram_evicts_it_and_served_from_disk(
     // 640 KiB of proven objects through 256 KiB of RAM: main gives up the oldest, first to last.
     let proven = objects("proven", 40, 16 * KIB);
     prove(&client, &proxy, &proven).await;
-    let written = scrape_until(&client, &proxy, |s| {
+    let written = common::scrape_until(&client, &proxy, |s| {
         common::metric(s, &writes("ram_hit")) >= 10.0
     })
     .await;
@@ -366,7 +349,7 @@ async fn an_object_stored_on_its_second_request_is_written_when_ram_evicts_it() 
         &objects("seen-before-proven", 32, 16 * KIB),
     )
     .await;
-    let scrape = scrape_until(&client, &proxy, |s| {
+    let scrape = common::scrape_until(&client, &proxy, |s| {
         common::metric(s, &writes("seen_before")) >= 1.0
     })
     .await;
@@ -509,7 +492,7 @@ async fn sigkill_during_disk_writes_then_restart_serves_only_whole_bodies() {
         // Killed once the writer is busy.
         let written_before = all_writes(&scrape_metrics(&client, &proxy).await);
         let scrape =
-            scrape_until(&client, &proxy, |s| all_writes(s) >= written_before + 30.0).await;
+            common::scrape_until(&client, &proxy, |s| all_writes(s) >= written_before + 30.0).await;
         assert!(
             all_writes(&scrape) >= written_before + 30.0,
             "round {round}: the load wrote too little to disk:\n{}",
@@ -807,7 +790,7 @@ async fn purge_and_invalidation_remove_the_disk_copy_also_across_a_restart() {
     prove(&client, &proxy, &fillers).await;
     // Main gives up its oldest entries first: the targets.
     let targets_written = targets.len() as f64;
-    let scrape = scrape_until(&client, &proxy, |s| {
+    let scrape = common::scrape_until(&client, &proxy, |s| {
         common::metric(s, &writes("ram_hit")) >= targets_written
     })
     .await;
@@ -942,7 +925,7 @@ async fn the_disk_keeps_to_max_bytes_under_churn() {
         );
     }
     let engine_written = |s: &str| common::metric(s, "bloomgate_disk_engine_written_bytes_total");
-    let scrape = scrape_until(&client, &proxy, |s| {
+    let scrape = common::scrape_until(&client, &proxy, |s| {
         engine_written(s) >= 3.0 * max_bytes as f64
     })
     .await;
@@ -1006,7 +989,7 @@ async fn a_revalidation_rewrites_the_headers_of_the_disk_copy() {
         origin.set(&filler.path(), filler.reply());
         fetch(&client, &proxy, filler).await;
     }
-    let scrape = scrape_until(&client, &proxy, |s| {
+    let scrape = common::scrape_until(&client, &proxy, |s| {
         common::metric(s, &writes("seen_before")) >= 1.0
     })
     .await;
@@ -1031,7 +1014,7 @@ async fn a_revalidation_rewrites_the_headers_of_the_disk_copy() {
     let conditional = origin.received(&object.path());
     assert_eq!(conditional.len(), 2);
     assert_eq!(conditional[1].header("if-none-match"), Some("\"v1\""));
-    let scrape = scrape_until(&client, &proxy, |s| {
+    let scrape = common::scrape_until(&client, &proxy, |s| {
         common::metric(s, &writes("revalidated")) >= 1.0
     })
     .await;

@@ -7,7 +7,6 @@ use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
 
 use common::{
     Client, ClientReply, Origin, ProxyConfig, ProxyProcess, Reply, has_member, required_metric,
@@ -37,25 +36,6 @@ fn in_segment(metric: &str, segment: &str) -> String {
 /// `bloomgate_admission_total{decision="..."}`.
 fn decided(decision: &str) -> String {
     format!("bloomgate_admission_total{{decision=\"{decision}\"}}")
-}
-
-/// Scrapes `/metrics` until `ready` holds (the store may count a write a moment after the client
-/// has the whole body), for at most 5 s; returns the last scrape, which the caller then checks.
-async fn scrape_when(
-    client: &Client,
-    proxy: &ProxyProcess,
-    ready: impl Fn(&str) -> bool,
-) -> String {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let scrape = client.get(&proxy.admin_url("/metrics")).await;
-        assert_eq!(scrape.status, StatusCode::OK);
-        let scrape = scrape.text();
-        if ready(&scrape) || tokio::time::Instant::now() >= deadline {
-            return scrape;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// What the cache did with one response, as its `Cache-Status` says.
@@ -154,7 +134,7 @@ async fn a_first_request_is_stored_in_probation_and_the_second_is_a_hit() {
     assert_eq!(origin.count(path), 1);
 
     let probation_writes = in_segment("bloomgate_cache_writes_total", "probation");
-    let scrape = scrape_when(&client, &proxy, |s| {
+    let scrape = common::scrape_until(&client, &proxy, |s| {
         common::metric(s, &probation_writes) >= 1.0
     })
     .await;
@@ -198,7 +178,7 @@ async fn a_first_request_is_stored_in_probation_and_the_second_is_a_hit() {
     assert_eq!(origin.count(path), 1, "a hit must not contact the origin");
 
     // A hit only marks the entry: it moves to main when probation gives it up, not before.
-    let scrape = scrape_when(&client, &proxy, |_| true).await;
+    let scrape = common::scrape_until(&client, &proxy, |_| true).await;
     assert_eq!(
         required_metric(&scrape, &in_segment("bloomgate_cache_entries", "probation")),
         1.0
@@ -233,7 +213,7 @@ async fn a_one_hit_object_never_reaches_main() {
     }
 
     let probation_writes = in_segment("bloomgate_cache_writes_total", "probation");
-    let scrape = scrape_when(&client, &proxy, |s| {
+    let scrape = common::scrape_until(&client, &proxy, |s| {
         common::metric(s, &probation_writes) >= objects as f64
     })
     .await;
@@ -283,7 +263,8 @@ async fn a_reused_object_is_promoted_to_main_and_stays_a_hit() {
 
     fill_probation(&client, &origin, &proxy, "/promoted").await;
     let promoted = decided("promoted");
-    let scrape = scrape_when(&client, &proxy, |s| common::metric(s, &promoted) >= 1.0).await;
+    let scrape =
+        common::scrape_until(&client, &proxy, |s| common::metric(s, &promoted) >= 1.0).await;
     assert_eq!(
         required_metric(&scrape, &promoted),
         1.0,
@@ -340,7 +321,7 @@ async fn an_unhit_object_dropped_from_probation_comes_back_into_main() {
 
     fill_probation(&client, &origin, &proxy, "/dropped").await;
     let probation_writes = in_segment("bloomgate_cache_writes_total", "probation");
-    let scrape = scrape_when(&client, &proxy, |s| {
+    let scrape = common::scrape_until(&client, &proxy, |s| {
         common::metric(s, &probation_writes) >= (1 + FILLERS) as f64
     })
     .await;
@@ -355,7 +336,8 @@ async fn an_unhit_object_dropped_from_probation_comes_back_into_main() {
     assert_eq!(get(&client, &proxy, path, &object).await, Stored::InMain);
     assert_eq!(origin.count(path), 2);
     let main_writes = in_segment("bloomgate_cache_writes_total", "main");
-    let scrape = scrape_when(&client, &proxy, |s| common::metric(s, &main_writes) >= 1.0).await;
+    let scrape =
+        common::scrape_until(&client, &proxy, |s| common::metric(s, &main_writes) >= 1.0).await;
     assert_eq!(required_metric(&scrape, &main_writes), 1.0);
     assert_eq!(required_metric(&scrape, &decided("admitted")), 1.0);
     assert_eq!(get(&client, &proxy, path, &object).await, Stored::Hit);
@@ -365,7 +347,8 @@ async fn an_unhit_object_dropped_from_probation_comes_back_into_main() {
 /// Waits until `segment` holds `entries` entries, and checks its bytes go with them.
 async fn segment_holds(client: &Client, proxy: &ProxyProcess, segment: &str, entries: f64) {
     let series = in_segment("bloomgate_cache_entries", segment);
-    let scrape = scrape_when(client, proxy, |s| common::metric(s, &series) == entries).await;
+    let scrape =
+        common::scrape_until(client, proxy, |s| common::metric(s, &series) == entries).await;
     assert_eq!(required_metric(&scrape, &series), entries, "{series}");
     let bytes = required_metric(&scrape, &in_segment("bloomgate_cache_bytes", segment));
     assert_eq!(
@@ -485,7 +468,7 @@ async fn an_object_larger_than_probation_is_stored_only_on_its_second_request() 
     );
 
     let probation_writes = in_segment("bloomgate_cache_writes_total", "probation");
-    let scrape = scrape_when(&client, &proxy, |s| {
+    let scrape = common::scrape_until(&client, &proxy, |s| {
         common::metric(s, &probation_writes) >= 1.0
     })
     .await;
