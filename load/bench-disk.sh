@@ -290,9 +290,10 @@ PY
   log "disk tier: $(metric "$WORK/restart-filled.prom" bloomgate_disk_entries) records, $(mib "$(metric "$WORK/restart-filled.prom" bloomgate_disk_bytes)") MiB"
   # The restarted proxy listens where this one did: the cache key includes the Host (and port).
   sed -i "0,/listen = \"127.0.0.1:0\"/s//listen = \"${PROXY_URL#http://}\"/" "$WORK/restart-warm.toml"
-  local stopped started ready
+  local stopped exited started ready
   stopped=$(date +%s.%N)
   stop_pid "$PROXY_PID"
+  exited=$(date +%s.%N)
   if [[ "${DROP_CACHES:-0}" == 1 ]]; then
     # A cold page cache, as after a reboot (root only).
     sync && echo 3 >/proc/sys/vm/drop_caches || log "cannot drop the page cache; it stays warm"
@@ -302,7 +303,7 @@ PY
   until curl -sf "$ADMIN_URL/readyz" >"$WORK/readyz"; do sleep 0.01; done
   ready=$(date +%s.%N)
   printf '\nrestart with a %s disk tier: SIGTERM to exit %.2fs (saving RAM to disk), start to /readyz %.2fs; %s' \
-    "$disk" "$(python3 -c "print($started - $stopped)")" "$(python3 -c "print($ready - $started)")" \
+    "$disk" "$(python3 -c "print($exited - $stopped)")" "$(python3 -c "print($ready - $started)")" \
     "$(grep disk "$WORK/readyz")"
   printf '\n%-10s %8s %10s\n' "first $limit requests after start" "hit %" "disk hits"
   local name before after_origin hits
