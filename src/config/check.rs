@@ -39,8 +39,16 @@ fn summary(config: &Config) -> String {
     } else {
         "admission off (every storable response is stored)".to_owned()
     };
+    let disk = match &config.disk.path {
+        Some(path) => format!(
+            ", disk tier {} in {}",
+            format_size(config.disk.max_bytes),
+            path.display()
+        ),
+        None => String::new(),
+    };
     format!(
-        "listen {} -> origin {}, cache {} (objects up to {}), {admission}, admin {}, log {}",
+        "listen {} -> origin {}, cache {} (objects up to {}){disk}, {admission}, admin {}, log {}",
         config.server.listen,
         config.origin.url,
         format_size(config.cache.max_bytes),
@@ -48,4 +56,22 @@ fn summary(config: &Config) -> String {
         config.admin.listen,
         config.log.level,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_names_the_disk_tier_only_when_there_is_one() {
+        let with_disk =
+            Config::from_toml_str("[disk]\npath = \"/var/cache/bloomgate\"\nmax_bytes = \"2GiB\"")
+                .expect("valid");
+        assert!(
+            summary(&with_disk).contains("disk tier 2GiB in /var/cache/bloomgate"),
+            "{}",
+            summary(&with_disk)
+        );
+        assert!(!summary(&Config::defaults()).contains("disk"));
+    }
 }
