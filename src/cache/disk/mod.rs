@@ -340,11 +340,11 @@ impl DiskTier {
     /// already, else counted as refused. Called with the store's lock held: never blocks.
     pub fn offer(&self, evicted: Evicted) {
         let Some(proof) = evicted.proof else {
-            self.reject(Rejection::FirstHit);
+            self.shared.reject(Rejection::FirstHit);
             return;
         };
         if self.shared.failed.load(Ordering::Relaxed) {
-            self.reject(Rejection::Failed);
+            self.shared.reject(Rejection::Failed);
             return;
         }
         if self.shared.engine.may_contain(evicted.key.as_str()) {
@@ -374,7 +374,7 @@ impl DiskTier {
         let queued = shared.queued.fetch_add(weight, Ordering::AcqRel);
         if !patient && queued + weight > shared.write_buffer {
             shared.queued.fetch_sub(weight, Ordering::AcqRel);
-            self.reject(Rejection::Budget);
+            shared.reject(Rejection::Budget);
             return;
         }
         let job = Job::Write {
@@ -394,12 +394,8 @@ impl DiskTier {
             // The writer thread is gone.
             shared.queued.fetch_sub(weight, Ordering::AcqRel);
             shared.fail("the writer thread stopped");
-            self.reject(Rejection::Failed);
+            shared.reject(Rejection::Failed);
         }
-    }
-
-    fn reject(&self, why: Rejection) {
-        self.shared.counters.rejected[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The variants on disk for `key`, verified and decoded; `None` when there is no usable
@@ -542,6 +538,10 @@ impl DiskTier {
 }
 
 impl Shared {
+    fn reject(&self, why: Rejection) {
+        self.counters.rejected[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Stops the tier after the engine failed; logged once.
     fn fail(&self, what: &str) {
         if !self.failed.swap(true, Ordering::Relaxed) {
@@ -589,8 +589,7 @@ impl Writer {
                     weight,
                 } => {
                     if self.shared.failed.load(Ordering::Relaxed) {
-                        self.shared.counters.rejected[Rejection::Failed as usize]
-                            .fetch_add(1, Ordering::Relaxed);
+                        self.shared.reject(Rejection::Failed);
                     } else {
                         let wrote = catch_unwind(AssertUnwindSafe(|| {
                             self.write(&key, &variants, reason, sequence, patient)
@@ -617,7 +616,7 @@ impl Writer {
             return;
         }
         if self.disk_full() {
-            self.shared.counters.rejected[Rejection::Full as usize].fetch_add(1, Ordering::Relaxed);
+            self.shared.reject(Rejection::Full);
             return;
         }
         let shared = Arc::clone(&self.shared);
@@ -626,11 +625,11 @@ impl Writer {
         let len = record.len() as u64;
         // The engine adds its own entry header and aligns to pages.
         if len + key.as_bytes().len() as u64 + 4096 > shared.block_bytes {
-            shared.counters.rejected[Rejection::TooLarge as usize].fetch_add(1, Ordering::Relaxed);
+            shared.reject(Rejection::TooLarge);
             return;
         }
         if !self.rate.take(len, patient) {
-            shared.counters.rejected[Rejection::Budget as usize].fetch_add(1, Ordering::Relaxed);
+            shared.reject(Rejection::Budget);
             return;
         }
         let new_key = !shared.engine.may_contain(key.as_str());
