@@ -42,9 +42,11 @@ pub enum RecordError {
 
 /// The record of `variants` stored under `key`.
 pub fn encode(key: &CacheKey, variants: &[Arc<StoredResponse>]) -> Vec<u8> {
+    // A variant's weight counts its body, its headers and the policy's copies of them: about
+    // what its part of the record takes.
     let size = variants
         .iter()
-        .map(|v| v.body.len() + usize::try_from(v.weight).unwrap_or(0))
+        .map(|v| usize::try_from(v.weight).unwrap_or(0))
         .sum::<usize>();
     let mut out = Vec::with_capacity(size + key.as_bytes().len() + 64);
     out.extend_from_slice(MAGIC);
