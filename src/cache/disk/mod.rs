@@ -284,7 +284,7 @@ impl DiskTier {
         ))
     }
 
-    /// The tier over any engine (tests use one that fails on purpose).
+    /// The tier over any engine behind [`DiskEngine`] (`open` uses foyer's).
     pub fn with_engine(
         engine: Arc<dyn DiskEngine>,
         engine_counters: Arc<EngineCounters>,
