@@ -11,5 +11,6 @@ pub mod listening;
 pub mod proxy;
 pub mod sim;
 pub mod telemetry;
+pub mod tls;
 pub mod trace;
 pub mod traffic;

@@ -7,11 +7,13 @@ use std::str::FromStr;
 use http::Uri;
 
 const PREFIX: &str = "bloomgate listening on http://";
+const HTTPS: &str = " and https://";
 const ADMIN: &str = " (admin http://";
 const ORIGIN: &str = "/metrics) -> origin ";
 
 /// Where a started `bloomgate serve` listens, as the one line it prints on stdout:
-/// `bloomgate listening on http://ADDR (admin http://ADMIN/metrics) -> origin URL`.
+/// `bloomgate listening on http://ADDR (admin http://ADMIN/metrics) -> origin URL`, with
+/// ` and https://TLS_ADDR` after `ADDR` when `[server.tls]` is set.
 ///
 /// `load/lib.sh` reads the same line with `sed`, so a change here changes it there too.
 ///
@@ -28,6 +30,8 @@ const ORIGIN: &str = "/metrics) -> origin ";
 pub struct ListeningLine {
     /// The public listener.
     pub addr: SocketAddr,
+    /// The HTTPS listener, when there is one.
+    pub tls_addr: Option<SocketAddr>,
     /// The admin listener (metrics, health, purge).
     pub admin_addr: SocketAddr,
     /// The origin requests go to.
@@ -43,11 +47,11 @@ pub struct NotAListeningLine(pub String);
 
 impl fmt::Display for ListeningLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{PREFIX}{}{ADMIN}{}{ORIGIN}{}",
-            self.addr, self.admin_addr, self.origin
-        )
+        write!(f, "{PREFIX}{}", self.addr)?;
+        if let Some(tls_addr) = self.tls_addr {
+            write!(f, "{HTTPS}{tls_addr}")?;
+        }
+        write!(f, "{ADMIN}{}{ORIGIN}{}", self.admin_addr, self.origin)
     }
 }
 
@@ -62,10 +66,15 @@ impl FromStr for ListeningLine {
 
 fn parse(line: &str) -> Option<ListeningLine> {
     let rest = line.strip_prefix(PREFIX)?;
-    let (addr, rest) = rest.split_once(ADMIN)?;
+    let (addrs, rest) = rest.split_once(ADMIN)?;
     let (admin_addr, origin) = rest.split_once(ORIGIN)?;
+    let (addr, tls_addr) = match addrs.split_once(HTTPS) {
+        Some((addr, tls_addr)) => (addr, Some(tls_addr.parse().ok()?)),
+        None => (addrs, None),
+    };
     Some(ListeningLine {
         addr: addr.parse().ok()?,
+        tls_addr,
         admin_addr: admin_addr.parse().ok()?,
         origin: origin.parse().ok()?,
     })
@@ -79,6 +88,7 @@ mod tests {
     fn the_printed_line_reads_back_as_the_same_addresses() {
         let listening = ListeningLine {
             addr: "[::1]:4000".parse().unwrap(),
+            tls_addr: None,
             admin_addr: "127.0.0.1:4001".parse().unwrap(),
             origin: "http://origin.internal:8081".parse().unwrap(),
         };
@@ -87,7 +97,17 @@ mod tests {
             line,
             "bloomgate listening on http://[::1]:4000 (admin http://127.0.0.1:4001/metrics) -> origin http://origin.internal:8081/\n"
         );
-        assert_eq!(line.parse(), Ok(listening));
+        assert_eq!(line.parse(), Ok(listening.clone()));
+        let with_tls = ListeningLine {
+            tls_addr: Some("[::1]:4443".parse().unwrap()),
+            ..listening
+        };
+        let line = with_tls.to_string();
+        assert_eq!(
+            line,
+            "bloomgate listening on http://[::1]:4000 and https://[::1]:4443 (admin http://127.0.0.1:4001/metrics) -> origin http://origin.internal:8081/"
+        );
+        assert_eq!(line.parse(), Ok(with_tls));
     }
 
     #[test]

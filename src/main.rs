@@ -131,6 +131,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // One line on stdout that scripts and tests read to find the ports.
         let listening = ListeningLine {
             addr: running.addr,
+            tls_addr: running.tls_addr,
             admin_addr: running.admin_addr,
             origin,
         };

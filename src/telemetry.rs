@@ -51,6 +51,7 @@ pub const ORIGIN_BYTES_TOTAL: &str = "bloomgate_origin_bytes_total";
 pub const CONNECTIONS_OPEN: &str = "bloomgate_connections_open";
 pub const CONNECTIONS_REFUSED_TOTAL: &str = "bloomgate_connections_refused_total";
 pub const CONNECTIONS_IDLE_CLOSED_TOTAL: &str = "bloomgate_connections_idle_closed_total";
+pub const TLS_HANDSHAKES_TOTAL: &str = "bloomgate_tls_handshakes_total";
 
 /// Help texts of the doorkeeper's metrics, shared with the Pingora plugin's collector so that
 /// both exporters describe them alike.
@@ -169,6 +170,10 @@ fn describe() {
     describe_counter!(
         CONNECTIONS_REFUSED_TOTAL,
         "Client connections closed at accept because the connection limit was reached."
+    );
+    describe_counter!(
+        TLS_HANDSHAKES_TOTAL,
+        "TLS handshakes on the HTTPS listener, by outcome (ok, error, timeout)."
     );
 }
 

@@ -8,6 +8,7 @@
 
 use std::sync::{Arc, LazyLock};
 
+use bloomgate::admission::probation::Mode;
 use bloomgate::config::{Config, FORWARDING_HEADERS};
 use bloomgate::proxy::{Live, Route, translate};
 use libfuzzer_sys::fuzz_target;
@@ -15,8 +16,8 @@ use libfuzzer_sys::fuzz_target;
 static LIVE: LazyLock<Arc<Live>> = LazyLock::new(|| {
     let mut config = Config::defaults();
     config.origin.preserve_host = true;
-    config.admission.enabled = false;
-    Arc::new(Live::new(config))
+    config.admission.mode = Mode::Off;
+    Arc::new(Live::new(config).expect("a plain-HTTP origin needs no TLS files"))
 });
 
 const NEVER_FORWARDED: &[&str] = &[

@@ -8,6 +8,22 @@ use http::request::Parts;
 use super::authority::{Authority, AuthorityError};
 use crate::config::CacheKeyConfig;
 
+/// A request extension the listener sets on every request that came over TLS.
+///
+/// The scheme in a cache key is the connection's, never the request's own claim: a client can send
+/// `GET https://site/ HTTP/1.1` (absolute form) or an HTTP/2 `:scheme` of `https` over plain TCP,
+/// and must not reach or fill the entries of HTTPS clients that way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientTls;
+
+/// `https` for a request that came over TLS, `http` otherwise.
+pub fn scheme(parts: &Parts) -> &'static str {
+    match parts.extensions.get::<ClientTls>() {
+        Some(ClientTls) => "https",
+        None => "http",
+    }
+}
+
 /// The primary cache key of a request: `[scheme://]host/path[?query]`, normalised by the configuration.
 ///
 /// Two requests with the same key share one stored object (per `Vary` variant). Shared, not copied:
@@ -52,7 +68,7 @@ impl CacheKey {
         let host = authority.as_str();
         let mut key = String::with_capacity(host.len() + path.len() + 16);
         if config.include_scheme {
-            key.push_str(parts.uri.scheme_str().unwrap_or("http"));
+            key.push_str(scheme(parts));
             key.push_str("://");
         }
         if config.include_host {

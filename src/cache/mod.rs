@@ -12,5 +12,5 @@ pub use entry::{
     Freshness, NotStored, PolicyRequest, PolicyResponse, StoredResponse, directives, owned_headers,
     policy_for, storability,
 };
-pub use key::{CacheKey, KeyError, keyed_query};
+pub use key::{CacheKey, ClientTls, KeyError, keyed_query, scheme};
 pub use store::{Evicted, EvictionListener, Proof, Store, StoreCounters, Usage, Variants};

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::size::format_size;
-use super::{Config, ConfigErrors};
+use super::{Config, ConfigError, ConfigErrors};
 use crate::admission::probation::Mode;
 
 /// Arguments of `bloomgate check-config`.
@@ -14,8 +14,26 @@ pub struct CheckConfigArgs {
 }
 
 /// Validates the file: `"PATH: ok"` and a one-line summary, or every error found (one per line).
+/// The TLS files it names are read too, as `serve` would read them.
 pub fn check_config(args: &CheckConfigArgs) -> Result<String, ConfigErrors> {
     let config = Config::load(&args.path)?;
+    let mut errors = Vec::new();
+    if let Some(tls) = &config.server.tls
+        && let Err(error) = crate::tls::Certificates::read(tls)
+    {
+        errors.push(ConfigError::invalid(
+            "server.tls".to_owned(),
+            error.to_string(),
+        ));
+    }
+    if config.origin.url.scheme_str() == Some("https")
+        && let Err(error) = crate::tls::origin_client_config(&config.origin)
+    {
+        errors.push(ConfigError::invalid("origin".to_owned(), error.to_string()));
+    }
+    if !errors.is_empty() {
+        return Err(ConfigErrors::new(errors).in_file(&args.path));
+    }
     Ok(format!("{}: ok\n{}", args.path.display(), summary(&config)))
 }
 
@@ -47,8 +65,12 @@ fn summary(config: &Config) -> String {
         ),
         None => String::new(),
     };
+    let https = match &config.server.tls {
+        Some(tls) => format!(" and https {}", tls.listen),
+        None => String::new(),
+    };
     format!(
-        "listen {} -> origin {}, cache {} (objects up to {}){disk}, {admission}, admin {}, log {}",
+        "listen {}{https} -> origin {}, cache {} (objects up to {}){disk}, {admission}, admin {}, log {}",
         config.server.listen,
         config.origin.url,
         format_size(config.cache.max_bytes),

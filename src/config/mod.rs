@@ -74,13 +74,33 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Networks allowed to send PURGE to the public listener. Default none.
     pub purge_allowed_networks: Vec<ipnet::IpNet>,
+    /// `[server.tls]`: the HTTPS listener; `None` (no table) = plain HTTP only. Default none.
+    pub tls: Option<TlsListenerConfig>,
+}
+
+/// `[server.tls]`: a second listener that speaks HTTPS (TLS 1.2 and 1.3, ALPN `h2` and
+/// `http/1.1`). Its certificate and key are read at start and again on every reload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TlsListenerConfig {
+    /// Address of the HTTPS listener; plain HTTP stays on `server.listen`.
+    pub listen: SocketAddr,
+    /// PEM file: the certificate chain, leaf first.
+    pub cert_file: PathBuf,
+    /// PEM file: the private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
 }
 
 /// `[origin]`: the server behind the proxy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OriginConfig {
-    /// `http://host:port`, no path. Default `http://127.0.0.1:8081`.
+    /// `http://host:port` or `https://host:port`, no path. Default `http://127.0.0.1:8081`.
     pub url: http::Uri,
+    /// PEM file of the CA certificates an `https` origin's certificate is verified against,
+    /// instead of the system's roots; `None` = the system's roots. Default none.
+    pub ca_file: Option<PathBuf>,
+    /// The name sent in SNI and checked against an `https` origin's certificate; `None` = the
+    /// URL's host. Default none.
+    pub tls_server_name: Option<String>,
     /// Default 2s.
     pub connect_timeout: Duration,
     /// A silent origin gets the client a 504 within this. Default 15s.

@@ -12,7 +12,7 @@ use super::size::format_size;
 use super::values::{self, shown};
 use super::{
     AdminConfig, AdmissionConfig, CacheConfig, CacheKeyConfig, Config, DiskConfig, LogConfig,
-    OriginConfig, ServerConfig,
+    OriginConfig, ServerConfig, TlsListenerConfig,
 };
 
 /// Lays `user` over `base`: tables merge key by key, any other value replaces the base's.
@@ -132,6 +132,7 @@ fn read_server(s: &mut Section) -> Option<ServerConfig> {
     });
     let shutdown_grace = s.get("shutdown_grace", values::duration);
     let purge_allowed_networks = s.get("purge_allowed_networks", values::networks);
+    let tls = s.optional_child("tls", read_tls_listener);
     Some(ServerConfig {
         listen: listen?,
         max_connections: max_connections?,
@@ -141,11 +142,37 @@ fn read_server(s: &mut Section) -> Option<ServerConfig> {
         max_header_bytes: max_header_bytes?,
         shutdown_grace: shutdown_grace?,
         purge_allowed_networks: purge_allowed_networks?,
+        tls: tls?,
+    })
+}
+
+fn read_tls_listener(s: &mut Section) -> Option<TlsListenerConfig> {
+    let listen = s.required("listen", values::socket_addr);
+    let cert_file = s.required("cert_file", values::file_path);
+    let key_file = s.required("key_file", values::file_path);
+    Some(TlsListenerConfig {
+        listen: listen?,
+        cert_file: cert_file?,
+        key_file: key_file?,
     })
 }
 
 fn read_origin(s: &mut Section) -> Option<OriginConfig> {
     let url = s.get("url", values::origin_url);
+    let optional_path = |v: &Value| {
+        let path = values::string(v)?;
+        Ok((!path.is_empty()).then(|| PathBuf::from(path)))
+    };
+    let ca_file = s.get("ca_file", optional_path);
+    let tls_server_name = s.get("tls_server_name", |v| {
+        let name = values::string(v)?;
+        if name.is_empty() {
+            return Ok(None);
+        }
+        rustls_pki_types::ServerName::try_from(name.as_str())
+            .map_err(|_| format!("expected a DNS name or an IP address, got {}", shown(v)))?;
+        Ok(Some(name))
+    });
     let connect_timeout = s.get("connect_timeout", values::positive_duration);
     let first_byte_timeout = s.get("first_byte_timeout", values::positive_duration);
     let idle_timeout = s.get("idle_timeout", values::positive_duration);
@@ -154,8 +181,23 @@ fn read_origin(s: &mut Section) -> Option<OriginConfig> {
     let preserve_host = s.get("preserve_host", values::boolean);
     let trusted_forwarding_headers =
         s.get("trusted_forwarding_headers", values::forwarding_headers);
+    let url = url?;
+    let (ca_file, tls_server_name) = (ca_file?, tls_server_name?);
+    if url.scheme_str() != Some("https") {
+        // A CA or name for a plain-HTTP origin would be silently unused: the operator meant https.
+        if ca_file.is_some() {
+            s.report("ca_file", "is set, but origin.url is not https");
+            return None;
+        }
+        if tls_server_name.is_some() {
+            s.report("tls_server_name", "is set, but origin.url is not https");
+            return None;
+        }
+    }
     Some(OriginConfig {
-        url: url?,
+        url,
+        ca_file,
+        tls_server_name,
         connect_timeout: connect_timeout?,
         first_byte_timeout: first_byte_timeout?,
         idle_timeout: idle_timeout?,
@@ -403,6 +445,35 @@ impl<'t> Section<'t> {
         read(value)
             .map_err(|problem| self.report(key, problem))
             .ok()
+    }
+
+    /// A key a user's table must give itself (it has no default), in a table that is optional.
+    fn required<T>(
+        &mut self,
+        key: &'static str,
+        read: impl FnOnce(&Value) -> Result<T, String>,
+    ) -> Option<T> {
+        self.read.push(key);
+        let Some(value) = self.table.get(key) else {
+            self.report(key, "missing (this table has no defaults)");
+            return None;
+        };
+        read(value)
+            .map_err(|problem| self.report(key, problem))
+            .ok()
+    }
+
+    /// A table with no defaults that may be absent: `Some(None)` when it is.
+    fn optional_child<T>(
+        &mut self,
+        key: &'static str,
+        read: impl FnOnce(&mut Section<'t>) -> Option<T>,
+    ) -> Option<Option<T>> {
+        if !self.table.contains_key(key) {
+            self.read.push(key);
+            return Some(None);
+        }
+        self.child(key, read).map(Some)
     }
 
     fn child<T>(

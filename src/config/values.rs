@@ -157,7 +157,7 @@ fn list<T>(
 pub fn origin_url(value: &Value) -> Result<Uri, String> {
     let expected = || {
         format!(
-            "expected a URL like \"http://127.0.0.1:8081\", got {}",
+            "expected a URL like \"http://127.0.0.1:8081\" or \"https://origin.example\", got {}",
             shown(value)
         )
     };
@@ -165,7 +165,7 @@ pub fn origin_url(value: &Value) -> Result<Uri, String> {
     let uri: Uri = text.trim().parse().map_err(|_| expected())?;
     match uri.scheme_str() {
         Some("http") => {}
-        Some("https") => return Err("https origins are not supported yet".to_owned()),
+        Some("https") => {}
         _ => return Err(expected()),
     }
     if uri.host().is_none_or(str::is_empty) {
@@ -178,6 +178,14 @@ pub fn origin_url(value: &Value) -> Result<Uri, String> {
         ));
     }
     Ok(uri)
+}
+
+/// Reads a file path: a non-empty string.
+pub fn file_path(value: &Value) -> Result<std::path::PathBuf, String> {
+    match value.as_str() {
+        Some(path) if !path.is_empty() => Ok(std::path::PathBuf::from(path)),
+        _ => Err(format!("expected a file path, got {}", shown(value))),
+    }
 }
 
 /// Reads a boolean.
@@ -304,14 +312,12 @@ mod tests {
     }
 
     #[test]
-    fn origin_url_must_be_plain_http() {
+    fn origin_url_is_http_or_https_without_a_path() {
         let uri = origin_url(&text("http://127.0.0.1:8081")).unwrap();
         assert_eq!(uri.port_u16(), Some(8081));
         assert!(origin_url(&text("http://origin.internal/")).is_ok());
-        assert_eq!(
-            origin_url(&text("https://example.com")),
-            Err("https origins are not supported yet".to_owned())
-        );
+        assert!(origin_url(&text("https://example.com")).is_ok());
+        assert!(origin_url(&text("ftp://example.com")).is_err());
         assert!(
             origin_url(&text("http://example.com/api"))
                 .unwrap_err()

@@ -21,7 +21,14 @@ impl Config {
             admin,
             log,
         } = self;
-        let server = table([
+        let tls = server.tls.as_ref().map(|tls| {
+            table([
+                ("listen", text(tls.listen)),
+                ("cert_file", text(tls.cert_file.display())),
+                ("key_file", text(tls.key_file.display())),
+            ])
+        });
+        let mut server = table([
             ("listen", text(server.listen)),
             ("max_connections", count(server.max_connections)),
             ("header_read_timeout", duration(server.header_read_timeout)),
@@ -34,8 +41,16 @@ impl Config {
                 texts(&server.purge_allowed_networks),
             ),
         ]);
+        if let (Value::Table(server), Some(tls)) = (&mut server, tls) {
+            server.insert("tls".to_owned(), tls);
+        }
         let origin = table([
             ("url", text(&origin.url)),
+            ("ca_file", text(optional_path(origin.ca_file.as_deref()))),
+            (
+                "tls_server_name",
+                text(origin.tls_server_name.as_deref().unwrap_or_default()),
+            ),
             ("connect_timeout", duration(origin.connect_timeout)),
             ("first_byte_timeout", duration(origin.first_byte_timeout)),
             ("idle_timeout", duration(origin.idle_timeout)),
@@ -64,10 +79,7 @@ impl Config {
             ("key", key),
         ]);
         // The file says "no snapshot" with an empty path.
-        let snapshot_path = admission
-            .snapshot_path
-            .as_ref()
-            .map_or_else(String::new, |path| path.to_string_lossy().into_owned());
+        let snapshot_path = optional_path(admission.snapshot_path.as_deref());
         let admission = table([
             ("mode", text(admission.mode.as_str())),
             ("probation_share", Value::Float(admission.probation_share)),
@@ -81,10 +93,7 @@ impl Config {
             ("snapshot_path", text(snapshot_path)),
             ("snapshot_interval", duration(admission.snapshot_interval)),
         ]);
-        let disk_path = disk
-            .path
-            .as_ref()
-            .map_or_else(String::new, |path| path.to_string_lossy().into_owned());
+        let disk_path = optional_path(disk.path.as_deref());
         let disk = table([
             ("path", text(disk_path)),
             ("max_bytes", size(disk.max_bytes)),
@@ -106,6 +115,11 @@ impl Config {
         .collect();
         root.to_string()
     }
+}
+
+/// A path the file spells "" when there is none.
+fn optional_path(path: Option<&std::path::Path>) -> String {
+    path.map_or_else(String::new, |path| path.to_string_lossy().into_owned())
 }
 
 fn table<const N: usize>(entries: [(&str, Value); N]) -> Value {
@@ -180,7 +194,14 @@ mod tests {
         config.server.idle_timeout = Duration::from_secs(3);
         config.server.send_timeout = Duration::from_millis(2500);
         config.server.purge_allowed_networks = vec!["10.0.0.0/8".parse().unwrap()];
-        config.origin.url = "http://origin.internal:8081".parse().unwrap();
+        config.server.tls = Some(crate::config::TlsListenerConfig {
+            listen: "0.0.0.0:8443".parse().unwrap(),
+            cert_file: PathBuf::from("/etc/bloomgate/cert.pem"),
+            key_file: PathBuf::from("/etc/bloomgate/key.pem"),
+        });
+        config.origin.url = "https://origin.internal:8443".parse().unwrap();
+        config.origin.ca_file = Some(PathBuf::from("/etc/bloomgate/origin-ca.pem"));
+        config.origin.tls_server_name = Some("origin.internal".into());
         config.origin.connect_timeout = Duration::from_nanos(1_000_000_001);
         config.origin.pool_max_idle_per_host = 0;
         config.origin.preserve_host = true;

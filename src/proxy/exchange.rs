@@ -17,7 +17,7 @@ use super::Live;
 use super::headers::{Forwarding, OriginBody, to_origin};
 use super::origin::OutgoingBody;
 use super::status::Fwd;
-use crate::cache::{Authority, CacheKey, KeyError, StoredResponse, keyed_query};
+use crate::cache::{Authority, CacheKey, ClientTls, KeyError, StoredResponse, keyed_query};
 use crate::config::Config;
 
 /// A request the proxy has accepted: its parts, validated authority and cache key, and the `Live`
@@ -105,6 +105,9 @@ impl Exchange {
         *request.uri_mut() = self.parts.uri.clone();
         *request.version_mut() = self.parts.version;
         *request.headers_mut() = self.parts.headers.clone();
+        if let Some(tls) = self.parts.extensions.get::<ClientTls>() {
+            request.extensions_mut().insert(*tls);
+        }
         Exchange {
             parts: request.into_parts().0,
             peer: self.peer,
@@ -170,6 +173,7 @@ impl Exchange {
             .unwrap_or_else(|| HeaderValue::from_static("localhost"));
         Forwarding {
             peer: self.peer,
+            scheme: crate::cache::scheme(&self.parts),
             host,
             version: self.parts.version,
             trusted: &self.config().origin.trusted_forwarding_headers,
@@ -229,7 +233,7 @@ mod tests {
         method: &str,
         target: &str,
     ) -> Result<(CacheKey, Route, Request<()>), TranslateError> {
-        let live = Arc::new(Live::new(config));
+        let live = Arc::new(Live::new(config).expect("a plain-HTTP origin"));
         let request = Request::builder()
             .method(method)
             .uri(target)

@@ -60,6 +60,8 @@ pub enum OriginBody {
 /// Who the request came from and how, for the forwarding fields the origin receives.
 pub struct Forwarding<'a> {
     pub peer: SocketAddr,
+    /// The scheme of the client's connection, for `X-Forwarded-Proto`.
+    pub scheme: &'static str,
     /// The `Host` the origin receives: the client's validated authority or the origin's own.
     pub host: HeaderValue,
     /// The client's protocol version, for `Via` (RFC 9110 section 7.6.3).
@@ -108,7 +110,7 @@ pub fn to_origin(client: &HeaderMap, forwarding: &Forwarding<'_>, body: OriginBo
     }
     let proto = HeaderName::from_static("x-forwarded-proto");
     if !forwarding.trusted.contains(&proto) {
-        headers.insert(proto, HeaderValue::from_static("http"));
+        headers.insert(proto, HeaderValue::from_static(forwarding.scheme));
     }
     let via = match forwarding.version {
         Version::HTTP_10 => "1.0 bloomgate",
@@ -250,6 +252,7 @@ mod tests {
 
     fn forwarding(trusted: &[HeaderName]) -> Forwarding<'_> {
         Forwarding {
+            scheme: "http",
             peer: "192.0.2.7:5000".parse().expect("address"),
             host: HeaderValue::from_static("origin.internal:8081"),
             version: Version::HTTP_11,

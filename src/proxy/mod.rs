@@ -28,6 +28,7 @@ use crate::cache::Store;
 use crate::cache::disk::DiskTier;
 use crate::config::{AdmissionConfig, Config};
 use crate::telemetry::ScrapeState;
+use crate::tls::{Certificates, TlsError};
 
 pub use exchange::{Route, TranslateError, translate};
 pub use persist::{SnapshotLoadError, SnapshotSaveError};
@@ -48,13 +49,13 @@ pub struct Live {
 
 impl Live {
     /// The live state for a configuration: its origin client, and a fresh doorkeeper when
-    /// admission is on.
-    pub fn new(config: Config) -> Live {
-        Live {
-            origin: OriginClient::new(&config.origin),
+    /// admission is on. Fails only on an `https` origin's TLS files.
+    pub fn new(config: Config) -> Result<Live, TlsError> {
+        Ok(Live {
+            origin: OriginClient::new(&config.origin)?,
             doorkeeper: new_doorkeeper(&config.admission),
             config: Arc::new(config),
-        }
+        })
     }
 }
 
@@ -68,6 +69,8 @@ pub struct Proxy {
     flights: Arc<Coalescer>,
     /// The file `reload` re-reads; `None` when running on built-in defaults.
     config_path: Option<PathBuf>,
+    /// The HTTPS listener's certificate, when `[server.tls]` is set: read again on reload.
+    certificates: Option<Arc<Certificates>>,
     /// Serialises reloads (SIGHUP and the admin endpoint may race).
     reloading: Mutex<()>,
     /// Serialises snapshot saves (the periodic one and the one at shutdown may race).
@@ -77,8 +80,18 @@ pub struct Proxy {
 impl Proxy {
     /// A proxy for `config`; its doorkeeper resumes from `admission.snapshot_path` when that file
     /// holds a usable snapshot (read here, before serving starts). With a disk tier, the entries
-    /// the store evicts are offered to it.
-    pub fn new(config: Config, config_path: Option<PathBuf>, disk: Option<Arc<DiskTier>>) -> Proxy {
+    /// the store evicts are offered to it. Fails on TLS files that cannot be used (the
+    /// listener's certificate and key, an `https` origin's CA), naming the file.
+    pub fn new(
+        config: Config,
+        config_path: Option<PathBuf>,
+        disk: Option<Arc<DiskTier>>,
+    ) -> Result<Proxy, TlsError> {
+        let origin = OriginClient::new(&config.origin)?;
+        let certificates = match &config.server.tls {
+            Some(tls) => Some(Arc::new(Certificates::load(tls)?)),
+            None => None,
+        };
         let doorkeeper = persist::restore_or_new(&config.admission);
         let budget = Budget::new(config.cache.max_bytes, config.admission.probation_share);
         let store = match &disk {
@@ -92,19 +105,25 @@ impl Proxy {
             }
             None => Store::new(budget, config.cache.max_variants),
         };
-        Proxy {
+        Ok(Proxy {
             store,
             disk,
             flights: Arc::new(Coalescer::default()),
             live: ArcSwap::from_pointee(Live {
-                origin: OriginClient::new(&config.origin),
+                origin,
                 doorkeeper,
                 config: Arc::new(config),
             }),
             config_path,
+            certificates,
             reloading: Mutex::new(()),
             saving: Mutex::new(()),
-        }
+        })
+    }
+
+    /// The HTTPS listener's certificate store, when there is one.
+    pub fn certificates(&self) -> Option<&Arc<Certificates>> {
+        self.certificates.as_ref()
     }
 
     /// The configuration, origin client and doorkeeper in force now.

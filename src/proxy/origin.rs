@@ -1,5 +1,5 @@
-//! The origin client: a pooled HTTP/1.1 client with connect and first-byte timeouts, and how its
-//! failures map to the status a client sees.
+//! The origin client: a pooled HTTP/1.1 client, plain or over TLS, with connect and first-byte
+//! timeouts, and how its failures map to the status a client sees.
 
 use std::time::Duration;
 
@@ -8,6 +8,7 @@ use http::uri::PathAndQuery;
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
+use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -16,6 +17,7 @@ use metrics::counter;
 use super::status::Detail;
 use crate::config::OriginConfig;
 use crate::telemetry::ORIGIN_REQUESTS_TOTAL;
+use crate::tls::{self, TlsError};
 
 /// Which wait ran out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +49,8 @@ pub enum OriginError {
         waiting: Waiting,
         timeout: Duration,
     },
+    #[error("origin {origin}: TLS handshake failed: {problem}")]
+    Tls { origin: Uri, problem: String },
     #[error("origin {origin}: {source}")]
     Protocol {
         origin: Uri,
@@ -58,6 +62,7 @@ impl OriginError {
     pub fn failure(&self) -> OriginFailure {
         match self {
             OriginError::Timeout { .. } => OriginFailure::Timeout,
+            OriginError::Tls { .. } => OriginFailure::Tls,
             OriginError::Connect { .. } | OriginError::Protocol { .. } => OriginFailure::Error,
         }
     }
@@ -66,6 +71,7 @@ impl OriginError {
         match self {
             OriginError::Connect { .. } => "connect_error",
             OriginError::Timeout { .. } => "timeout",
+            OriginError::Tls { .. } => "tls_error",
             OriginError::Protocol { .. } => "protocol_error",
         }
     }
@@ -79,12 +85,14 @@ pub enum OriginFailure {
     Error,
     /// 504 (RFC 9110 section 15.6.5).
     Timeout,
+    /// 502: the origin's certificate was refused, or the handshake failed.
+    Tls,
 }
 
 impl OriginFailure {
     pub fn status(self) -> StatusCode {
         match self {
-            OriginFailure::Error => StatusCode::BAD_GATEWAY,
+            OriginFailure::Error | OriginFailure::Tls => StatusCode::BAD_GATEWAY,
             OriginFailure::Timeout => StatusCode::GATEWAY_TIMEOUT,
         }
     }
@@ -93,6 +101,7 @@ impl OriginFailure {
         match self {
             OriginFailure::Error => Detail::OriginError,
             OriginFailure::Timeout => Detail::OriginTimeout,
+            OriginFailure::Tls => Detail::OriginTls,
         }
     }
 
@@ -100,6 +109,7 @@ impl OriginFailure {
         match self {
             OriginFailure::Error => "origin unavailable\n",
             OriginFailure::Timeout => "origin timed out\n",
+            OriginFailure::Tls => "origin TLS handshake failed\n",
         }
     }
 }
@@ -112,6 +122,7 @@ pub const OUTCOMES: &[&str] = &[
     "5xx",
     "connect_error",
     "timeout",
+    "tls_error",
     "protocol_error",
     "body_error",
 ];
@@ -122,30 +133,56 @@ pub type OutgoingBody = BoxBody<Bytes, hyper::Error>;
 /// A pooled client bound to one origin.
 #[derive(Clone)]
 pub struct OriginClient {
-    client: Client<HttpConnector, OutgoingBody>,
+    client: Client<HttpsConnector<HttpConnector>, OutgoingBody>,
     base: Uri,
     connect_timeout: Duration,
     first_byte_timeout: Duration,
 }
 
 impl OriginClient {
-    pub fn new(config: &OriginConfig) -> OriginClient {
+    /// A client for `config.url`; for `https`, its TLS configuration (`origin.ca_file` or the
+    /// system's roots) is read here, and an error names the file or key at fault.
+    pub fn new(config: &OriginConfig) -> Result<OriginClient, TlsError> {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(config.connect_timeout));
         connector.set_nodelay(true);
         connector.set_keepalive(Some(Duration::from_secs(60)));
+        // The TLS layer hands https URLs to the TCP connector.
+        connector.enforce_http(false);
+        let connector = match config.url.scheme_str() {
+            Some("https") => {
+                let builder = HttpsConnectorBuilder::new()
+                    .with_tls_config(tls::origin_client_config(config)?)
+                    .https_only();
+                let builder = match &config.tls_server_name {
+                    Some(name) => {
+                        let name = rustls_pki_types::ServerName::try_from(name.clone())
+                            .map_err(|_| TlsError::ServerName(name.clone()))?;
+                        builder.with_server_name_resolver(FixedServerNameResolver::new(name))
+                    }
+                    None => builder,
+                };
+                builder.enable_http1().wrap_connector(connector)
+            }
+            // Plain HTTP: the TLS layer is never used, so it needs no roots.
+            _ => HttpsConnectorBuilder::new()
+                .with_tls_config(tls::no_roots_client_config()?)
+                .https_or_http()
+                .enable_http1()
+                .wrap_connector(connector),
+        };
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(config.pool_idle_timeout)
             .pool_max_idle_per_host(config.pool_max_idle_per_host)
             .pool_timer(TokioTimer::new())
             .timer(TokioTimer::new())
             .build(connector);
-        OriginClient {
+        Ok(OriginClient {
             client,
             base: config.url.clone(),
             connect_timeout: config.connect_timeout,
             first_byte_timeout: config.first_byte_timeout,
-        }
+        })
     }
 
     pub fn base(&self) -> &Uri {
@@ -205,10 +242,17 @@ impl OriginClient {
     }
 
     /// The connector reports its own timeout as a connect error whose cause is an I/O timeout; a
-    /// client should see 504 for it.
+    /// client should see 504 for it. A refused certificate or failed handshake is told apart, so
+    /// that the log and the client's 502 say what an operator must fix.
     fn connect_failed(&self, source: hyper_util::client::legacy::Error) -> OriginError {
         let mut cause = std::error::Error::source(&source);
         while let Some(error) = cause {
+            if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+                return OriginError::Tls {
+                    origin: self.base.clone(),
+                    problem: tls.to_string(),
+                };
+            }
             if error
                 .downcast_ref::<std::io::Error>()
                 .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
@@ -288,7 +332,7 @@ mod tests {
         config.url = format!("http://{addr}").parse().expect("url");
         config.connect_timeout = Duration::from_millis(200);
         config.first_byte_timeout = Duration::from_secs(5);
-        let client = OriginClient::new(&config);
+        let client = OriginClient::new(&config).expect("a plain-HTTP client");
         let mut request = Request::new(Empty::<Bytes>::new().map_err(|n| match n {}).boxed());
         *request.uri_mut() = client.uri_for(PathAndQuery::from_static("/")).expect("uri");
         let error = client.send(request).await.expect_err("nothing accepts");

@@ -7,6 +7,8 @@ use super::{Live, Proxy, new_doorkeeper};
 use crate::admission::Doorkeeper;
 use crate::config::{Config, ConfigErrors};
 use crate::proxy::OriginClient;
+use crate::tls::Certificates;
+use crate::tls::TlsError;
 
 /// Why a reload changed nothing.
 #[derive(Debug, thiserror::Error)]
@@ -15,6 +17,8 @@ pub enum ReloadError {
     NoFile,
     #[error("config rejected, the running configuration is unchanged:\n{0}")]
     Invalid(ConfigErrors),
+    #[error("TLS files rejected, the running configuration and certificates are unchanged: {0}")]
+    Tls(#[from] TlsError),
 }
 
 /// What a successful reload did.
@@ -31,18 +35,21 @@ impl Proxy {
     pub fn reload(&self) -> Result<ReloadOutcome, ReloadError> {
         let path = self.config_path.as_ref().ok_or(ReloadError::NoFile)?;
         let config = Config::load(path).map_err(ReloadError::Invalid)?;
-        Ok(self.apply(config))
+        self.apply(config)
     }
 
     /// Applies a validated configuration. Requests in flight finish on the configuration they
-    /// started with; new requests see the new one.
+    /// started with; new requests see the new one. The TLS files (the listener's certificate and
+    /// key, an `https` origin's CA) are read first, every time: if any cannot be used, nothing
+    /// changes and the error names the file.
     ///
     /// Live: origin (URL, timeouts, pool), the cache key rules, `cache.max_object_bytes`, admission
     /// (thresholds keep the filters' memory; a new capacity or target rate starts fresh filters;
     /// a new snapshot path or interval applies from the next save),
-    /// PURGE networks, shutdown grace. Listen addresses, connection limits, header limits, the cache
+    /// PURGE networks, shutdown grace, the HTTPS listener's certificate and key (connections
+    /// already open keep theirs). Listen addresses (adding or removing `[server.tls]` too), connection limits, header limits, the cache
     /// size and its split into segments (the store's budget is fixed) and the log level need a restart and are reported as such.
-    pub fn apply(&self, config: Config) -> ReloadOutcome {
+    pub fn apply(&self, config: Config) -> Result<ReloadOutcome, ReloadError> {
         let _serial = self
             .reloading
             .lock()
@@ -51,8 +58,10 @@ impl Proxy {
         let mut outcome = ReloadOutcome::default();
         let was = &old.config;
 
-        let restart_only: [(&'static str, bool); 12] = [
+        let tls_listen = |config: &Config| config.server.tls.as_ref().map(|tls| tls.listen);
+        let restart_only: [(&'static str, bool); 13] = [
             ("server.listen", was.server.listen != config.server.listen),
+            ("server.tls.listen", tls_listen(was) != tls_listen(&config)),
             (
                 "server.max_connections",
                 was.server.max_connections != config.server.max_connections,
@@ -95,12 +104,22 @@ impl Proxy {
             .map(|(key, _)| *key)
             .collect();
 
-        let origin = if was.origin != config.origin {
+        // The TLS files first, so that a bad one changes nothing. A CA file is read again even
+        // when the key is unchanged: the file's content may be new.
+        let origin = if was.origin != config.origin || config.origin.ca_file.is_some() {
             outcome.applied.push("origin");
-            OriginClient::new(&config.origin)
+            OriginClient::new(&config.origin)?
         } else {
             old.origin.clone()
         };
+        let certificate = match (&self.certificates, &config.server.tls) {
+            (Some(certificates), Some(tls)) => Some((certificates, Certificates::read(tls)?)),
+            _ => None,
+        };
+        if let Some((certificates, fresh)) = certificate {
+            certificates.install(fresh);
+            outcome.applied.push("server.tls.certificate");
+        }
         let doorkeeper = if was.admission != config.admission {
             outcome.applied.push("admission");
             carry_over(old.doorkeeper.as_deref(), &config)
@@ -124,7 +143,7 @@ impl Proxy {
             origin,
             doorkeeper,
         }));
-        outcome
+        Ok(outcome)
     }
 }
 

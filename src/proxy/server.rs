@@ -1,5 +1,6 @@
-//! The public listener: HTTP/1.1 with keep-alive and HTTP/2 cleartext, a connection limit, a
-//! header-read timeout, and graceful shutdown.
+//! The public listeners: HTTP/1.1 with keep-alive and HTTP/2 cleartext, and the same over TLS
+//! when `[server.tls]` is set; a connection limit shared by both, a header-read (and handshake)
+//! timeout, and graceful shutdown.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use metrics::{counter, gauge};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
+use tokio_rustls::TlsAcceptor;
 
 use super::Proxy;
 use super::admin;
@@ -22,13 +24,15 @@ use super::idle::{Activity, SendTimeout, Tracked};
 use super::origin::OUTCOMES;
 use super::persist;
 use super::status::Outcome;
+use crate::cache::ClientTls;
 use crate::cache::disk::DiskTier;
 use crate::config::Config;
 use crate::telemetry::{
     ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN,
     CONNECTIONS_REFUSED_TOTAL, FILTER_SNAPSHOTS_TOTAL, ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL,
-    REQUESTS_TOTAL, recorder,
+    REQUESTS_TOTAL, TLS_HANDSHAKES_TOTAL, recorder,
 };
+use crate::tls::TlsError;
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +45,8 @@ pub enum ServeError {
     },
     #[error(transparent)]
     Disk(#[from] crate::cache::disk::DiskError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 /// The shortest wait at shutdown for RAM's proven entries to reach the disk tier.
@@ -52,6 +58,8 @@ const MIN_HEADER_BUFFER: usize = 8192;
 /// A started proxy: where it listens, and how to stop it.
 pub struct RunningProxy {
     pub addr: SocketAddr,
+    /// The HTTPS listener, when `[server.tls]` is set.
+    pub tls_addr: Option<SocketAddr>,
     pub admin_addr: SocketAddr,
     pub proxy: Arc<Proxy>,
     shutdown: watch::Sender<bool>,
@@ -144,6 +152,17 @@ pub async fn start_with_file(
             addr: config.server.listen,
             source,
         })?;
+    let tls_listeners = match &config.server.tls {
+        Some(tls) => bind_listeners(tls.listen, workers).map_err(|source| ServeError::Bind {
+            what: "https",
+            addr: tls.listen,
+            source,
+        })?,
+        None => Vec::new(),
+    };
+    let tls_addr = tls_listeners
+        .first()
+        .and_then(|listener| listener.local_addr().ok());
     let admin_listener = TcpListener::bind(config.admin.listen)
         .await
         .map_err(|source| ServeError::Bind {
@@ -176,7 +195,13 @@ pub async fn start_with_file(
         }
         None => None,
     };
-    let proxy = Arc::new(Proxy::new(config, config_path, disk));
+    let proxy = Arc::new(Proxy::new(config, config_path, disk)?);
+    let acceptor = match proxy.certificates() {
+        Some(certificates) => Some(TlsAcceptor::from(
+            certificates.server_config().map_err(TlsError::from)?,
+        )),
+        None => None,
+    };
     let (shutdown, shutdown_rx) = watch::channel(false);
     let admin_task = tokio::spawn(admin::serve(
         admin_listener,
@@ -198,7 +223,8 @@ pub async fn start_with_file(
     });
     let saver = tokio::spawn(persist::save_periodically(Arc::clone(&proxy)));
     let limit = Arc::new(Semaphore::new(proxy.config().server.max_connections));
-    let finished = spawn_workers(listeners, &proxy, &shutdown_rx, &limit);
+    let tls = acceptor.map(|acceptor| (tls_listeners, acceptor));
+    let finished = spawn_workers(listeners, tls, &proxy, &shutdown_rx, &limit);
     let task = tokio::spawn(async move {
         for worker in finished {
             let _ = worker.await;
@@ -208,9 +234,10 @@ pub async fn start_with_file(
         // A save in progress still completes: shutdown's own save waits for it.
         saver.abort();
     });
-    tracing::info!(%addr, %admin_addr, "bloomgate listening");
+    tracing::info!(%addr, ?tls_addr, %admin_addr, "bloomgate listening");
     Ok(RunningProxy {
         addr,
+        tls_addr,
         admin_addr,
         proxy,
         shutdown,
@@ -244,21 +271,29 @@ fn bind_listeners(addr: SocketAddr, count: usize) -> std::io::Result<Vec<std::ne
     Ok(listeners)
 }
 
-/// One serving thread per listener, each with its own single-threaded runtime, as nginx runs one
-/// worker per core: a connection stays on the thread that accepted it, with no work stealing or
-/// cross-thread wake-ups on the hit path. Returns a receiver per thread that fires when it is done.
+/// One serving thread per listener (per pair of listeners, plain and TLS), each with its own
+/// single-threaded runtime, as nginx runs one worker per core: a connection stays on the thread
+/// that accepted it, with no work stealing or cross-thread wake-ups on the hit path. Returns a
+/// receiver per thread that fires when it is done.
 fn spawn_workers(
     listeners: Vec<std::net::TcpListener>,
+    tls: Option<(Vec<std::net::TcpListener>, TlsAcceptor)>,
     proxy: &Arc<Proxy>,
     shutdown: &watch::Receiver<bool>,
     limit: &Arc<Semaphore>,
 ) -> Vec<tokio::sync::oneshot::Receiver<()>> {
     let mut finished = Vec::with_capacity(listeners.len());
+    let (tls_listeners, acceptor) = match tls {
+        Some((listeners, acceptor)) => (listeners, Some(acceptor)),
+        None => (Vec::new(), None),
+    };
+    let mut tls_listeners = tls_listeners.into_iter();
     for (index, listener) in listeners.into_iter().enumerate() {
         let (done, done_rx) = tokio::sync::oneshot::channel();
         let proxy = Arc::clone(proxy);
         let shutdown = shutdown.clone();
         let limit = Arc::clone(limit);
+        let tls = tls_listeners.next().zip(acceptor.clone());
         let spawned = std::thread::Builder::new()
             .name(format!("bloomgate-worker-{index}"))
             .spawn(move || {
@@ -267,12 +302,19 @@ fn spawn_workers(
                     .build();
                 match runtime {
                     Ok(runtime) => runtime.block_on(async move {
-                        match TcpListener::from_std(listener) {
-                            Ok(listener) => accept_loop(listener, proxy, shutdown, limit).await,
-                            Err(error) => {
-                                tracing::error!(%error, "serving thread cannot use its listener")
+                        let plain = accept_loop(
+                            listener,
+                            None,
+                            Arc::clone(&proxy),
+                            shutdown.clone(),
+                            Arc::clone(&limit),
+                        );
+                        let secure = async move {
+                            if let Some((listener, acceptor)) = tls {
+                                accept_loop(listener, Some(acceptor), proxy, shutdown, limit).await
                             }
-                        }
+                        };
+                        tokio::join!(plain, secure);
                     }),
                     Err(error) => {
                         tracing::error!(%error, "serving thread cannot start its runtime")
@@ -288,12 +330,23 @@ fn spawn_workers(
     finished
 }
 
+/// Accepts connections on one listener until shutdown, then waits for them within the grace
+/// period. With an acceptor, each connection first completes its TLS handshake, in its own task
+/// and within `server.header_read_timeout`, so a slow or silent handshake holds only itself.
 async fn accept_loop(
-    listener: TcpListener,
+    listener: std::net::TcpListener,
+    tls: Option<TlsAcceptor>,
     proxy: Arc<Proxy>,
     mut shutdown: watch::Receiver<bool>,
     limit: Arc<Semaphore>,
 ) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(%error, "serving thread cannot use its listener");
+            return;
+        }
+    };
     let config = proxy.config();
     let server = &config.server;
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -334,12 +387,17 @@ async fn accept_loop(
                 };
                 let _ = stream.set_nodelay(true);
                 let activity = Activity::new();
+                let secure = tls.is_some();
                 let service = service_fn({
                     let proxy = Arc::clone(&proxy);
                     let activity = Arc::clone(&activity);
-                    move |request| {
+                    move |mut request: hyper::Request<hyper::body::Incoming>| {
                         let proxy = Arc::clone(&proxy);
                         let request_in_progress = activity.begin();
+                        if secure {
+                            // What the connection is, not what the request claims (its scheme).
+                            request.extensions_mut().insert(ClientTls);
+                        }
                         async move {
                             let response = proxy.handle(request, peer).await;
                             Ok::<_, std::convert::Infallible>(
@@ -349,8 +407,32 @@ async fn accept_loop(
                     }
                 });
                 let stream = SendTimeout::new(stream, send_timeout);
-                let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-                connections.spawn(serve(connection, activity, idle, shutdown.clone(), peer, permit));
+                let shutdown = shutdown.clone();
+                let Some(acceptor) = &tls else {
+                    let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+                    connections.spawn(serve(connection, activity, idle, shutdown, peer, permit));
+                    continue;
+                };
+                let handshake = acceptor.accept(stream);
+                let builder = builder.clone();
+                connections.spawn(async move {
+                    let stream = match tokio::time::timeout(idle.first_request, handshake).await {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(error)) => {
+                            counter!(TLS_HANDSHAKES_TOTAL, "outcome" => "error").increment(1);
+                            tracing::debug!(%peer, %error, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            counter!(TLS_HANDSHAKES_TOTAL, "outcome" => "timeout").increment(1);
+                            tracing::debug!(%peer, "TLS handshake not finished in time");
+                            return;
+                        }
+                    };
+                    counter!(TLS_HANDSHAKES_TOTAL, "outcome" => "ok").increment(1);
+                    let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+                    serve(connection, activity, idle, shutdown, peer, permit).await;
+                });
             }
             // Reap finished connections so the set does not grow.
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -436,6 +518,9 @@ fn register_series() {
     }
     for outcome in persist::OUTCOMES {
         counter!(FILTER_SNAPSHOTS_TOTAL, "outcome" => *outcome).increment(0);
+    }
+    for outcome in ["ok", "error", "timeout"] {
+        counter!(TLS_HANDSHAKES_TOTAL, "outcome" => outcome).increment(0);
     }
     counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
     counter!(CONNECTIONS_IDLE_CLOSED_TOTAL).increment(0);

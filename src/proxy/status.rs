@@ -53,6 +53,8 @@ pub enum Detail {
     OriginError,
     /// The proxy's own 504: the origin was too slow.
     OriginTimeout,
+    /// The proxy's own 502: the origin's certificate was refused or its TLS handshake failed.
+    OriginTls,
     Purge,
 }
 
@@ -66,6 +68,7 @@ impl Detail {
             Detail::StaleIfError => "stale-if-error",
             Detail::OriginError => "origin-error",
             Detail::OriginTimeout => "origin-timeout",
+            Detail::OriginTls => "origin-tls-error",
             Detail::Purge => "purge",
         }
     }
