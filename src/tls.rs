@@ -134,8 +134,8 @@ impl ResolvesServerCert for Certificates {
 }
 
 /// The rustls configuration for an `https` origin: its certificate verified against
-/// `origin.ca_file`, or the system's roots when there is none; ALPN `http/1.1` (the origin
-/// client speaks HTTP/1.1).
+/// `origin.ca_file`, or the system's roots when there is none. (The connector offers ALPN
+/// `http/1.1` itself: the origin client speaks HTTP/1.1.)
 pub fn origin_client_config(origin: &OriginConfig) -> Result<ClientConfig, TlsError> {
     let mut roots = RootCertStore::empty();
     match &origin.ca_file {
@@ -161,12 +161,10 @@ pub fn origin_client_config(origin: &OriginConfig) -> Result<ClientConfig, TlsEr
             }
         }
     }
-    let mut config = ClientConfig::builder_with_provider(provider())
+    Ok(ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(PROTOCOLS)?
         .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
+        .with_no_client_auth())
 }
 
 /// A client configuration that trusts nothing, for the TLS layer of a plain-HTTP origin's client,

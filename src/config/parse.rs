@@ -574,6 +574,66 @@ mod tests {
     }
 
     #[test]
+    fn tls_settings_are_checked_and_errors_name_the_key() {
+        let cases = [
+            (
+                "[server.tls]\nlisten = \"127.0.0.1:8443\"\ncert_file = \"/c.pem\"",
+                "server.tls.key_file",
+                "missing",
+            ),
+            (
+                "[server.tls]\nlisten = \"nowhere\"\ncert_file = \"/c\"\nkey_file = \"/k\"",
+                "server.tls.listen",
+                "nowhere",
+            ),
+            (
+                "[server.tls]\nlisten = \"127.0.0.1:8443\"\ncert_file = \"\"\nkey_file = \"/k\"",
+                "server.tls.cert_file",
+                "file path",
+            ),
+            (
+                "[server.tls]\nlisten = \"127.0.0.1:8443\"\ncert_file = \"/c\"\nkey_file = \"/k\"\nciphers = \"x\"",
+                "server.tls.ciphers",
+                "unknown",
+            ),
+            (
+                "[origin]\nca_file = \"/ca.pem\"",
+                "origin.ca_file",
+                "not https",
+            ),
+            (
+                "[origin]\nurl = \"https://o.example\"\ntls_server_name = \"not a name!\"",
+                "origin.tls_server_name",
+                "dns name",
+            ),
+        ];
+        for (text, key, problem) in cases {
+            let message = Config::from_toml_str(text).unwrap_err().to_string();
+            assert!(
+                message.contains(key) && message.to_lowercase().contains(problem),
+                "{text}: {message}"
+            );
+        }
+        let config = Config::from_toml_str(
+            "[server.tls]\nlisten = \"0.0.0.0:8443\"\ncert_file = \"/c.pem\"\nkey_file = \"/k.pem\"\n\
+             [origin]\nurl = \"https://10.0.0.5:443\"\nca_file = \"/ca.pem\"\n\
+             tls_server_name = \"origin.internal\"",
+        )
+        .unwrap();
+        let tls = config.server.tls.expect("the table was given");
+        assert_eq!(tls.cert_file, Path::new("/c.pem"));
+        assert_eq!(config.origin.ca_file.as_deref(), Some(Path::new("/ca.pem")));
+        assert_eq!(
+            config.origin.tls_server_name.as_deref(),
+            Some("origin.internal")
+        );
+        assert!(
+            Config::defaults().server.tls.is_none(),
+            "no HTTPS by default"
+        );
+    }
+
+    #[test]
     fn a_mistyped_log_level_is_not_taken_for_a_target() {
         let mut table: Table = super::super::DEFAULT_TOML.parse().unwrap();
         overlay(&mut table, "[log]\nlevel = \"inf\"\n".parse().unwrap());

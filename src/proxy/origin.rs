@@ -247,7 +247,7 @@ impl OriginClient {
     fn connect_failed(&self, source: hyper_util::client::legacy::Error) -> OriginError {
         let mut cause = std::error::Error::source(&source);
         while let Some(error) = cause {
-            if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+            if let Some(tls) = rustls_error(error) {
                 return OriginError::Tls {
                     origin: self.base.clone(),
                     problem: tls.to_string(),
@@ -269,6 +269,20 @@ impl OriginClient {
             origin: self.base.clone(),
             source,
         }
+    }
+}
+
+/// The rustls error inside a connect error, if the TLS handshake is what failed. tokio-rustls
+/// wraps it in an io::Error and hyper-rustls wraps that in another; io::Error's `source` skips
+/// over what it wraps, so each layer is opened with `get_ref`.
+fn rustls_error<'e>(error: &'e (dyn std::error::Error + 'static)) -> Option<&'e rustls::Error> {
+    let mut layer = error;
+    loop {
+        if let Some(tls) = layer.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        let io = layer.downcast_ref::<std::io::Error>()?;
+        layer = io.get_ref()?;
     }
 }
 

@@ -5,6 +5,7 @@ pub mod h2raw;
 pub mod origin;
 pub mod proxy;
 pub mod temp;
+pub mod tls;
 pub mod wire;
 
 pub use client::{

@@ -104,6 +104,8 @@ impl ProxyConfig {
 /// A running `bloomgate serve`. Dropping it (or the test process ending) stops the proxy.
 pub struct ProxyProcess {
     pub addr: SocketAddr,
+    /// The HTTPS listener, when the config has `[server.tls]`.
+    pub tls_addr: Option<SocketAddr>,
     pub admin: SocketAddr,
     child: Child,
     stdin: Option<ChildStdin>,
@@ -161,6 +163,7 @@ impl ProxyProcess {
         };
         ProxyProcess {
             addr: listening.addr,
+            tls_addr: listening.tls_addr,
             admin: listening.admin_addr,
             child,
             stdin,

@@ -23,3 +23,4 @@ mod persist;
 mod probation;
 mod reload;
 mod security;
+mod tls;
