@@ -4,8 +4,11 @@
 # Starts `bloomgate origin`, then each proxy in front of it with the same cache size, each admitting
 # on the second request where it can (nginx proxy_cache_min_uses 2; ATS cache_promote --hits=2;
 # Varnish has no such policy and caches on the first). Drives each in turn with wrk: a 1 KiB and a
-# 64 KiB cached object, and a mix of popular objects and one-hit misses. Prints requests/s, p50, p99,
-# requests that reached the origin, and each proxy's peak memory (VmHWM summed over its processes).
+# 64 KiB cached object, and a mix of popular objects and one-hit misses; then, for the peers that
+# serve HTTPS here (bloomgate and nginx, one ECDSA P-256 certificate made for the run), the 1 KiB hit
+# over TLS with keep-alive ("https") and with a new connection and full handshake per request
+# ("tls-hs", `Connection: close`). Prints requests/s, p50, p99, requests that reached the origin,
+# and each proxy's peak memory (VmHWM summed over its processes).
 #
 # Usage: load/bench-peers.sh            (from the repository root; builds the release binary)
 # Environment:
@@ -17,6 +20,7 @@
 #                                         PEERS), e.g. a build of main before a change, for a
 #                                         before/after ratio in the same run; its config says
 #                                         `admission.enabled = true`, which every version reads
+#   WORKLOADS="1KiB 64KiB mix https tls-hs"   which workloads to run, in this order
 #   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+9 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
 set -euo pipefail
@@ -30,7 +34,10 @@ CACHE_MIB=${CACHE_MIB:-256}
 ROUNDS=${ROUNDS:-1}
 BASE_PORT=${BASE_PORT:-18100}
 ORIGIN_PORT=$BASE_PORT
+WORKLOADS=${WORKLOADS:-"1KiB 64KiB mix https tls-hs"}
 declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)))
+# The HTTPS listeners of the peers that have one here.
+declare -A TLS_PORT=([bloomgate]=$((BASE_PORT + 6)) [nginx]=$((BASE_PORT + 7)))
 ADMIN_PORT=$((BASE_PORT + 9))
 ORIGIN="127.0.0.1:$ORIGIN_PORT"
 
@@ -105,11 +112,28 @@ start_origin() {
   wait_for_http "$ORIGIN_PORT"
 }
 
-# bloomgate_config PORT ADMIN_PORT ADMISSION_LINE: a bloomgate config on these ports.
+# One certificate for every HTTPS listener, of one type (ECDSA P-256), valid for the run.
+make_certificate() {
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+    -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+}
+
+# bloomgate_config PORT ADMIN_PORT ADMISSION_LINE [TLS_PORT]: a bloomgate config on these ports.
 bloomgate_config() {
   cat <<EOF
 [server]
 listen = "127.0.0.1:$1"
+EOF
+  if [[ -n "${4:-}" ]]; then
+    cat <<EOF
+[server.tls]
+listen = "127.0.0.1:$4"
+cert_file = "$WORK/cert.pem"
+key_file = "$WORK/key.pem"
+EOF
+  fi
+  cat <<EOF
 [origin]
 url = "http://$ORIGIN"
 [cache]
@@ -124,7 +148,7 @@ EOF
 }
 
 start_bloomgate() {
-  bloomgate_config "${PORT[bloomgate]}" "$ADMIN_PORT" 'mode = "probation"' >"$WORK/bloomgate.toml"
+  bloomgate_config "${PORT[bloomgate]}" "$ADMIN_PORT" 'mode = "probation"' "${TLS_PORT[bloomgate]}" >"$WORK/bloomgate.toml"
   "$BLOOMGATE" serve --config "$WORK/bloomgate.toml" >"$WORK/bloomgate.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
@@ -156,8 +180,12 @@ http {
   scgi_temp_path $dir/temp/scgi;
   proxy_cache_path $SHM/nginx levels=1:2 keys_zone=bench:32m max_size=${CACHE_MIB}m inactive=1h use_temp_path=off;
   upstream origin { server $ORIGIN; keepalive 128; }
+  ssl_certificate $WORK/cert.pem;
+  ssl_certificate_key $WORK/key.pem;
+  ssl_protocols TLSv1.2 TLSv1.3;
   server {
     listen 127.0.0.1:${PORT[nginx]};
+    listen 127.0.0.1:${TLS_PORT[nginx]} ssl;
     location / {
       proxy_pass http://origin;
       proxy_http_version 1.1;
@@ -217,12 +245,13 @@ start_ats() {
   PIDS+=("$SERVER_PID")
 }
 
-# Requests a URL until the peer serves it without the origin (at most 10 tries).
+# Requests a URL until the peer serves it without the origin (at most 10 tries). nginx keys on the
+# scheme too, so HTTPS objects are warmed over HTTPS (-k: the run's own certificate).
 warm() {
   local url=$1 before after
   for _ in $(seq 10); do
     before=$(origin_requests)
-    curl -s -o /dev/null "$url"
+    curl -sk -o /dev/null "$url"
     after=$(origin_requests)
     [[ "$before" == "$after" ]] && return 0
   done
@@ -278,6 +307,7 @@ drive() {
 }
 
 install_missing
+make_certificate
 if [[ -z "${BLOOMGATE:-}" ]]; then
   log "building the release binary"
   cargo build --release --quiet
@@ -297,6 +327,9 @@ for peer in $PEERS; do
     RUNNING+=("$peer")
     warm "http://127.0.0.1:${PORT[$peer]}/obj/small?size=1024"
     warm "http://127.0.0.1:${PORT[$peer]}/obj/large?size=65536"
+    if [[ -n "${TLS_PORT[$peer]:-}" ]]; then
+      warm "https://127.0.0.1:${TLS_PORT[$peer]}/obj/small?size=1024"
+    fi
   else
     log "$peer did not start; skipped (KEEP=1 keeps its log in $WORK)"
   fi
@@ -305,13 +338,20 @@ done
 RESULTS="$WORK/results"
 : >"$RESULTS"
 for round in $(seq "$ROUNDS"); do
-  for workload in 1KiB 64KiB mix; do
+  for workload in $WORKLOADS; do
     for peer in "${RUNNING[@]}"; do
       base="http://127.0.0.1:${PORT[$peer]}"
+      secure="https://127.0.0.1:${TLS_PORT[$peer]:-0}"
+      if [[ $workload == https || $workload == tls-hs ]] && [[ -z "${TLS_PORT[$peer]:-}" ]]; then
+        continue
+      fi
       case $workload in
         1KiB) args=("$base/obj/small?size=1024") ;;
         64KiB) args=("$base/obj/large?size=65536") ;;
         mix) args=(-s "$WORK/mix.lua" "$base" -- "$round") ;;
+        https) args=("$secure/obj/small?size=1024") ;;
+        tls-hs) args=(-H "Connection: close" "$secure/obj/small?size=1024") ;;
+        *) log "unknown workload $workload"; exit 2 ;;
       esac
       before=$(origin_requests)
       read -r rps p50 p99 errors < <(drive "${args[@]}")
