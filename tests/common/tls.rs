@@ -104,11 +104,20 @@ impl Pki {
 
     /// A client configuration that trusts this CA only, offering `alpn`.
     pub fn client_config(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+        self.client_config_for(alpn, rustls::DEFAULT_VERSIONS)
+    }
+
+    /// Like [`Pki::client_config`], offering only the TLS `versions` given.
+    pub fn client_config_for(
+        &self,
+        alpn: &[&[u8]],
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> Arc<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.ca_der.clone()).expect("CA root");
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
+            .with_protocol_versions(versions)
             .expect("protocol versions")
             .with_root_certificates(roots)
             .with_no_client_auth();

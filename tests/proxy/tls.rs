@@ -63,6 +63,15 @@ async fn https_clients_get_http1_and_h2_by_alpn_and_the_origin_hears_https() {
     assert!(has_member(status, "hit"), "{status}");
     assert_eq!(origin.count("/page"), 1);
 
+    // TLS 1.2 and 1.3 are both spoken.
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let connector = tokio_rustls::TlsConnector::from(pki.client_config_for(H1, &[version]));
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+        let stream = connector.connect(name, tcp).await.expect("handshake");
+        assert_eq!(stream.get_ref().1.protocol_version(), Some(version.version));
+    }
+
     // The plain listener goes on serving beside it, and says http to the origin.
     let plain = Client::new().get(&proxy.url("/other")).await;
     assert_eq!(plain.status, StatusCode::NOT_FOUND);
