@@ -299,7 +299,11 @@ mod tests {
             assert_eq!(passed.get(name), None, "{name} reached the origin");
         }
         for name in ["range", "if-range", "if-none-match"] {
-            assert_eq!(passed.get(name), client.get(name), "{name} was not passed on");
+            assert_eq!(
+                passed.get(name),
+                client.get(name),
+                "{name} was not passed on"
+            );
         }
     }
 

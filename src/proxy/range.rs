@@ -225,7 +225,11 @@ impl Partial {
     /// The parts as `multipart/byteranges` (RFC 9110 section 14.6), each with its own
     /// `Content-Type` and `Content-Range`, under a random boundary: 128 bits from the thread's
     /// cryptographic generator, which no representation can be made to contain by chance.
-    fn multipart(ranges: &[Range<u64>], complete: u64, content_type: Option<&HeaderValue>) -> Partial {
+    fn multipart(
+        ranges: &[Range<u64>],
+        complete: u64,
+        content_type: Option<&HeaderValue>,
+    ) -> Partial {
         let boundary = format!("{:032x}", rand::random::<u128>());
         let mut pieces = Vec::with_capacity(ranges.len() * 2 + 1);
         let mut length = 0;
@@ -300,7 +304,11 @@ impl Partial {
 
 /// `bytes first-last/complete` (RFC 9110 section 14.4).
 fn content_range(range: &Range<u64>, complete: u64) -> HeaderValue {
-    field_value(format!("bytes {}-{}/{complete}", range.start, range.end - 1))
+    field_value(format!(
+        "bytes {}-{}/{complete}",
+        range.start,
+        range.end - 1
+    ))
 }
 
 /// The `Content-Range` of a 416: `bytes */complete` (RFC 9110 section 15.5.17).
@@ -377,7 +385,10 @@ mod tests {
 
     #[test]
     fn a_set_with_no_satisfiable_range_is_unsatisfiable() {
-        assert!(matches!(select("bytes=100-", 100), Selection::Unsatisfiable));
+        assert!(matches!(
+            select("bytes=100-", 100),
+            Selection::Unsatisfiable
+        ));
         assert!(matches!(select("bytes=-0", 100), Selection::Unsatisfiable));
         assert!(matches!(
             select("bytes=200-300, -0", 100),
@@ -389,7 +400,10 @@ mod tests {
             select("bytes=99999999999999999999999-", 100),
             Selection::Unsatisfiable
         ));
-        assert_eq!(single("bytes=0-99999999999999999999999", 100), "bytes 0-99/100");
+        assert_eq!(
+            single("bytes=0-99999999999999999999999", 100),
+            "bytes 0-99/100"
+        );
     }
 
     #[test]

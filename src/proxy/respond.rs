@@ -85,7 +85,9 @@ pub fn ranged(
     partial.describe(&mut head.headers);
     let body = match body {
         WholeBody::Whole(bytes) => full(partial.cut(&bytes)),
-        WholeBody::Streaming(stream) => Either::Right(Either::Right(SlicedStream::new(stream, partial))),
+        WholeBody::Streaming(stream) => {
+            Either::Right(Either::Right(SlicedStream::new(stream, partial)))
+        }
     };
     Response::from_parts(head, body)
 }

@@ -148,7 +148,9 @@ impl Reply {
         let (Ok(first), last) = (first.parse::<usize>(), last.parse::<usize>().ok()) else {
             return self;
         };
-        let last = last.unwrap_or(length.saturating_sub(1)).min(length.saturating_sub(1));
+        let last = last
+            .unwrap_or(length.saturating_sub(1))
+            .min(length.saturating_sub(1));
         if !self.serves_ranges || first > last {
             return self;
         }

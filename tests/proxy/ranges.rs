@@ -30,7 +30,12 @@ fn storing(origin: &Origin) -> ProxyProcess {
     ProxyConfig::new(&origin.url()).mode("off").start()
 }
 
-async fn get(client: &Client, proxy: &ProxyProcess, path: &str, headers: &[(&str, &str)]) -> ClientReply {
+async fn get(
+    client: &Client,
+    proxy: &ProxyProcess,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> ClientReply {
     client.get_with(&proxy.url(path), headers).await
 }
 
@@ -86,7 +91,11 @@ async fn a_range_of_a_stored_object_is_a_206_of_exactly_those_bytes() {
     assert!(reply.is_hit(), "{}", reply.cache_status());
     assert!(reply.header("age").is_some(), "a hit carries Age");
     assert_eq!(reply.header("accept-ranges"), Some("bytes"));
-    assert_eq!(origin.count("/r/single"), 1, "a range hit must not reach the origin");
+    assert_eq!(
+        origin.count("/r/single"),
+        1,
+        "a range hit must not reach the origin"
+    );
     // The whole object from the cache says that ranges of it are served.
     let whole = get(&client, &proxy, "/r/single", &[]).await;
     assert_whole(&whole, &body);
@@ -125,10 +134,19 @@ async fn a_range_beyond_the_object_is_416_with_its_length() {
     origin.set("/r/416", stored(&body));
     store(&client, &proxy, "/r/416").await;
 
-    for range in ["bytes=1000-", "bytes=5000-6000", "bytes=-0", "bytes=1000-1001, 2000-"] {
+    for range in [
+        "bytes=1000-",
+        "bytes=5000-6000",
+        "bytes=-0",
+        "bytes=1000-1001, 2000-",
+    ] {
         let reply = get(&client, &proxy, "/r/416", &[("range", range)]).await;
         assert_eq!(reply.status, StatusCode::RANGE_NOT_SATISFIABLE, "{range}");
-        assert_eq!(reply.header("content-range"), Some("bytes */1000"), "{range}");
+        assert_eq!(
+            reply.header("content-range"),
+            Some("bytes */1000"),
+            "{range}"
+        );
         assert!(reply.body.is_empty(), "{range}");
         assert!(reply.is_hit(), "{range}: {}", reply.cache_status());
     }
@@ -144,7 +162,14 @@ async fn an_invalid_range_or_another_unit_is_ignored() {
     origin.set("/r/invalid", stored(&body));
     store(&client, &proxy, "/r/invalid").await;
 
-    for range in ["bytes=5-1", "bytes=abc", "items=0-1", "bytes 0-1", "bytes=0-1,x", "bytes="] {
+    for range in [
+        "bytes=5-1",
+        "bytes=abc",
+        "items=0-1",
+        "bytes 0-1",
+        "bytes=0-1,x",
+        "bytes=",
+    ] {
         let reply = get(&client, &proxy, "/r/invalid", &[("range", range)]).await;
         assert_whole(&reply, &body);
         assert!(reply.is_hit(), "{range}: {}", reply.cache_status());
@@ -166,12 +191,24 @@ async fn if_range_with_the_current_strong_etag_gets_the_range_and_any_other_the_
     let matching = get(&client, &proxy, "/r/etag", &[range, ("if-range", "\"v1\"")]).await;
     assert_part(&matching, &body, 10, 19);
     for validator in ["\"v0\"", "W/\"v1\"", "\"v1\", \"v0\""] {
-        let reply = get(&client, &proxy, "/r/etag", &[range, ("if-range", validator)]).await;
+        let reply = get(
+            &client,
+            &proxy,
+            "/r/etag",
+            &[range, ("if-range", validator)],
+        )
+        .await;
         assert_whole(&reply, &body);
         assert!(reply.is_hit(), "{validator}: {}", reply.cache_status());
     }
     // A weak entity-tag never matches by the strong comparison If-Range uses.
-    let weak = get(&client, &proxy, "/r/weak", &[range, ("if-range", "W/\"v1\"")]).await;
+    let weak = get(
+        &client,
+        &proxy,
+        "/r/weak",
+        &[range, ("if-range", "W/\"v1\"")],
+    )
+    .await;
     assert_whole(&weak, &body);
     assert_eq!(origin.count("/r/etag") + origin.count("/r/weak"), 2);
 }
@@ -187,29 +224,47 @@ async fn if_range_with_a_date_gets_the_range_only_for_the_exact_strong_last_modi
     let date = httpdate::fmt_http_date(now);
     origin.set(
         "/r/date",
-        stored(&body).header("last-modified", &modified).header("date", &date),
+        stored(&body)
+            .header("last-modified", &modified)
+            .header("date", &date),
     );
     // Modified in the second the response was sent: the date is a weak validator.
     origin.set(
         "/r/same-second",
-        stored(&body).header("last-modified", &date).header("date", &date),
+        stored(&body)
+            .header("last-modified", &date)
+            .header("date", &date),
     );
     store(&client, &proxy, "/r/date").await;
     store(&client, &proxy, "/r/same-second").await;
 
     let range = ("range", "bytes=0-9");
-    let exact = get(&client, &proxy, "/r/date", &[range, ("if-range", &modified)]).await;
+    let exact = get(
+        &client,
+        &proxy,
+        "/r/date",
+        &[range, ("if-range", &modified)],
+    )
+    .await;
     assert_part(&exact, &body, 0, 9);
     let earlier = httpdate::fmt_http_date(now - Duration::from_secs(7200));
     let other = get(&client, &proxy, "/r/date", &[range, ("if-range", &earlier)]).await;
     assert_whole(&other, &body);
-    let weak = get(&client, &proxy, "/r/same-second", &[range, ("if-range", &date)]).await;
+    let weak = get(
+        &client,
+        &proxy,
+        "/r/same-second",
+        &[range, ("if-range", &date)],
+    )
+    .await;
     assert_whole(&weak, &body);
 }
 
 /// The parts of a `multipart/byteranges` body: each part's `Content-Range` and bytes.
 fn multipart(reply: &ClientReply) -> Vec<(String, Vec<u8>)> {
-    let content_type = reply.header("content-type").expect("a multipart Content-Type");
+    let content_type = reply
+        .header("content-type")
+        .expect("a multipart Content-Type");
     let boundary = content_type
         .strip_prefix("multipart/byteranges; boundary=")
         .unwrap_or_else(|| panic!("not multipart/byteranges: {content_type}"));
@@ -249,13 +304,26 @@ async fn several_ranges_are_multipart_and_abusive_sets_get_the_whole_object() {
     let proxy = storing(&origin);
     let client = Client::new();
     let body = object(1000);
-    origin.set("/r/multi", stored(&body).header("content-type", "video/mp4"));
+    origin.set(
+        "/r/multi",
+        stored(&body).header("content-type", "video/mp4"),
+    );
     store(&client, &proxy, "/r/multi").await;
 
-    let reply = get(&client, &proxy, "/r/multi", &[("range", "bytes=0-9, 100-109, -10")]).await;
+    let reply = get(
+        &client,
+        &proxy,
+        "/r/multi",
+        &[("range", "bytes=0-9, 100-109, -10")],
+    )
+    .await;
     assert_eq!(reply.status, StatusCode::PARTIAL_CONTENT);
     assert!(reply.is_hit(), "{}", reply.cache_status());
-    assert_eq!(reply.header("content-range"), None, "a multipart 206 has no Content-Range");
+    assert_eq!(
+        reply.header("content-range"),
+        None,
+        "a multipart 206 has no Content-Range"
+    );
     assert_eq!(
         reply.header("content-length"),
         Some(reply.body.len().to_string().as_str())
@@ -300,7 +368,11 @@ async fn head_ignores_the_range() {
     store(&client, &proxy, "/r/head").await;
 
     let reply = client
-        .send(Method::HEAD, &proxy.url("/r/head"), &[("range", "bytes=0-9")])
+        .send(
+            Method::HEAD,
+            &proxy.url("/r/head"),
+            &[("range", "bytes=0-9")],
+        )
         .await
         .expect("HEAD");
     assert_eq!(reply.status, StatusCode::OK);
@@ -322,9 +394,19 @@ async fn a_matching_if_none_match_answers_304_before_the_range_is_looked_at() {
 
     let conditional = [("range", "bytes=0-9"), ("if-none-match", "\"v1\"")];
     let hit = get(&client, &proxy, "/r/304", &conditional).await;
-    assert_eq!(hit.status, StatusCode::NOT_MODIFIED, "{}", hit.cache_status());
+    assert_eq!(
+        hit.status,
+        StatusCode::NOT_MODIFIED,
+        "{}",
+        hit.cache_status()
+    );
     let miss = get(&client, &proxy, "/r/304-miss", &conditional).await;
-    assert_eq!(miss.status, StatusCode::NOT_MODIFIED, "{}", miss.cache_status());
+    assert_eq!(
+        miss.status,
+        StatusCode::NOT_MODIFIED,
+        "{}",
+        miss.cache_status()
+    );
     let changed = [("range", "bytes=0-9"), ("if-none-match", "\"v0\"")];
     let reply = get(&client, &proxy, "/r/304", &changed).await;
     assert_part(&reply, &body, 0, 9);
@@ -350,7 +432,10 @@ async fn a_range_miss_fetches_the_whole_object_and_counts_as_a_request_of_it() {
 
     let first = get(&client, &proxy, "/r/admission", &ranged).await;
     assert_part(&first, &body, 1000, 1999);
-    assert_eq!(first.cache_status(), "bloomgate; fwd=miss; detail=first-hit");
+    assert_eq!(
+        first.cache_status(),
+        "bloomgate; fwd=miss; detail=first-hit"
+    );
     let second = get(&client, &proxy, "/r/admission", &ranged).await;
     assert_part(&second, &body, 1000, 1999);
     assert_eq!(second.cache_status(), "bloomgate; fwd=miss; stored");
@@ -382,9 +467,21 @@ async fn suffix_multipart_and_unsatisfiable_ranges_are_cut_from_a_miss_too() {
     }
     origin.set("/r/miss-chunked", stored(&body).chunked());
 
-    let suffix = get(&client, &proxy, "/r/miss-suffix", &[("range", "bytes=-300")]).await;
+    let suffix = get(
+        &client,
+        &proxy,
+        "/r/miss-suffix",
+        &[("range", "bytes=-300")],
+    )
+    .await;
     assert_part(&suffix, &body, 2700, 2999);
-    let multi = get(&client, &proxy, "/r/miss-multi", &[("range", "bytes=5-9,2000-2009")]).await;
+    let multi = get(
+        &client,
+        &proxy,
+        "/r/miss-multi",
+        &[("range", "bytes=5-9,2000-2009")],
+    )
+    .await;
     assert_eq!(multi.status, StatusCode::PARTIAL_CONTENT);
     let parts = multipart(&multi);
     assert_eq!(parts.len(), 2);
@@ -393,12 +490,26 @@ async fn suffix_multipart_and_unsatisfiable_ranges_are_cut_from_a_miss_too() {
     assert_eq!(beyond.status, StatusCode::RANGE_NOT_SATISFIABLE);
     assert_eq!(beyond.header("content-range"), Some("bytes */3000"));
     // A body of unknown length is read whole (it is within the limit) and the range cut from it.
-    let chunked = get(&client, &proxy, "/r/miss-chunked", &[("range", "bytes=-300")]).await;
+    let chunked = get(
+        &client,
+        &proxy,
+        "/r/miss-chunked",
+        &[("range", "bytes=-300")],
+    )
+    .await;
     assert_part(&chunked, &body, 2700, 2999);
     for reply in [&suffix, &multi, &beyond, &chunked] {
-        assert_eq!(reply.cache_status(), "bloomgate; fwd=miss; detail=first-hit");
+        assert_eq!(
+            reply.cache_status(),
+            "bloomgate; fwd=miss; detail=first-hit"
+        );
     }
-    for path in ["/r/miss-suffix", "/r/miss-multi", "/r/miss-416", "/r/miss-chunked"] {
+    for path in [
+        "/r/miss-suffix",
+        "/r/miss-multi",
+        "/r/miss-416",
+        "/r/miss-chunked",
+    ] {
         assert_eq!(origin.count(path), 1, "{path}");
         assert_origin_got_whole_requests(&origin, path);
     }
@@ -432,7 +543,10 @@ async fn a_range_at_the_start_of_a_miss_arrives_before_the_rest_of_the_object() 
         common::over_segments(scrape, "bloomgate_cache_writes_total") >= 1.0
     })
     .await;
-    assert_eq!(common::over_segments(&scrape, "bloomgate_cache_writes_total"), 1.0);
+    assert_eq!(
+        common::over_segments(&scrape, "bloomgate_cache_writes_total"),
+        1.0
+    );
     let later = get(&client, &proxy, "/r/trickle", &[("range", "bytes=290-")]).await;
     assert!(later.is_hit(), "{}", later.cache_status());
     assert_part(&later, &body, 290, 299);
@@ -476,7 +590,11 @@ async fn concurrent_ranges_of_one_uncached_object_share_one_fetch() {
     }
     assert_eq!(origin.count("/r/concurrent"), 1, "one origin fetch for all");
     assert_origin_got_whole_requests(&origin, "/r/concurrent");
-    assert_eq!(collapsed, ranges.len() - 1, "every request but the leader waited for it");
+    assert_eq!(
+        collapsed,
+        ranges.len() - 1,
+        "every request but the leader waited for it"
+    );
 }
 
 #[tokio::test]
@@ -542,7 +660,10 @@ async fn concurrent_ranges_of_a_too_large_object_are_passed_after_one_whole_fetc
     // The leader's whole fetch, given up at its head; then each range once, the waiters' without
     // a whole fetch of their own.
     let received = origin.received("/r/large-concurrent");
-    let whole = received.iter().filter(|r| r.header("range").is_none()).count();
+    let whole = received
+        .iter()
+        .filter(|r| r.header("range").is_none())
+        .count();
     assert_eq!((whole, received.len()), (1, 5), "{received:?}");
 }
 
@@ -564,9 +685,18 @@ async fn a_range_of_a_response_that_is_not_stored_is_cut_from_it_or_passed() {
     assert_origin_got_whole_requests(&origin, "/r/private");
 
     // Of unknown length: the origin answers the range.
-    let unknown = get(&client, &proxy, "/r/private-chunked", &[("range", "bytes=10-19")]).await;
+    let unknown = get(
+        &client,
+        &proxy,
+        "/r/private-chunked",
+        &[("range", "bytes=10-19")],
+    )
+    .await;
     assert_part(&unknown, &body, 10, 19);
-    assert_eq!(unknown.cache_status(), "bloomgate; fwd=bypass; detail=private");
+    assert_eq!(
+        unknown.cache_status(),
+        "bloomgate; fwd=bypass; detail=private"
+    );
     let received = origin.received("/r/private-chunked");
     assert_eq!(received.len(), 2);
     assert_eq!(received[1].header("range"), Some("bytes=10-19"));
@@ -625,7 +755,11 @@ async fn a_range_of_an_object_on_the_disk_tier_is_cut_from_the_disk_copy() {
         .mode("probation")
         .set("server", "shutdown_grace", "\"5s\"")
         .set("cache.key", "include_host", "false")
-        .set("disk", "path", &format!("{:?}", dir.path().to_str().expect("utf-8")))
+        .set(
+            "disk",
+            "path",
+            &format!("{:?}", dir.path().to_str().expect("utf-8")),
+        )
         .set("disk", "max_bytes", "\"16MiB\"")
         .set("disk", "block_bytes", "\"1MiB\"")
         .set("disk", "write_buffer", "\"4MiB\"")
@@ -640,7 +774,13 @@ async fn a_range_of_an_object_on_the_disk_tier_is_cut_from_the_disk_copy() {
     assert!(!log.contains("not every entry was written"), "{log}");
 
     let proxy = config.start();
-    let reply = get(&client, &proxy, "/r/disk", &[("range", "bytes=15000-15999")]).await;
+    let reply = get(
+        &client,
+        &proxy,
+        "/r/disk",
+        &[("range", "bytes=15000-15999")],
+    )
+    .await;
     assert_part(&reply, &body, 15000, 15999);
     assert!(
         reply.is_hit() && has_member(reply.cache_status(), "detail=disk"),
@@ -650,51 +790,104 @@ async fn a_range_of_an_object_on_the_disk_tier_is_cut_from_the_disk_copy() {
     assert_eq!(origin.count("/r/disk"), 1);
 }
 
-/// Runs `curl` with `args`; `None` when curl is not installed.
-fn curl(args: &[&str]) -> Option<std::process::Output> {
-    match std::process::Command::new("curl").args(args).output() {
-        Ok(output) => Some(output),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+fn curl_installed() -> bool {
+    match std::process::Command::new("curl").arg("--version").output() {
+        Ok(output) => output.status.success(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => false,
         Err(error) => panic!("running curl: {error}"),
     }
 }
 
+/// `curl -r range url`: the response head (lower-cased) and body.
+fn curl_range(url: &str, range: &str) -> (String, Vec<u8>) {
+    let output = std::process::Command::new("curl")
+        .args(["-s", "-S", "-i", "--http1.1", "-r", range, url])
+        .output()
+        .expect("run curl");
+    assert!(
+        output.status.success(),
+        "curl -r {range} failed: {output:?}"
+    );
+    let response = output.stdout;
+    let head_end = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    let head = String::from_utf8_lossy(&response[..head_end]).to_lowercase();
+    (head, response[head_end + 4..].to_vec())
+}
+
+/// Panics unless curl's response is a 206 of `body[first..=last]`.
+fn assert_curl_part(head: &str, bytes: &[u8], body: &[u8], first: usize, last: usize) {
+    assert!(head.starts_with("http/1.1 206"), "{head}");
+    let content_range = format!("content-range: bytes {first}-{last}/{}", body.len());
+    assert!(head.contains(&content_range), "{head}");
+    assert!(
+        bytes == &body[first..=last],
+        "curl did not get bytes {first}-{last}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn curl_r_gets_its_range_on_a_miss_and_on_a_hit() {
+async fn curl_r_gets_its_range_on_a_miss_on_a_hit_and_several_at_once() {
+    if !curl_installed() {
+        eprintln!("curl is not installed: the curl -r test is skipped");
+        return;
+    }
     let origin = Origin::start();
     let proxy = storing(&origin);
     let body = object(10_000);
-    origin.set("/r/curl", stored(&body).header("content-type", "application/octet-stream"));
+    origin.set(
+        "/r/curl",
+        stored(&body).header("content-type", "application/octet-stream"),
+    );
     let url = proxy.url("/r/curl");
-    for round in ["miss", "hit"] {
-        let Some(output) = tokio::task::spawn_blocking({
-            let url = url.clone();
-            move || curl(&["-s", "-S", "-i", "-r", "2000-2999", &url])
-        })
-        .await
-        .expect("curl task") else {
-            eprintln!("curl is not installed: the curl -r test is skipped");
-            return;
-        };
-        assert!(output.status.success(), "curl failed: {output:?}");
-        let response = output.stdout;
-        let head_end = response
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .expect("a response head");
-        let head = String::from_utf8_lossy(&response[..head_end]).to_lowercase();
-        assert!(head.starts_with("http/1.1 206"), "{round}: {head}");
-        assert!(head.contains("content-range: bytes 2000-2999/10000"), "{round}: {head}");
-        let expected = if round == "miss" { "fwd=miss" } else { "hit" };
-        assert!(head.contains(&format!("cache-status: bloomgate; {expected}")), "{round}: {head}");
-        assert!(
-            response[head_end + 4..] == body[2000..=2999],
-            "{round}: curl did not get bytes 2000-2999"
-        );
-        if round == "miss" {
-            // The miss stores the object once the origin has sent all of it.
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
+    let (head, bytes) = curl_blocking(&url, "2000-2999").await;
+    assert_curl_part(&head, &bytes, &body, 2000, 2999);
+    assert!(
+        head.contains("cache-status: bloomgate; fwd=miss; stored"),
+        "{head}"
+    );
+    // The object is stored once the origin has sent all of it, just after the part went out.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (head, bytes) = curl_blocking(&url, "-500").await;
+    assert_curl_part(&head, &bytes, &body, 9500, 9999);
+    assert!(head.contains("cache-status: bloomgate; hit"), "{head}");
     assert_eq!(origin.count("/r/curl"), 1);
+
+    // A download manager's parallel segments of an object not yet cached: one origin fetch.
+    let body = object(100_000);
+    origin.set(
+        "/r/curl-segments",
+        stored(&body).delay(Duration::from_millis(500)),
+    );
+    let url = proxy.url("/r/curl-segments");
+    let segments: Vec<(usize, usize)> = (0..4).map(|i| (i * 25_000, i * 25_000 + 24_999)).collect();
+    let mut curls = tokio::task::JoinSet::new();
+    for (first, last) in segments.clone() {
+        let url = url.clone();
+        curls.spawn(async move {
+            (
+                first,
+                last,
+                curl_blocking(&url, &format!("{first}-{last}")).await,
+            )
+        });
+    }
+    let mut assembled = vec![0u8; body.len()];
+    while let Some(done) = curls.join_next().await {
+        let (first, last, (head, bytes)) = done.expect("curl task");
+        assert_curl_part(&head, &bytes, &body, first, last);
+        assembled[first..=last].copy_from_slice(&bytes);
+    }
+    assert!(assembled == body, "the segments do not make up the object");
+    assert_eq!(origin.count("/r/curl-segments"), 1);
+}
+
+/// [`curl_range`] off the runtime's threads.
+async fn curl_blocking(url: &str, range: &str) -> (String, Vec<u8>) {
+    let (url, range) = (url.to_owned(), range.to_owned());
+    tokio::task::spawn_blocking(move || curl_range(&url, &range))
+        .await
+        .expect("curl task")
 }
