@@ -25,26 +25,46 @@ fn stored(body: &[u8]) -> Reply {
     Reply::bytes(body).header("cache-control", "max-age=600")
 }
 
-/// A proxy that stores every storable response on its first request.
-fn storing(origin: &Origin) -> ProxyProcess {
-    ProxyConfig::new(&origin.url()).mode("off").start()
+/// A test origin, a proxy in front of it that stores every storable response on its first
+/// request, and a client.
+struct Setup {
+    origin: Origin,
+    proxy: ProxyProcess,
+    client: Client,
 }
 
-async fn get(
-    client: &Client,
-    proxy: &ProxyProcess,
-    path: &str,
-    headers: &[(&str, &str)],
-) -> ClientReply {
-    client.get_with(&proxy.url(path), headers).await
-}
+impl Setup {
+    fn storing() -> Setup {
+        Setup::with(|_| {})
+    }
 
-/// Fetches `path` whole, which stores it, and checks that the next request is a hit.
-async fn store(client: &Client, proxy: &ProxyProcess, path: &str) {
-    let first = get(client, proxy, path, &[]).await;
-    assert!(first.is_stored(), "{path}: {}", first.cache_status());
-    let second = get(client, proxy, path, &[]).await;
-    assert!(second.is_hit(), "{path}: {}", second.cache_status());
+    /// With more set in the proxy's configuration.
+    fn with(configure: impl FnOnce(&mut ProxyConfig)) -> Setup {
+        let origin = Origin::start();
+        let mut config = ProxyConfig::new(&origin.url());
+        config.mode("off");
+        configure(&mut config);
+        let proxy = config.start();
+        Setup {
+            origin,
+            proxy,
+            client: Client::new(),
+        }
+    }
+
+    async fn get(&self, path: &str, headers: &[(&str, &str)]) -> ClientReply {
+        self.client.get_with(&self.proxy.url(path), headers).await
+    }
+
+    /// Has the origin answer `path` with `reply`, fetches it whole, which stores it, and checks
+    /// that the next request is a hit.
+    async fn store(&self, path: &str, reply: Reply) {
+        self.origin.set(path, reply);
+        let first = self.get(path, &[]).await;
+        assert!(first.is_stored(), "{path}: {}", first.cache_status());
+        let second = self.get(path, &[]).await;
+        assert!(second.is_hit(), "{path}: {}", second.cache_status());
+    }
 }
 
 /// Panics unless `reply` is a 206 of `body[first..=last]`, named so in `Content-Range`.
@@ -79,37 +99,31 @@ fn assert_whole(reply: &ClientReply, body: &[u8]) {
 
 #[tokio::test]
 async fn a_range_of_a_stored_object_is_a_206_of_exactly_those_bytes() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
-    let client = Client::new();
+    let s = Setup::storing();
     let body = object(1000);
-    origin.set("/r/single", stored(&body));
-    store(&client, &proxy, "/r/single").await;
+    s.store("/r/single", stored(&body)).await;
 
-    let reply = get(&client, &proxy, "/r/single", &[("range", "bytes=100-199")]).await;
+    let reply = s.get("/r/single", &[("range", "bytes=100-199")]).await;
     assert_part(&reply, &body, 100, 199);
     assert!(reply.is_hit(), "{}", reply.cache_status());
     assert!(reply.header("age").is_some(), "a hit carries Age");
     assert_eq!(reply.header("accept-ranges"), Some("bytes"));
     assert_eq!(
-        origin.count("/r/single"),
+        s.origin.count("/r/single"),
         1,
         "a range hit must not reach the origin"
     );
     // The whole object from the cache says that ranges of it are served.
-    let whole = get(&client, &proxy, "/r/single", &[]).await;
+    let whole = s.get("/r/single", &[]).await;
     assert_whole(&whole, &body);
     assert_eq!(whole.header("accept-ranges"), Some("bytes"));
 }
 
 #[tokio::test]
 async fn suffix_and_open_ranges_run_to_the_end_of_the_object() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
-    let client = Client::new();
+    let s = Setup::storing();
     let body = object(1000);
-    origin.set("/r/ends", stored(&body));
-    store(&client, &proxy, "/r/ends").await;
+    s.store("/r/ends", stored(&body)).await;
 
     for (range, first, last) in [
         ("bytes=-100", 900, 999),
@@ -119,7 +133,7 @@ async fn suffix_and_open_ranges_run_to_the_end_of_the_object() {
         ("bytes=998-5000", 998, 999),
         ("bytes=0-0", 0, 0),
     ] {
-        let reply = get(&client, &proxy, "/r/ends", &[("range", range)]).await;
+        let reply = s.get("/r/ends", &[("range", range)]).await;
         assert_part(&reply, &body, first, last);
         assert!(reply.is_hit(), "{range}: {}", reply.cache_status());
     }
@@ -127,12 +141,9 @@ async fn suffix_and_open_ranges_run_to_the_end_of_the_object() {
 
 #[tokio::test]
 async fn a_range_beyond_the_object_is_416_with_its_length() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
-    let client = Client::new();
+    let s = Setup::storing();
     let body = object(1000);
-    origin.set("/r/416", stored(&body));
-    store(&client, &proxy, "/r/416").await;
+    s.store("/r/416", stored(&body)).await;
 
     for range in [
         "bytes=1000-",
@@ -140,7 +151,7 @@ async fn a_range_beyond_the_object_is_416_with_its_length() {
         "bytes=-0",
         "bytes=1000-1001, 2000-",
     ] {
-        let reply = get(&client, &proxy, "/r/416", &[("range", range)]).await;
+        let reply = s.get("/r/416", &[("range", range)]).await;
         assert_eq!(reply.status, StatusCode::RANGE_NOT_SATISFIABLE, "{range}");
         assert_eq!(
             reply.header("content-range"),
@@ -150,17 +161,14 @@ async fn a_range_beyond_the_object_is_416_with_its_length() {
         assert!(reply.body.is_empty(), "{range}");
         assert!(reply.is_hit(), "{range}: {}", reply.cache_status());
     }
-    assert_eq!(origin.count("/r/416"), 1);
+    assert_eq!(s.origin.count("/r/416"), 1);
 }
 
 #[tokio::test]
 async fn an_invalid_range_or_another_unit_is_ignored() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
-    let client = Client::new();
+    let s = Setup::storing();
     let body = object(1000);
-    origin.set("/r/invalid", stored(&body));
-    store(&client, &proxy, "/r/invalid").await;
+    s.store("/r/invalid", stored(&body)).await;
 
     for range in [
         "bytes=5-1",
@@ -170,7 +178,7 @@ async fn an_invalid_range_or_another_unit_is_ignored() {
         "bytes=0-1,x",
         "bytes=",
     ] {
-        let reply = get(&client, &proxy, "/r/invalid", &[("range", range)]).await;
+        let reply = s.get("/r/invalid", &[("range", range)]).await;
         assert_whole(&reply, &body);
         assert!(reply.is_hit(), "{range}: {}", reply.cache_status());
     }
@@ -178,85 +186,57 @@ async fn an_invalid_range_or_another_unit_is_ignored() {
 
 #[tokio::test]
 async fn if_range_with_the_current_strong_etag_gets_the_range_and_any_other_the_whole() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
-    let client = Client::new();
+    let s = Setup::storing();
     let body = object(1000);
-    origin.set("/r/etag", stored(&body).header("etag", "\"v1\""));
-    origin.set("/r/weak", stored(&body).header("etag", "W/\"v1\""));
-    store(&client, &proxy, "/r/etag").await;
-    store(&client, &proxy, "/r/weak").await;
+    s.store("/r/etag", stored(&body).header("etag", "\"v1\""))
+        .await;
+    s.store("/r/weak", stored(&body).header("etag", "W/\"v1\""))
+        .await;
 
     let range = ("range", "bytes=10-19");
-    let matching = get(&client, &proxy, "/r/etag", &[range, ("if-range", "\"v1\"")]).await;
+    let matching = s.get("/r/etag", &[range, ("if-range", "\"v1\"")]).await;
     assert_part(&matching, &body, 10, 19);
     for validator in ["\"v0\"", "W/\"v1\"", "\"v1\", \"v0\""] {
-        let reply = get(
-            &client,
-            &proxy,
-            "/r/etag",
-            &[range, ("if-range", validator)],
-        )
-        .await;
+        let reply = s.get("/r/etag", &[range, ("if-range", validator)]).await;
         assert_whole(&reply, &body);
         assert!(reply.is_hit(), "{validator}: {}", reply.cache_status());
     }
     // A weak entity-tag never matches by the strong comparison If-Range uses.
-    let weak = get(
-        &client,
-        &proxy,
-        "/r/weak",
-        &[range, ("if-range", "W/\"v1\"")],
-    )
-    .await;
+    let weak = s.get("/r/weak", &[range, ("if-range", "W/\"v1\"")]).await;
     assert_whole(&weak, &body);
-    assert_eq!(origin.count("/r/etag") + origin.count("/r/weak"), 2);
+    assert_eq!(s.origin.count("/r/etag") + s.origin.count("/r/weak"), 2);
 }
 
 #[tokio::test]
 async fn if_range_with_a_date_gets_the_range_only_for_the_exact_strong_last_modified() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
-    let client = Client::new();
+    let s = Setup::storing();
     let body = object(1000);
     let now = SystemTime::now();
     let modified = httpdate::fmt_http_date(now - Duration::from_secs(3600));
     let date = httpdate::fmt_http_date(now);
-    origin.set(
+    s.store(
         "/r/date",
         stored(&body)
             .header("last-modified", &modified)
             .header("date", &date),
-    );
+    )
+    .await;
     // Modified in the second the response was sent: the date is a weak validator.
-    origin.set(
+    s.store(
         "/r/same-second",
         stored(&body)
             .header("last-modified", &date)
             .header("date", &date),
-    );
-    store(&client, &proxy, "/r/date").await;
-    store(&client, &proxy, "/r/same-second").await;
+    )
+    .await;
 
     let range = ("range", "bytes=0-9");
-    let exact = get(
-        &client,
-        &proxy,
-        "/r/date",
-        &[range, ("if-range", &modified)],
-    )
-    .await;
+    let exact = s.get("/r/date", &[range, ("if-range", &modified)]).await;
     assert_part(&exact, &body, 0, 9);
     let earlier = httpdate::fmt_http_date(now - Duration::from_secs(7200));
-    let other = get(&client, &proxy, "/r/date", &[range, ("if-range", &earlier)]).await;
+    let other = s.get("/r/date", &[range, ("if-range", &earlier)]).await;
     assert_whole(&other, &body);
-    let weak = get(
-        &client,
-        &proxy,
-        "/r/same-second",
-        &[range, ("if-range", &date)],
-    )
-    .await;
+    let weak = s.get("/r/same-second", &[range, ("if-range", &date)]).await;
     assert_whole(&weak, &body);
 }
 
@@ -300,23 +280,17 @@ fn multipart(reply: &ClientReply) -> Vec<(String, Vec<u8>)> {
 
 #[tokio::test]
 async fn several_ranges_are_multipart_and_abusive_sets_get_the_whole_object() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
-    let client = Client::new();
+    let s = Setup::storing();
     let body = object(1000);
-    origin.set(
+    s.store(
         "/r/multi",
         stored(&body).header("content-type", "video/mp4"),
-    );
-    store(&client, &proxy, "/r/multi").await;
-
-    let reply = get(
-        &client,
-        &proxy,
-        "/r/multi",
-        &[("range", "bytes=0-9, 100-109, -10")],
     )
     .await;
+
+    let reply = s
+        .get("/r/multi", &[("range", "bytes=0-9, 100-109, -10")])
+        .await;
     assert_eq!(reply.status, StatusCode::PARTIAL_CONTENT);
     assert!(reply.is_hit(), "{}", reply.cache_status());
     assert_eq!(
@@ -338,7 +312,7 @@ async fn several_ranges_are_multipart_and_abusive_sets_get_the_whole_object() {
     assert!(String::from_utf8_lossy(&reply.body).contains("content-type: video/mp4\r\n"));
 
     // Touching ranges are one part.
-    let joined = get(&client, &proxy, "/r/multi", &[("range", "bytes=0-9,10-19")]).await;
+    let joined = s.get("/r/multi", &[("range", "bytes=0-9,10-19")]).await;
     assert_part(&joined, &body, 0, 19);
 
     // The "Apache killer" shapes: overlapping, repeated, descending, or many small ranges are
@@ -351,26 +325,24 @@ async fn several_ranges_are_multipart_and_abusive_sets_get_the_whole_object() {
         "bytes=500-509,0-9".to_owned(),
         format!("bytes={}", many.join(",")),
     ] {
-        let reply = get(&client, &proxy, "/r/multi", &[("range", &range)]).await;
+        let reply = s.get("/r/multi", &[("range", &range)]).await;
         assert_whole(&reply, &body);
         assert!(reply.is_hit(), "{range}: {}", reply.cache_status());
     }
-    assert_eq!(origin.count("/r/multi"), 1);
+    assert_eq!(s.origin.count("/r/multi"), 1);
 }
 
 #[tokio::test]
 async fn head_ignores_the_range() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
-    let client = Client::new();
+    let s = Setup::storing();
     let body = object(1000);
-    origin.set("/r/head", stored(&body));
-    store(&client, &proxy, "/r/head").await;
+    s.store("/r/head", stored(&body)).await;
 
-    let reply = client
+    let reply = s
+        .client
         .send(
             Method::HEAD,
-            &proxy.url("/r/head"),
+            &s.proxy.url("/r/head"),
             &[("range", "bytes=0-9")],
         )
         .await
@@ -384,23 +356,22 @@ async fn head_ignores_the_range() {
 
 #[tokio::test]
 async fn a_matching_if_none_match_answers_304_before_the_range_is_looked_at() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
-    let client = Client::new();
+    let s = Setup::storing();
     let body = object(1000);
-    origin.set("/r/304", stored(&body).header("etag", "\"v1\""));
-    origin.set("/r/304-miss", stored(&body).header("etag", "\"v1\""));
-    store(&client, &proxy, "/r/304").await;
+    s.store("/r/304", stored(&body).header("etag", "\"v1\""))
+        .await;
+    s.origin
+        .set("/r/304-miss", stored(&body).header("etag", "\"v1\""));
 
     let conditional = [("range", "bytes=0-9"), ("if-none-match", "\"v1\"")];
-    let hit = get(&client, &proxy, "/r/304", &conditional).await;
+    let hit = s.get("/r/304", &conditional).await;
     assert_eq!(
         hit.status,
         StatusCode::NOT_MODIFIED,
         "{}",
         hit.cache_status()
     );
-    let miss = get(&client, &proxy, "/r/304-miss", &conditional).await;
+    let miss = s.get("/r/304-miss", &conditional).await;
     assert_eq!(
         miss.status,
         StatusCode::NOT_MODIFIED,
@@ -408,7 +379,7 @@ async fn a_matching_if_none_match_answers_304_before_the_range_is_looked_at() {
         miss.cache_status()
     );
     let changed = [("range", "bytes=0-9"), ("if-none-match", "\"v0\"")];
-    let reply = get(&client, &proxy, "/r/304", &changed).await;
+    let reply = s.get("/r/304", &changed).await;
     assert_part(&reply, &body, 0, 9);
 }
 
@@ -423,29 +394,30 @@ fn assert_origin_got_whole_requests(origin: &Origin, path: &str) {
 
 #[tokio::test]
 async fn a_range_miss_fetches_the_whole_object_and_counts_as_a_request_of_it() {
-    let origin = Origin::start();
-    let proxy = ProxyConfig::new(&origin.url()).mode("second-hit").start();
-    let client = Client::new();
+    let s = Setup::with(|config| {
+        config.mode("second-hit");
+    });
     let body = object(5000);
-    origin.set("/r/admission", stored(&body).header("etag", "\"v1\""));
+    s.origin
+        .set("/r/admission", stored(&body).header("etag", "\"v1\""));
     let ranged = [("range", "bytes=1000-1999"), ("if-range", "\"v1\"")];
 
-    let first = get(&client, &proxy, "/r/admission", &ranged).await;
+    let first = s.get("/r/admission", &ranged).await;
     assert_part(&first, &body, 1000, 1999);
     assert_eq!(
         first.cache_status(),
         "bloomgate; fwd=miss; detail=first-hit"
     );
-    let second = get(&client, &proxy, "/r/admission", &ranged).await;
+    let second = s.get("/r/admission", &ranged).await;
     assert_part(&second, &body, 1000, 1999);
     assert_eq!(second.cache_status(), "bloomgate; fwd=miss; stored");
-    assert_eq!(origin.count("/r/admission"), 2);
-    assert_origin_got_whole_requests(&origin, "/r/admission");
+    assert_eq!(s.origin.count("/r/admission"), 2);
+    assert_origin_got_whole_requests(&s.origin, "/r/admission");
 
     // Stored once the origin has sent all of it, after the client had its part.
     let deadline = Instant::now() + Duration::from_secs(5);
     let third = loop {
-        let reply = get(&client, &proxy, "/r/admission", &[("range", "bytes=-10")]).await;
+        let reply = s.get("/r/admission", &[("range", "bytes=-10")]).await;
         if reply.is_hit() || Instant::now() > deadline {
             break reply;
         }
@@ -453,50 +425,34 @@ async fn a_range_miss_fetches_the_whole_object_and_counts_as_a_request_of_it() {
     };
     assert!(third.is_hit(), "{}", third.cache_status());
     assert_part(&third, &body, 4990, 4999);
-    assert_eq!(origin.count("/r/admission"), 2);
+    assert_eq!(s.origin.count("/r/admission"), 2);
 }
 
 #[tokio::test]
 async fn suffix_multipart_and_unsatisfiable_ranges_are_cut_from_a_miss_too() {
-    let origin = Origin::start();
-    let proxy = ProxyConfig::new(&origin.url()).mode("second-hit").start();
-    let client = Client::new();
+    let s = Setup::with(|config| {
+        config.mode("second-hit");
+    });
     let body = object(3000);
     for path in ["/r/miss-suffix", "/r/miss-multi", "/r/miss-416"] {
-        origin.set(path, stored(&body));
+        s.origin.set(path, stored(&body));
     }
-    origin.set("/r/miss-chunked", stored(&body).chunked());
+    s.origin.set("/r/miss-chunked", stored(&body).chunked());
 
-    let suffix = get(
-        &client,
-        &proxy,
-        "/r/miss-suffix",
-        &[("range", "bytes=-300")],
-    )
-    .await;
+    let suffix = s.get("/r/miss-suffix", &[("range", "bytes=-300")]).await;
     assert_part(&suffix, &body, 2700, 2999);
-    let multi = get(
-        &client,
-        &proxy,
-        "/r/miss-multi",
-        &[("range", "bytes=5-9,2000-2009")],
-    )
-    .await;
+    let multi = s
+        .get("/r/miss-multi", &[("range", "bytes=5-9,2000-2009")])
+        .await;
     assert_eq!(multi.status, StatusCode::PARTIAL_CONTENT);
     let parts = multipart(&multi);
     assert_eq!(parts.len(), 2);
     assert!(parts[0].1[..] == body[5..=9] && parts[1].1[..] == body[2000..=2009]);
-    let beyond = get(&client, &proxy, "/r/miss-416", &[("range", "bytes=3000-")]).await;
+    let beyond = s.get("/r/miss-416", &[("range", "bytes=3000-")]).await;
     assert_eq!(beyond.status, StatusCode::RANGE_NOT_SATISFIABLE);
     assert_eq!(beyond.header("content-range"), Some("bytes */3000"));
     // A body of unknown length is read whole (it is within the limit) and the range cut from it.
-    let chunked = get(
-        &client,
-        &proxy,
-        "/r/miss-chunked",
-        &[("range", "bytes=-300")],
-    )
-    .await;
+    let chunked = s.get("/r/miss-chunked", &[("range", "bytes=-300")]).await;
     assert_part(&chunked, &body, 2700, 2999);
     for reply in [&suffix, &multi, &beyond, &chunked] {
         assert_eq!(
@@ -510,25 +466,23 @@ async fn suffix_multipart_and_unsatisfiable_ranges_are_cut_from_a_miss_too() {
         "/r/miss-416",
         "/r/miss-chunked",
     ] {
-        assert_eq!(origin.count(path), 1, "{path}");
-        assert_origin_got_whole_requests(&origin, path);
+        assert_eq!(s.origin.count(path), 1, "{path}");
+        assert_origin_got_whole_requests(&s.origin, path);
     }
 }
 
 #[tokio::test]
 async fn a_range_at_the_start_of_a_miss_arrives_before_the_rest_of_the_object() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
-    let client = Client::new();
+    let s = Setup::storing();
     let body = object(300);
     // One byte every 10 ms: the whole object takes 3 s to arrive.
-    origin.set(
+    s.origin.set(
         "/r/trickle",
         stored(&body).fault(Fault::Trickle(Duration::from_millis(10))),
     );
 
     let started = Instant::now();
-    let reply = get(&client, &proxy, "/r/trickle", &[("range", "bytes=0-9")]).await;
+    let reply = s.get("/r/trickle", &[("range", "bytes=0-9")]).await;
     let took = started.elapsed();
     assert_part(&reply, &body, 0, 9);
     assert!(
@@ -539,7 +493,7 @@ async fn a_range_at_the_start_of_a_miss_arrives_before_the_rest_of_the_object() 
 
     // The rest is still read for the store (a request now would wait on that fetch), which then
     // answers every range.
-    let scrape = common::scrape_until(&client, &proxy, |scrape| {
+    let scrape = common::scrape_until(&s.client, &s.proxy, |scrape| {
         common::over_segments(scrape, "bloomgate_cache_writes_total") >= 1.0
     })
     .await;
@@ -547,18 +501,17 @@ async fn a_range_at_the_start_of_a_miss_arrives_before_the_rest_of_the_object() 
         common::over_segments(&scrape, "bloomgate_cache_writes_total"),
         1.0
     );
-    let later = get(&client, &proxy, "/r/trickle", &[("range", "bytes=290-")]).await;
+    let later = s.get("/r/trickle", &[("range", "bytes=290-")]).await;
     assert!(later.is_hit(), "{}", later.cache_status());
     assert_part(&later, &body, 290, 299);
-    assert_eq!(origin.count("/r/trickle"), 1);
+    assert_eq!(s.origin.count("/r/trickle"), 1);
 }
 
 #[tokio::test]
 async fn concurrent_ranges_of_one_uncached_object_share_one_fetch() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
+    let s = Setup::storing();
     let body = object(64 * 1024);
-    origin.set(
+    s.origin.set(
         "/r/concurrent",
         stored(&body).delay(Duration::from_millis(500)),
     );
@@ -573,7 +526,7 @@ async fn concurrent_ranges_of_one_uncached_object_share_one_fetch() {
     let mut requests = tokio::task::JoinSet::new();
     for (first, last) in ranges {
         let client = Client::new();
-        let url = proxy.url("/r/concurrent");
+        let url = s.proxy.url("/r/concurrent");
         requests.spawn(async move {
             let range = format!("bytes={first}-{last}");
             let reply = client.get_with(&url, &[("range", &range)]).await;
@@ -588,8 +541,12 @@ async fn concurrent_ranges_of_one_uncached_object_share_one_fetch() {
             collapsed += 1;
         }
     }
-    assert_eq!(origin.count("/r/concurrent"), 1, "one origin fetch for all");
-    assert_origin_got_whole_requests(&origin, "/r/concurrent");
+    assert_eq!(
+        s.origin.count("/r/concurrent"),
+        1,
+        "one origin fetch for all"
+    );
+    assert_origin_got_whole_requests(&s.origin, "/r/concurrent");
     assert_eq!(
         collapsed,
         ranges.len() - 1,
@@ -599,18 +556,16 @@ async fn concurrent_ranges_of_one_uncached_object_share_one_fetch() {
 
 #[tokio::test]
 async fn a_range_of_an_object_larger_than_the_largest_stored_is_passed_to_the_origin() {
-    let origin = Origin::start();
-    let proxy = ProxyConfig::new(&origin.url())
-        .mode("off")
-        .set("cache", "max_object_bytes", "\"1KiB\"")
-        .start();
-    let client = Client::new();
+    let s = Setup::with(|config| {
+        config.set("cache", "max_object_bytes", "\"1KiB\"");
+    });
     let body = object(4096);
-    origin.set("/r/large", stored(&body).serves_ranges());
-    origin.set("/r/large-chunked", stored(&body).serves_ranges().chunked());
+    s.origin.set("/r/large", stored(&body).serves_ranges());
+    s.origin
+        .set("/r/large-chunked", stored(&body).serves_ranges().chunked());
 
     for path in ["/r/large", "/r/large-chunked"] {
-        let reply = get(&client, &proxy, path, &[("range", "bytes=100-199")]).await;
+        let reply = s.get(path, &[("range", "bytes=100-199")]).await;
         assert_part(&reply, &body, 100, 199);
         assert_eq!(
             reply.cache_status(),
@@ -618,7 +573,7 @@ async fn a_range_of_an_object_larger_than_the_largest_stored_is_passed_to_the_or
             "{path}"
         );
         // The fetch of the whole object, given up at its head (or its first KiB), then the range.
-        let received = origin.received(path);
+        let received = s.origin.received(path);
         assert_eq!(received.len(), 2, "{path}: {received:?}");
         assert_eq!(received[0].header("range"), None);
         assert_eq!(received[1].header("range"), Some("bytes=100-199"));
@@ -627,13 +582,11 @@ async fn a_range_of_an_object_larger_than_the_largest_stored_is_passed_to_the_or
 
 #[tokio::test]
 async fn concurrent_ranges_of_a_too_large_object_are_passed_after_one_whole_fetch() {
-    let origin = Origin::start();
-    let proxy = ProxyConfig::new(&origin.url())
-        .mode("off")
-        .set("cache", "max_object_bytes", "\"1KiB\"")
-        .start();
+    let s = Setup::with(|config| {
+        config.set("cache", "max_object_bytes", "\"1KiB\"");
+    });
     let body = object(4096);
-    origin.set(
+    s.origin.set(
         "/r/large-concurrent",
         stored(&body)
             .serves_ranges()
@@ -642,7 +595,7 @@ async fn concurrent_ranges_of_a_too_large_object_are_passed_after_one_whole_fetc
     let mut requests = tokio::task::JoinSet::new();
     for first in [0, 1000, 2000, 3000] {
         let client = Client::new();
-        let url = proxy.url("/r/large-concurrent");
+        let url = s.proxy.url("/r/large-concurrent");
         requests.spawn(async move {
             let range = format!("bytes={first}-{}", first + 99);
             (first, client.get_with(&url, &[("range", &range)]).await)
@@ -659,7 +612,7 @@ async fn concurrent_ranges_of_a_too_large_object_are_passed_after_one_whole_fetc
     }
     // The leader's whole fetch, given up at its head; then each range once, the waiters' without
     // a whole fetch of their own.
-    let received = origin.received("/r/large-concurrent");
+    let received = s.origin.received("/r/large-concurrent");
     let whole = received
         .iter()
         .filter(|r| r.header("range").is_none())
@@ -669,46 +622,39 @@ async fn concurrent_ranges_of_a_too_large_object_are_passed_after_one_whole_fetc
 
 #[tokio::test]
 async fn a_range_of_a_response_that_is_not_stored_is_cut_from_it_or_passed() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
-    let client = Client::new();
+    let s = Setup::storing();
     let body = object(2000);
     let private = |reply: Reply| reply.header("cache-control", "private").serves_ranges();
-    origin.set("/r/private", private(Reply::bytes(&body)));
-    origin.set("/r/private-chunked", private(Reply::bytes(&body).chunked()));
+    s.origin.set("/r/private", private(Reply::bytes(&body)));
+    s.origin
+        .set("/r/private-chunked", private(Reply::bytes(&body).chunked()));
 
     // Its length is known and within what the cache would read: cut from the one fetch.
-    let known = get(&client, &proxy, "/r/private", &[("range", "bytes=10-19")]).await;
+    let known = s.get("/r/private", &[("range", "bytes=10-19")]).await;
     assert_part(&known, &body, 10, 19);
     assert_eq!(known.cache_status(), "bloomgate; fwd=miss; detail=private");
-    assert_eq!(origin.count("/r/private"), 1);
-    assert_origin_got_whole_requests(&origin, "/r/private");
+    assert_eq!(s.origin.count("/r/private"), 1);
+    assert_origin_got_whole_requests(&s.origin, "/r/private");
 
     // Of unknown length: the origin answers the range.
-    let unknown = get(
-        &client,
-        &proxy,
-        "/r/private-chunked",
-        &[("range", "bytes=10-19")],
-    )
-    .await;
+    let unknown = s
+        .get("/r/private-chunked", &[("range", "bytes=10-19")])
+        .await;
     assert_part(&unknown, &body, 10, 19);
     assert_eq!(
         unknown.cache_status(),
         "bloomgate; fwd=bypass; detail=private"
     );
-    let received = origin.received("/r/private-chunked");
+    let received = s.origin.received("/r/private-chunked");
     assert_eq!(received.len(), 2);
     assert_eq!(received[1].header("range"), Some("bytes=10-19"));
 }
 
 #[tokio::test]
 async fn a_206_from_the_origin_is_forwarded_as_it_is_and_never_stored() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
-    let client = Client::new();
+    let s = Setup::storing();
     // An origin that answers 206 whatever it is asked.
-    origin.set(
+    s.origin.set(
         "/r/origin-206",
         Reply::ok("0123456789")
             .status(206)
@@ -716,33 +662,31 @@ async fn a_206_from_the_origin_is_forwarded_as_it_is_and_never_stored() {
             .header("cache-control", "max-age=600"),
     );
     for _ in 0..2 {
-        let reply = get(&client, &proxy, "/r/origin-206", &[("range", "bytes=0-9")]).await;
+        let reply = s.get("/r/origin-206", &[("range", "bytes=0-9")]).await;
         assert_eq!(reply.status, StatusCode::PARTIAL_CONTENT);
         assert_eq!(reply.header("content-range"), Some("bytes 0-9/100"));
         assert_eq!(reply.text(), "0123456789");
         assert_eq!(reply.cache_status(), "bloomgate; fwd=miss; detail=status");
     }
-    let plain = get(&client, &proxy, "/r/origin-206", &[]).await;
+    let plain = s.get("/r/origin-206", &[]).await;
     assert!(!plain.is_hit(), "{}", plain.cache_status());
-    assert_eq!(origin.count("/r/origin-206"), 3);
+    assert_eq!(s.origin.count("/r/origin-206"), 3);
 }
 
 #[tokio::test]
 async fn hit_bytes_count_the_bytes_of_the_part_sent() {
-    let origin = Origin::start();
-    let proxy = storing(&origin);
-    let client = Client::new();
+    let s = Setup::storing();
     let body = object(1000);
-    origin.set("/r/bytes", stored(&body));
-    let first = get(&client, &proxy, "/r/bytes", &[]).await;
+    s.origin.set("/r/bytes", stored(&body));
+    let first = s.get("/r/bytes", &[]).await;
     assert!(first.is_stored(), "{}", first.cache_status());
 
     let hit_bytes = |scrape: &str| required_metric(scrape, "bloomgate_cache_hit_bytes_total");
-    let part = get(&client, &proxy, "/r/bytes", &[("range", "bytes=100-199")]).await;
+    let part = s.get("/r/bytes", &[("range", "bytes=100-199")]).await;
     assert_part(&part, &body, 100, 199);
-    let unsatisfiable = get(&client, &proxy, "/r/bytes", &[("range", "bytes=1000-")]).await;
+    let unsatisfiable = s.get("/r/bytes", &[("range", "bytes=1000-")]).await;
     assert_eq!(unsatisfiable.status, StatusCode::RANGE_NOT_SATISFIABLE);
-    let scrape = client.get(&proxy.admin_url("/metrics")).await.text();
+    let scrape = s.client.get(&s.proxy.admin_url("/metrics")).await.text();
     assert_eq!(hit_bytes(&scrape), 100.0);
 }
 
@@ -769,18 +713,21 @@ async fn a_range_of_an_object_on_the_disk_tier_is_cut_from_the_disk_copy() {
     let proxy = config.start();
     let client = Client::new();
     // The second request is a hit in probation, which proves the object: the stop writes it.
-    store(&client, &proxy, "/r/disk").await;
+    for proof in ["stored", "hit"] {
+        let reply = client.get(&proxy.url("/r/disk")).await;
+        assert!(
+            has_member(reply.cache_status(), proof),
+            "{}",
+            reply.cache_status()
+        );
+    }
     let log = proxy.terminate();
     assert!(!log.contains("not every entry was written"), "{log}");
 
     let proxy = config.start();
-    let reply = get(
-        &client,
-        &proxy,
-        "/r/disk",
-        &[("range", "bytes=15000-15999")],
-    )
-    .await;
+    let reply = client
+        .get_with(&proxy.url("/r/disk"), &[("range", "bytes=15000-15999")])
+        .await;
     assert_part(&reply, &body, 15000, 15999);
     assert!(
         reply.is_hit() && has_member(reply.cache_status(), "detail=disk"),
@@ -834,14 +781,13 @@ async fn curl_r_gets_its_range_on_a_miss_on_a_hit_and_several_at_once() {
         eprintln!("curl is not installed: the curl -r test is skipped");
         return;
     }
-    let origin = Origin::start();
-    let proxy = storing(&origin);
+    let s = Setup::storing();
     let body = object(10_000);
-    origin.set(
+    s.origin.set(
         "/r/curl",
         stored(&body).header("content-type", "application/octet-stream"),
     );
-    let url = proxy.url("/r/curl");
+    let url = s.proxy.url("/r/curl");
     let (head, bytes) = curl_blocking(&url, "2000-2999").await;
     assert_curl_part(&head, &bytes, &body, 2000, 2999);
     assert!(
@@ -853,15 +799,15 @@ async fn curl_r_gets_its_range_on_a_miss_on_a_hit_and_several_at_once() {
     let (head, bytes) = curl_blocking(&url, "-500").await;
     assert_curl_part(&head, &bytes, &body, 9500, 9999);
     assert!(head.contains("cache-status: bloomgate; hit"), "{head}");
-    assert_eq!(origin.count("/r/curl"), 1);
+    assert_eq!(s.origin.count("/r/curl"), 1);
 
     // A download manager's parallel segments of an object not yet cached: one origin fetch.
     let body = object(100_000);
-    origin.set(
+    s.origin.set(
         "/r/curl-segments",
         stored(&body).delay(Duration::from_millis(500)),
     );
-    let url = proxy.url("/r/curl-segments");
+    let url = s.proxy.url("/r/curl-segments");
     let segments: Vec<(usize, usize)> = (0..4).map(|i| (i * 25_000, i * 25_000 + 24_999)).collect();
     let mut curls = tokio::task::JoinSet::new();
     for (first, last) in segments.clone() {
@@ -881,7 +827,7 @@ async fn curl_r_gets_its_range_on_a_miss_on_a_hit_and_several_at_once() {
         assembled[first..=last].copy_from_slice(&bytes);
     }
     assert!(assembled == body, "the segments do not make up the object");
-    assert_eq!(origin.count("/r/curl-segments"), 1);
+    assert_eq!(s.origin.count("/r/curl-segments"), 1);
 }
 
 /// [`curl_range`] off the runtime's threads.
