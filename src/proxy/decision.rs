@@ -7,11 +7,11 @@
 
 use std::time::SystemTime;
 
-use http::header::{self, HeaderMap};
+use http::header::HeaderMap;
 use http::{Method, response};
 use http_cache_semantics::CachePolicy;
 
-use super::headers::ResponseFraming;
+use super::headers::{ResponseFraming, content_length};
 use super::status::Detail;
 use crate::admission::Doorkeeper;
 use crate::admission::probation::{Budget, Mode, Placement, Segment};
@@ -46,11 +46,7 @@ pub fn storable(
     if framing == ResponseFraming::Ambiguous {
         return Err(NotStored::AmbiguousFraming);
     }
-    let content_length = head
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let content_length = content_length(&head.headers);
     if content_length.is_some_and(|length| length > max_object_bytes) {
         return Err(NotStored::TooLarge);
     }
@@ -218,6 +214,22 @@ mod tests {
         assert_eq!(
             Decision::NotStorable(NotStored::TooLarge).label(),
             "too_large"
+        );
+    }
+
+    #[test]
+    fn a_partial_response_is_never_stored_as_the_object() {
+        // RFC 9111 section 3.3 and 3.4: a 206 is not the whole response; the cache stores only
+        // whole ones and cuts ranges from them itself.
+        let mut partial = head(&[
+            ("cache-control", "max-age=60"),
+            ("content-range", "bytes 0-9/100"),
+            ("content-length", "10"),
+        ]);
+        partial.status = StatusCode::PARTIAL_CONTENT;
+        assert_eq!(
+            decide(&HeaderMap::new(), &partial, ResponseFraming::Clear),
+            Err(NotStored::Status)
         );
     }
 

@@ -97,8 +97,14 @@ impl Exchange {
         self.parts.method == Method::HEAD
     }
 
+    /// Whether this is a GET with a `Range`, valid or not: what the origin answers when the cache
+    /// does not cut the range from the whole object.
+    pub fn asks_for_range(&self) -> bool {
+        self.parts.method == Method::GET && self.parts.headers.contains_key(header::RANGE)
+    }
+
     /// A copy of the request without its extensions, for a background revalidation that outlives
-    /// the client's request.
+    /// the client's request. It refreshes the whole object, so the client's range stays behind.
     pub fn detached(&self) -> Exchange {
         let mut request = Request::new(());
         *request.method_mut() = self.parts.method.clone();
@@ -108,6 +114,8 @@ impl Exchange {
         if let Some(tls) = self.parts.extensions.get::<ClientTls>() {
             request.extensions_mut().insert(*tls);
         }
+        request.headers_mut().remove(header::RANGE);
+        request.headers_mut().remove(header::IF_RANGE);
         Exchange {
             parts: request.into_parts().0,
             peer: self.peer,
@@ -133,10 +141,7 @@ impl Exchange {
                     .insert(header::IF_MODIFIED_SINCE, modified.clone());
             }
         }
-        let empty = Empty::<Bytes>::new()
-            .map_err(|never| match never {})
-            .boxed();
-        head.map(|()| empty)
+        head.map(|()| empty_body())
     }
 
     /// The request a pass sends: the client's method and body, with framing derived from the body.
@@ -146,12 +151,18 @@ impl Exchange {
         head.map(|()| body.boxed())
     }
 
+    /// The request that passes a GET's range to the origin: the client's `Range` and
+    /// conditionals, no body, for the target its key names.
+    pub fn range_request(&self) -> Request<OutgoingBody> {
+        self.origin_head(OriginBody::Omitted).map(|()| empty_body())
+    }
+
     /// The head of the request to the origin: a cacheable fetch is always a GET (a HEAD is
     /// answered from the full response), a pass keeps the client's method.
     fn origin_head(&self, body: OriginBody) -> Request<()> {
         let method = match body {
             OriginBody::Dropped => Method::GET,
-            OriginBody::Forwarded(_) => self.parts.method.clone(),
+            OriginBody::Forwarded(_) | OriginBody::Omitted => self.parts.method.clone(),
         };
         let mut request = Request::new(());
         *request.method_mut() = method;
@@ -181,13 +192,16 @@ impl Exchange {
     }
 }
 
-/// GET and HEAD go through the cache, except ranges (the cache stores only whole responses);
-/// every other method goes to the origin.
+fn empty_body() -> OutgoingBody {
+    Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// GET and HEAD go through the cache, ranges included (the cache stores whole objects and cuts
+/// ranges from them); every other method goes to the origin.
 fn route(parts: &Parts) -> Route {
     match parts.method {
-        Method::GET | Method::HEAD if parts.headers.contains_key(header::RANGE) => {
-            Route::Pass(Fwd::Bypass)
-        }
         Method::GET | Method::HEAD => Route::Cache,
         _ => Route::Pass(Fwd::Method),
     }

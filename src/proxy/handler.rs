@@ -17,9 +17,12 @@ use metrics::{counter, histogram};
 use super::coalesce::{self, Flight, FlightOutcome, Role, SharedResponse};
 use super::decision::{self, Decision};
 use super::exchange::{Exchange, Route};
-use super::headers::{ResponseFraming, not_modified, settle_response_framing, strip_hop_by_hop};
-use super::origin::OriginFailure;
-use super::respond::{self, Answer, ProxyBody};
+use super::headers::{
+    ResponseFraming, content_length, not_modified, settle_response_framing, strip_hop_by_hop,
+};
+use super::origin::{OriginError, OriginFailure};
+use super::range::Ranges;
+use super::respond::{self, Answer, ProxyBody, WholeBody};
 use super::status::{CacheStatus, Detail, Fwd};
 use super::stream::{Capture, OriginStream, Prefix};
 use super::{Live, Proxy};
@@ -133,8 +136,14 @@ impl Proxy {
                 let outcome = tokio::time::timeout(patience, coalesce::wait(slot))
                     .await
                     .unwrap_or(FlightOutcome::FetchAlone);
+                let gave_up = matches!(outcome, FlightOutcome::FetchAlone);
                 if let Some(answer) = self.follow(&exchange, fwd, stale.as_deref(), outcome) {
                     return answer;
+                }
+                // The leader found nothing to cut a range from (too large, not storable, or cut
+                // short): the origin answers this range rather than a second whole fetch.
+                if gave_up && exchange.asks_for_range() {
+                    return self.pass_range(exchange, None).await;
                 }
                 None
             }
@@ -302,6 +311,10 @@ impl Proxy {
 
     /// Phase 5: decides whether the response is stored (storability, then admission), then sends
     /// it to the client while capturing it for the store and the waiting requests.
+    ///
+    /// A GET's range is cut from the whole 200 as it streams, when the whole is known to be no
+    /// larger than `cache.max_object_bytes` (a body of unknown length is read up to its limit
+    /// first); otherwise this fetch is given up and the origin answers the range itself.
     async fn forward_response(
         self: &Arc<Self>,
         exchange: Exchange,
@@ -328,13 +341,26 @@ impl Proxy {
         let status = cache_status(fwd, decision);
 
         let config = exchange.config();
-        let limit = decision.size_limit(config.cache.max_object_bytes, self.store.budget());
+        let max_object = config.cache.max_object_bytes;
+        let limit = decision.size_limit(max_object, self.store.budget());
         let idle_timeout = config.origin.idle_timeout;
+        // Conditionals come before the range (RFC 9110 section 13.2.2): a 304 stands for it all.
+        let ranges = Ranges::requested(&exchange.parts, head.status, &head.headers)
+            .filter(|_| !not_modified(&exchange.parts.headers, &head.headers));
         let Some(storable) = storable else {
             count(decision);
             abandon(flight);
+            if let Some(ranges) = ranges {
+                let Some(length) = content_length(&head.headers).filter(|n| *n <= max_object)
+                else {
+                    drop(incoming);
+                    return self.pass_range(exchange, decision.detail()).await;
+                };
+                let body = WholeBody::Streaming(OriginStream::new(incoming, idle_timeout, None));
+                return (respond::ranged(head, body, length, &ranges), status);
+            }
             let body = OriginStream::new(incoming, idle_timeout, None);
-            return (self.client_response(&exchange, head, body, false), status);
+            return (self.client_response(&exchange, head, body), status);
         };
         let content_length = storable.content_length;
         let capture = self.capture(&exchange, &head, storable, decision, limit, flight);
@@ -343,16 +369,22 @@ impl Proxy {
             count(decision);
             capture.complete_with(Bytes::new());
             let body = OriginStream::new(incoming, idle_timeout, None);
-            return (self.client_response(&exchange, head, body, false), status);
+            return (self.client_response(&exchange, head, body), status);
         }
-        if content_length.is_none() && decision.segment().is_some() {
+        if content_length.is_none() && (decision.segment().is_some() || ranges.is_some()) {
             // A body of unknown length is read up to the segment's limit before the head goes
-            // out, so that `stored` in Cache-Status is true when sent.
+            // out, so that `stored` in Cache-Status is true when sent, and so that a range is
+            // cut only from a whole that the cache would have read anyway.
             let body = OriginStream::new(incoming, idle_timeout, None);
             return match body.read_up_to(limit).await {
                 Ok(Prefix::Whole(body)) => {
                     count(decision);
                     capture.complete_with(body.clone());
+                    if let Some(ranges) = ranges {
+                        let length = body.len() as u64;
+                        let body = WholeBody::Whole(body);
+                        return (respond::ranged(head, body, length, &ranges), status);
+                    }
                     let body = match exchange.is_head() {
                         true => {
                             head.headers.remove(header::TRANSFER_ENCODING);
@@ -366,15 +398,23 @@ impl Proxy {
                     let decision = decision.too_large();
                     count(decision);
                     capture.abandon();
+                    if ranges.is_some() {
+                        drop(body);
+                        return self.pass_range(exchange, decision.detail()).await;
+                    }
                     let status = cache_status(fwd, decision);
-                    (self.client_response(&exchange, head, body, false), status)
+                    (self.client_response(&exchange, head, body), status)
                 }
                 Err(error) => respond::origin_failed(error.failure(), fwd),
             };
         }
         count(decision);
         let body = OriginStream::new(incoming, idle_timeout, Some(capture));
-        (self.client_response(&exchange, head, body, true), status)
+        if let (Some(ranges), Some(length)) = (ranges, content_length) {
+            let body = WholeBody::Streaming(body);
+            return (respond::ranged(head, body, length, &ranges), status);
+        }
+        (self.client_response(&exchange, head, body), status)
     }
 
     /// Whether a response is stored: storability first (a pure decision), then, for storable
@@ -465,19 +505,14 @@ impl Proxy {
         exchange: &Exchange,
         head: response::Parts,
         body: OriginStream,
-        capturing: bool,
     ) -> Response<ProxyBody> {
         let answer_304 =
             head.status == StatusCode::OK && not_modified(&exchange.parts.headers, &head.headers);
         if !(exchange.is_head() || answer_304) {
-            return Response::from_parts(head, http_body_util::Either::Right(body));
+            return Response::from_parts(head, respond::streamed(body));
         }
-        if capturing {
-            // The client gets no body, but the store and the waiters still want it.
-            tokio::spawn(async move {
-                let _ = body.collect().await;
-            });
-        }
+        // The client gets no body, but the store and the waiters may still want it.
+        body.finish_unread();
         let mut response = if answer_304 {
             respond::not_modified_response(&head.headers)
         } else {
@@ -507,11 +542,34 @@ impl Proxy {
         });
     }
 
-    /// Forwards a request the cache does not answer (other methods, ranges), streaming both ways.
+    /// Forwards a request the cache does not answer (other methods), streaming both ways.
     async fn pass(self: &Arc<Self>, exchange: Exchange, body: Incoming, fwd: Fwd) -> Answer {
-        let status = CacheStatus::forward(fwd);
         let request = exchange.pass_request(body);
-        let response = match exchange.live.origin.send(request).await {
+        let response = exchange.live.origin.send(request).await;
+        self.passed(exchange, response, fwd, None)
+    }
+
+    /// Passes a GET's range to the origin, when the cache will not cut it from the whole object:
+    /// too large, not storable (`detail` says why), or given up by the fetch it waited for. The
+    /// origin's answer, a 206 or 416 included, is forwarded as it is and never stored.
+    async fn pass_range(self: &Arc<Self>, exchange: Exchange, detail: Option<Detail>) -> Answer {
+        let response = exchange
+            .live
+            .origin
+            .send_idempotent(|| exchange.range_request())
+            .await;
+        self.passed(exchange, response, Fwd::Bypass, detail)
+    }
+
+    /// The origin's answer to a passed request, streamed to the client as it is.
+    fn passed(
+        &self,
+        exchange: Exchange,
+        response: Result<Response<Incoming>, OriginError>,
+        fwd: Fwd,
+        detail: Option<Detail>,
+    ) -> Answer {
+        let response = match response {
             Ok(response) => response,
             Err(error) => {
                 tracing::warn!(%error, "origin request failed");
@@ -530,10 +588,9 @@ impl Proxy {
         }
         strip_hop_by_hop(&mut head.headers);
         let body = OriginStream::new(incoming, exchange.config().origin.idle_timeout, None);
-        (
-            Response::from_parts(head, http_body_util::Either::Right(body)),
-            status,
-        )
+        let mut status = CacheStatus::forward(fwd);
+        status.detail = detail;
+        (Response::from_parts(head, respond::streamed(body)), status)
     }
 
     fn purge_from_public(

@@ -55,6 +55,9 @@ pub enum OriginBody {
     Dropped,
     /// The client's body, streamed; `Some(n)` when its length is known.
     Forwarded(Option<u64>),
+    /// None, on a GET whose range the origin answers itself (the cache will not cut it from the
+    /// whole object): its `Range` and conditionals go on, its framing goes with its body.
+    Omitted,
 }
 
 /// Who the request came from and how, for the forwarding fields the origin receives.
@@ -81,6 +84,11 @@ pub fn to_origin(client: &HeaderMap, forwarding: &Forwarding<'_>, body: OriginBo
             for name in CLIENT_CONDITIONALS {
                 headers.remove(name);
             }
+            // The cache stores whole objects and cuts ranges from them itself.
+            headers.remove(header::RANGE);
+            headers.remove(header::EXPECT);
+        }
+        OriginBody::Omitted => {
             headers.remove(header::EXPECT);
         }
         OriginBody::Forwarded(Some(length)) => {
@@ -125,6 +133,14 @@ pub fn to_origin(client: &HeaderMap, forwarding: &Forwarding<'_>, body: OriginBo
 #[derive(Debug, thiserror::Error)]
 #[error("origin response has a transfer coding other than chunked: {0:?}")]
 pub struct UnknownTransferCoding(pub HeaderValue);
+
+/// The body length a response's `Content-Length` announces, when it is one valid number.
+pub fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
 
 /// Whether an origin response's framing was ambiguous (RFC 9112 section 6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -267,6 +283,8 @@ mod tests {
             ("transfer-encoding", "chunked"),
             ("expect", "100-continue"),
             ("if-none-match", "\"v1\""),
+            ("range", "bytes=0-9"),
+            ("if-range", "\"v1\""),
         ]);
         let sent = to_origin(&client, &forwarding(&[]), OriginBody::Dropped);
         for name in [
@@ -274,8 +292,21 @@ mod tests {
             "transfer-encoding",
             "expect",
             "if-none-match",
+            "range",
+            "if-range",
         ] {
             assert_eq!(sent.get(name), None, "{name} reached the origin");
+        }
+        let passed = to_origin(&client, &forwarding(&[]), OriginBody::Omitted);
+        for name in ["content-length", "transfer-encoding", "expect"] {
+            assert_eq!(passed.get(name), None, "{name} reached the origin");
+        }
+        for name in ["range", "if-range", "if-none-match"] {
+            assert_eq!(
+                passed.get(name),
+                client.get(name),
+                "{name} was not passed on"
+            );
         }
     }
 

@@ -10,9 +10,11 @@ mod headers;
 mod idle;
 mod origin;
 mod persist;
+mod range;
 mod reload;
 mod respond;
 mod server;
+mod slice;
 mod status;
 mod stream;
 

@@ -1,25 +1,30 @@
 //! Responses the proxy builds itself: from a stored entry, from a coalesced fetch, a 304 for a
-//! client's conditional, and its own short error answers.
+//! client's conditional, the part of a whole body a range asks for, and its own short error
+//! answers.
 
 use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::request::Parts;
-use http::{Method, Response, StatusCode};
-use http_body_util::Full;
+use http::{Method, Response, StatusCode, response};
+use http_body_util::{Either, Full};
+use hyper::body::Body;
 use metrics::counter;
 
 use super::coalesce::SharedResponse;
 use super::headers::{not_modified, not_modified_headers};
 use super::origin::OriginFailure;
+use super::range::{self, Ranges, Selection};
+use super::slice::SlicedStream;
 use super::status::{CacheStatus, Detail, Fwd};
 use super::stream::OriginStream;
 use crate::cache::StoredResponse;
 use crate::telemetry::CACHE_HIT_BYTES_TOTAL;
 
-/// The body of every response the proxy sends: a stored body, or an origin body on its way.
-pub type ProxyBody = http_body_util::Either<Full<Bytes>, OriginStream>;
+/// The body of every response the proxy sends: a body at hand (stored, or read whole), an origin
+/// body on its way, or the parts of one that a range asks for.
+pub type ProxyBody = Either<Full<Bytes>, Either<OriginStream, SlicedStream>>;
 
 /// A response and what the cache did for it.
 pub type Answer = (Response<ProxyBody>, CacheStatus);
@@ -29,7 +34,84 @@ pub fn empty() -> ProxyBody {
 }
 
 pub fn full(body: Bytes) -> ProxyBody {
-    http_body_util::Either::Left(Full::new(body))
+    Either::Left(Full::new(body))
+}
+
+pub fn streamed(body: OriginStream) -> ProxyBody {
+    Either::Right(Either::Left(body))
+}
+
+/// A whole 200 body, at hand or still coming from the origin.
+pub enum WholeBody {
+    Whole(Bytes),
+    Streaming(OriginStream),
+}
+
+/// The answer to a request for `ranges` of a 200 whose body is `length` bytes: 206 with the parts
+/// (cut from the body at hand, or from the origin's as it streams), 416, or the whole body
+/// (RFC 9110 section 14). A body still streaming that the client will not read is read on for
+/// its capture.
+pub fn ranged(
+    mut head: response::Parts,
+    body: WholeBody,
+    length: u64,
+    ranges: &Ranges,
+) -> Response<ProxyBody> {
+    head.headers
+        .insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    let selection = ranges.select(length, head.headers.get(header::CONTENT_TYPE));
+    let partial = match selection {
+        Selection::Partial(partial) => partial,
+        Selection::Whole => {
+            let body = match body {
+                WholeBody::Whole(bytes) => full(bytes),
+                WholeBody::Streaming(stream) => streamed(stream),
+            };
+            return Response::from_parts(head, body);
+        }
+        Selection::Unsatisfiable => {
+            if let WholeBody::Streaming(stream) = body {
+                stream.finish_unread();
+            }
+            let mut response = Response::new(empty());
+            *response.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+            response
+                .headers_mut()
+                .insert(header::CONTENT_RANGE, range::unsatisfied_range(length));
+            return response;
+        }
+    };
+    head.status = StatusCode::PARTIAL_CONTENT;
+    partial.describe(&mut head.headers);
+    let body = match body {
+        WholeBody::Whole(bytes) => full(partial.cut(&bytes)),
+        WholeBody::Streaming(stream) => {
+            Either::Right(Either::Right(SlicedStream::new(stream, partial)))
+        }
+    };
+    Response::from_parts(head, body)
+}
+
+/// A stored entry (or a coalesced fetch's) as this request gets it: whole, without a body for
+/// HEAD, or the part its `Range` asks for. A 200 says that ranges of it are served.
+fn from_entry(parts: &Parts, entry: &StoredResponse) -> Response<ProxyBody> {
+    let (mut head, ()) = Response::new(()).into_parts();
+    head.status = entry.status;
+    head.headers = entry.headers.clone();
+    if entry.status == StatusCode::OK {
+        head.headers
+            .insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    }
+    if parts.method == Method::HEAD {
+        return Response::from_parts(head, empty());
+    }
+    match Ranges::requested(parts, entry.status, &entry.headers) {
+        Some(ranges) => {
+            let length = entry.body.len() as u64;
+            ranged(head, WholeBody::Whole(entry.body.clone()), length, &ranges)
+        }
+        None => Response::from_parts(head, full(entry.body.clone())),
+    }
 }
 
 /// A 304 standing for a full response with these headers.
@@ -59,7 +141,8 @@ pub fn origin_failed(failure: OriginFailure, fwd: Fwd) -> Answer {
     )
 }
 
-/// A stored entry, with its `Age`; a 304 when the client's conditional matches it.
+/// A stored entry, with its `Age`; a 304 when the client's conditional matches it, else the
+/// part its `Range` asks for, if any.
 pub fn stored(
     parts: &Parts,
     entry: &StoredResponse,
@@ -72,14 +155,9 @@ pub fn stored(
         response.headers_mut().insert(header::AGE, age);
         return (response, status);
     }
-    let mut response = Response::new(if parts.method == Method::HEAD {
-        empty()
-    } else {
-        counter!(CACHE_HIT_BYTES_TOTAL).increment(entry.body.len() as u64);
-        full(entry.body.clone())
-    });
-    *response.status_mut() = entry.status;
-    *response.headers_mut() = entry.headers.clone();
+    let mut response = from_entry(parts, entry);
+    let sent = response.body().size_hint().exact().unwrap_or(0);
+    counter!(CACHE_HIT_BYTES_TOTAL).increment(sent);
     response.headers_mut().insert(header::AGE, age);
     (response, status)
 }
@@ -104,13 +182,5 @@ pub fn shared(parts: &Parts, shared: &SharedResponse, status: CacheStatus) -> An
     if entry.status == StatusCode::OK && not_modified(&parts.headers, &entry.headers) {
         return (not_modified_response(&entry.headers), status);
     }
-    let body = if parts.method == Method::HEAD {
-        Bytes::new()
-    } else {
-        entry.body.clone()
-    };
-    let mut response = Response::new(full(body));
-    *response.status_mut() = entry.status;
-    *response.headers_mut() = entry.headers.clone();
-    (response, status)
+    (from_entry(parts, entry), status)
 }

@@ -18,7 +18,8 @@ pub enum Fwd {
     Stale,
     /// A method the cache does not answer (POST, PUT, ...).
     Method,
-    /// A request the cache does not answer although its method is cacheable (`Range`).
+    /// A request the cache does not answer although its method is cacheable: a range it will not
+    /// cut from the whole object (too large, or not storable and of unknown length).
     Bypass,
     /// A request the proxy refused itself (no valid host or target).
     Request,

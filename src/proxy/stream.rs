@@ -119,6 +119,17 @@ impl OriginStream {
         Ok(Prefix::Whole(body.freeze()))
     }
 
+    /// Lets a body the client will not read (or not to its end) reach its capture: read to the
+    /// end in the background when it is being captured, for the store and the requests waiting
+    /// on the fetch; dropped otherwise.
+    pub fn finish_unread(mut self) {
+        if self.capture.is_some() {
+            tokio::spawn(async move {
+                while let Some(Ok(_)) = std::future::poll_fn(|cx| self.poll_origin(cx)).await {}
+            });
+        }
+    }
+
     fn complete(&mut self) {
         if let Some(capture) = self.capture.take() {
             (capture.on_complete)(capture.buffer.freeze());

@@ -45,6 +45,9 @@ pub struct Reply {
     pub echo_first: bool,
     /// Sent verbatim as the whole response, whatever its framing; then the connection closes.
     pub raw: Option<Vec<u8>>,
+    /// Answer a request's single `Range: bytes=first-last` (or `first-`) with a 206 of those
+    /// bytes, as an origin that serves ranges itself does.
+    pub serves_ranges: bool,
 }
 
 impl Reply {
@@ -60,7 +63,15 @@ impl Reply {
             echo: None,
             echo_first: false,
             raw: None,
+            serves_ranges: false,
         }
+    }
+
+    /// A reply whose body is these bytes.
+    pub fn bytes(body: &[u8]) -> Reply {
+        let mut reply = Reply::ok("");
+        reply.body = body.to_vec();
+        reply
     }
 
     /// A reply whose body is the request's `name` lines joined with ", ", so that a test sees
@@ -117,6 +128,36 @@ impl Reply {
     pub fn answers_304(mut self) -> Reply {
         self.answers_304 = true;
         self
+    }
+
+    pub fn serves_ranges(mut self) -> Reply {
+        self.serves_ranges = true;
+        self
+    }
+
+    /// This reply as the 206 answering `range` (`bytes=first-last` or `bytes=first-`), when it
+    /// serves ranges and the range is one it can name.
+    fn for_range(mut self, range: Option<&str>) -> Reply {
+        let Some(set) = range.and_then(|r| r.strip_prefix("bytes=")) else {
+            return self;
+        };
+        let Some((first, last)) = set.split_once('-') else {
+            return self;
+        };
+        let length = self.body.len();
+        let (Ok(first), last) = (first.parse::<usize>(), last.parse::<usize>().ok()) else {
+            return self;
+        };
+        let last = last
+            .unwrap_or(length.saturating_sub(1))
+            .min(length.saturating_sub(1));
+        if !self.serves_ranges || first > last {
+            return self;
+        }
+        self.body = self.body[first..=last].to_vec();
+        self.status = 206;
+        self.chunked = false;
+        self.header("content-range", &format!("bytes {first}-{last}/{length}"))
     }
 
     fn header_value(&self, name: &str) -> Option<&str> {
@@ -349,6 +390,7 @@ async fn serve_connection(stream: TcpStream, state: Arc<State>) {
                 Some(_) => values.join(", ").into_bytes(),
             };
         }
+        let reply = reply.for_range(request.header("range"));
         let close = request
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
@@ -557,6 +599,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        206 => "Partial Content",
         304 => "Not Modified",
         404 => "Not Found",
         500 => "Internal Server Error",

@@ -1,11 +1,12 @@
 //! End to end: hostile and unusual clients (slowloris, connection limit), and requests the cache
-//! passes through or invalidates on (ranges, unsafe methods, objects too large to store).
+//! passes through or invalidates on (unsafe methods, objects too large to store). Ranges have
+//! their own file, `ranges.rs`.
 
 use crate::common;
 
 use std::time::Duration;
 
-use common::{Client, Origin, ProxyConfig, Reply, has_member};
+use common::{Client, Origin, ProxyConfig, Reply};
 use http::{Method, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -95,26 +96,6 @@ async fn a_successful_post_invalidates_the_stored_object() {
         after.cache_status()
     );
     assert_eq!(origin.count(path), 3);
-}
-
-#[tokio::test]
-async fn a_range_request_is_passed_to_the_origin_and_not_stored() {
-    let origin = Origin::start();
-    let proxy = ProxyConfig::new(&origin.url()).admission(false).start();
-    let path = "/range/object";
-    origin.set(path, stored_object("0123456789"));
-    let client = Client::new();
-    let ranged = client
-        .get_with(&proxy.url(path), &[("range", "bytes=0-3")])
-        .await;
-    assert!(
-        has_member(ranged.cache_status(), "fwd=bypass"),
-        "{}",
-        ranged.cache_status()
-    );
-    assert_eq!(origin.received(path)[0].header("range"), Some("bytes=0-3"));
-    let whole = client.get(&proxy.url(path)).await;
-    assert!(!whole.is_hit(), "{}", whole.cache_status());
 }
 
 #[tokio::test]

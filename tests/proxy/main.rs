@@ -1,5 +1,5 @@
-//! End to end: the real `bloomgate serve` binary over real sockets (cache, clients, faults,
-//! isolation, security and conformance, admin, reload, persistence, metrics and the dashboard),
+//! End to end: the real `bloomgate serve` binary over real sockets (cache, ranges, clients,
+//! faults, isolation, security and conformance, admin, reload, persistence, metrics and the dashboard),
 //! and the config file it reads.
 //! One test crate per subject, so that it is linked once.
 
@@ -21,6 +21,7 @@ mod isolation;
 mod metrics_promtool;
 mod persist;
 mod probation;
+mod ranges;
 mod reload;
 mod security;
 mod tls;
