@@ -49,7 +49,9 @@ fn a_bad_file_fails_with_every_key_named() {
 #[test]
 fn the_shipped_files_check_ok() {
     for name in ["bloomgate.toml", "bloomgate.service.toml"] {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config").join(name);
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("config")
+            .join(name);
         let output = check_config(&path);
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(

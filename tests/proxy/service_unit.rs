@@ -69,7 +69,11 @@ impl Unit {
             ("LogsDirectory", "/var/log"),
         ] {
             for names in self.all(key) {
-                dirs.extend(names.split_whitespace().map(|name| Path::new(root).join(name)));
+                dirs.extend(
+                    names
+                        .split_whitespace()
+                        .map(|name| Path::new(root).join(name)),
+                );
             }
         }
         for paths in self.all("ReadWritePaths") {
@@ -211,7 +215,10 @@ fn run(line: &[String], root: &Path, pid: Option<u32>) {
 async fn the_unit_starts_reloads_and_stops_the_binary_as_written() {
     let unit = Unit::read();
     let start = unit.command(unit.one("ExecStart"));
-    assert_eq!(start[0], INSTALLED_BINARY, "the path the README installs to");
+    assert_eq!(
+        start[0], INSTALLED_BINARY,
+        "the path the README installs to"
+    );
     let root = TempDir::new("service-unit");
     for dir in unit.writable() {
         std::fs::create_dir_all(under(root.path(), &dir)).expect("make a unit directory");
@@ -235,7 +242,10 @@ async fn the_unit_starts_reloads_and_stops_the_binary_as_written() {
         ("origin", "url", origin.url()),
         ("disk", "max_bytes", "64MiB".to_owned()),
     ] {
-        let section = table.get_mut(name).and_then(|t| t.as_table_mut()).expect("a table");
+        let section = table
+            .get_mut(name)
+            .and_then(|t| t.as_table_mut())
+            .expect("a table");
         section.insert(key.to_owned(), value.into());
     }
     let config_path = under(root.path(), Path::new(start.last().expect("a config path")));
@@ -271,11 +281,22 @@ async fn the_unit_starts_reloads_and_stops_the_binary_as_written() {
     let stopping = Instant::now();
     let log = proxy.terminate();
     let stop = humantime::parse_duration(unit.one("TimeoutStopSec")).expect("a time span");
-    assert!(stopping.elapsed() < stop, "stopped in {:?}", stopping.elapsed());
+    assert!(
+        stopping.elapsed() < stop,
+        "stopped in {:?}",
+        stopping.elapsed()
+    );
     let (config, _) = service_config();
     let snapshot = under(root.path(), &config.admission.snapshot_path.expect("set"));
-    assert!(snapshot.exists(), "no snapshot in the state directory; log:\n{log}");
+    assert!(
+        snapshot.exists(),
+        "no snapshot in the state directory; log:\n{log}"
+    );
     let disk = under(root.path(), &config.disk.path.expect("set"));
     let on_disk = std::fs::read_dir(&disk).map_or(0, |dir| dir.count());
-    assert!(on_disk > 0, "no disk tier files in {}; log:\n{log}", disk.display());
+    assert!(
+        on_disk > 0,
+        "no disk tier files in {}; log:\n{log}",
+        disk.display()
+    );
 }
