@@ -14,7 +14,7 @@ use common::{Client, Origin, ProxyProcess, Reply, TempDir};
 
 const UNIT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/bloomgate.service");
 const SERVICE_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/bloomgate.service.toml");
-/// Where the README's `cargo install --path . --root /usr/local` puts the binary.
+/// Where the README's `cargo install --locked --path . --root /usr/local` puts the binary.
 const INSTALLED_BINARY: &str = "/usr/local/bin/bloomgate";
 
 /// The `[Service]` section of the unit: its settings in order (a key may repeat).
