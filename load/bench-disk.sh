@@ -13,7 +13,8 @@
 # smaller than them so that nearly every hit is read from disk, nginx serving the same objects from
 # its disk cache; wrk picks objects at random. Median requests/s over ROUNDS, and the ratio.
 #
-# Usage: load/bench-disk.sh [TRACE]       (from the repository root; builds the release binary)
+# Usage: load/bench-disk.sh [TRACE]       (from anywhere; builds the release binary)
+#   TRACE: a time,key,size CSV (plain or gzip); default the bundled load/traces/web07.csv.gz
 # Environment:
 #   RAM_PERCENT=1 DISK_PERCENT=10 CONCURRENCY=16   part 1
 #   OBJECTS=2000 DURATION=10 CONNECTIONS=32 THREADS=2 ROUNDS=3   part 2
@@ -25,9 +26,10 @@
 # tmpfs never reach the storage layer, and /proc/PID/io would show none).
 set -euo pipefail
 
+# A trace named on the command line is taken from where the script was started.
+TRACE=$(realpath -m "${1:-$(dirname "$0")/traces/web07.csv.gz}")
 cd "$(dirname "$0")/.."
 source load/lib.sh
-TRACE=${1:-../shared/traces/web07.csv.gz}
 RAM_PERCENT=${RAM_PERCENT:-1}
 DISK_PERCENT=${DISK_PERCENT:-10}
 CONCURRENCY=${CONCURRENCY:-16}
@@ -143,7 +145,7 @@ replay_through() {
 mib() { python3 -c "print(f'{$1 / 1048576:.1f}')"; }
 
 part_trace() {
-  [[ -f "$TRACE" ]] || die "trace $TRACE not found (the shared traces live in ../shared/traces)"
+  [[ -f "$TRACE" ]] || die "trace $TRACE not found (load/traces/README.md says where traces come from)"
   local footprint ram disk block max_object
   local sim capacity
   sim=$("$BLOOMGATE" simulate --trace "$TRACE" --ram-percent "$RAM_PERCENT" --disk-percent "$DISK_PERCENT" 2>/dev/null)

@@ -13,8 +13,9 @@
 #
 # Usage: load/cluster.sh            (from anywhere; installs Debian's haproxy if it is missing)
 # Environment:
-#   TRACE=../shared/traces/web07.csv.gz   a time,key,size CSV (plain or gzip), relative to the repo
-#   TRACES=dir                            where to look for TRACE's file name if TRACE is missing
+#   TRACE=load/traces/web07.csv.gz        a time,key,size CSV (plain or gzip), relative to the repo
+#   BLOOMGATE_EXTRA_TRACES=dir            where to look for TRACE's file name if TRACE is missing
+#                                         (default ../shared/traces; see load/traces/README.md)
 #   NODE_CACHE=8MiB NODE_CAPACITY=600     each node's cache.max_bytes and admission.capacity; the
 #   SINGLE_CACHE=24MiB SINGLE_CAPACITY=1800   single node gets three times both
 #   CONCURRENCY=16  SAMPLE=2000           replay concurrency; keys sampled for the stored-where check
@@ -28,9 +29,9 @@ cd "$(dirname "$0")/.."
 # shellcheck source=load/lib.sh
 source load/lib.sh
 
-TRACE=${TRACE:-../shared/traces/web07.csv.gz}
-if [[ ! -e "$TRACE" && -n "${TRACES:-}" ]]; then TRACE="$TRACES/$(basename "$TRACE")"; fi
-[[ -e "$TRACE" ]] || die "trace $TRACE not found (set TRACE=file or TRACES=dir)"
+TRACE=${TRACE:-load/traces/web07.csv.gz}
+if [[ ! -e "$TRACE" ]]; then TRACE="${BLOOMGATE_EXTRA_TRACES:-../shared/traces}/$(basename "$TRACE")"; fi
+[[ -e "$TRACE" ]] || die "trace $TRACE not found (set TRACE=file or BLOOMGATE_EXTRA_TRACES=dir; load/traces/README.md)"
 NODE_CACHE=${NODE_CACHE:-8MiB}
 NODE_CAPACITY=${NODE_CAPACITY:-600}
 SINGLE_CACHE=${SINGLE_CACHE:-24MiB}

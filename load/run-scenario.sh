@@ -6,8 +6,8 @@
 # Usage: load/run-scenario.sh load/scenarios/web07.toml [more.toml ...]   (from anywhere)
 # Environment:
 #   BLOOMGATE=path/to/bloomgate   the binary (default: $CARGO_TARGET_DIR or target, release; built if missing)
-#   TRACES=dir                    where to look for a trace file missing at its scenario path
-#                                 (by its file name), e.g. when running from a git worktree
+#   BLOOMGATE_EXTRA_TRACES=dir    where to look for a trace file missing at its scenario path
+#                                 (by its file name; default ../shared/traces; load/traces/README.md)
 #   JSON=1                        print the replay report as JSON
 #   KEEP=1                        keep the work directory (configs, logs)
 set -euo pipefail
@@ -59,8 +59,8 @@ run_scenario() {
   local DESCRIPTION ORIGIN_MAX_AGE ORIGIN_EXTRA PROXY_TABLES TRACE_ARGS REPLAY_ARGS
   eval "$settings"
   if [[ "${TRACE_ARGS[0]:-}" == --trace && ! -e "${TRACE_ARGS[1]}" ]]; then
-    local found="${TRACES:-}/$(basename "${TRACE_ARGS[1]}")"
-    [[ -n "${TRACES:-}" && -e "$found" ]] || die "$name: trace ${TRACE_ARGS[1]} not found (set TRACES=dir?)"
+    local found="${BLOOMGATE_EXTRA_TRACES:-../shared/traces}/$(basename "${TRACE_ARGS[1]}")"
+    [[ -e "$found" ]] || die "$name: trace ${TRACE_ARGS[1]} not found, nor $found (set BLOOMGATE_EXTRA_TRACES=dir?)"
     TRACE_ARGS[1]=$found
   fi
 

@@ -3,7 +3,7 @@
 A scenario has these tables (every key optional except a trace source):
 
     description = "one line shown in the output"
-    [trace]      file = "../shared/traces/web07.csv.gz" (relative to the repository root), or the
+    [trace]      file = "load/traces/web07.csv.gz" (relative to the repository root), or the
                  synthetic parameters requests, objects, alpha, one_hit_share, seed
     [cache]      copied into the proxy's [cache] table (max_bytes, max_object_bytes, ...)
     [admission]  copied into the proxy's [admission] table (enabled, capacity, target_fpr, ...)

@@ -1,5 +1,6 @@
 //! The real `bloomgate serve` binary, started on ports chosen by the system, stopped when dropped.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek};
 use std::net::SocketAddr;
@@ -115,19 +116,44 @@ pub struct ProxyProcess {
 
 static STARTED: AtomicUsize = AtomicUsize::new(0);
 
+/// A name no other proxy of this test run has, for its temporary files.
+fn unique_name() -> String {
+    format!(
+        "bloomgate-e2e-{}-{}",
+        std::process::id(),
+        STARTED.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 impl ProxyProcess {
     fn start(config: &str, keep_at: Option<&std::path::Path>) -> ProxyProcess {
-        let unique = format!(
-            "bloomgate-e2e-{}-{}",
-            std::process::id(),
-            STARTED.fetch_add(1, Ordering::Relaxed)
-        );
+        let unique = unique_name();
         let config_path = match keep_at {
             Some(path) => path.to_path_buf(),
             None => std::env::temp_dir().join(format!("{unique}.toml")),
         };
-        let log_path = std::env::temp_dir().join(format!("{unique}.log"));
         std::fs::write(&config_path, config).expect("write proxy config");
+        let args = [
+            OsString::from("serve"),
+            OsString::from("--config"),
+            config_path.clone().into_os_string(),
+        ];
+        let proxy = ProxyProcess::spawn(&unique, &args, config);
+        // The proxy has read its config; a shared proxy is never dropped, so clean up now.
+        if keep_at.is_none() {
+            let _ = std::fs::remove_file(&config_path);
+        }
+        proxy
+    }
+
+    /// Starts `bloomgate ARGS`, for a test of the command line itself (a service unit's): the
+    /// config is wherever ARGS name it, written and removed by the test.
+    pub fn start_with_args(args: &[OsString]) -> ProxyProcess {
+        ProxyProcess::spawn(&unique_name(), args, "(named by the arguments)")
+    }
+
+    fn spawn(unique: &str, args: &[OsString], config: &str) -> ProxyProcess {
+        let log_path = std::env::temp_dir().join(format!("{unique}.log"));
         let log = std::fs::File::create(&log_path).expect("create proxy log");
         // A shell holds the proxy: it kills the proxy when its stdin closes, which happens when this
         // guard is dropped or when the test process exits for any reason (a shared proxy in a
@@ -135,9 +161,9 @@ impl ProxyProcess {
         // reaches end-of-file if the proxy dies before printing its addresses.
         let mut child = Command::new("sh")
             .arg("-c")
-            .arg("\"$0\" serve --config \"$1\" & exec >/dev/null; read _; kill $!")
+            .arg("\"$0\" \"$@\" & exec >/dev/null; read _; kill $!")
             .arg(env!("CARGO_BIN_EXE_bloomgate"))
-            .arg(&config_path)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
@@ -148,10 +174,6 @@ impl ProxyProcess {
         let mut line = String::new();
         let _ = stdout.read_line(&mut line);
         let listening = line.parse::<ListeningLine>();
-        // The proxy has read its config; a shared proxy is never dropped, so clean up now.
-        if keep_at.is_none() {
-            let _ = std::fs::remove_file(&config_path);
-        }
         let log = File::open(&log_path).expect("open proxy log");
         let _ = std::fs::remove_file(&log_path);
         let Ok(listening) = listening else {
@@ -159,7 +181,9 @@ impl ProxyProcess {
             let mut text = String::new();
             let _ = log.read_to_string(&mut text);
             let log = text;
-            panic!("bloomgate did not start; stdout {line:?}; stderr:\n{log}\nconfig:\n{config}");
+            panic!(
+                "bloomgate {args:?} did not start; stdout {line:?}; stderr:\n{log}\nconfig:\n{config}"
+            );
         };
         ProxyProcess {
             addr: listening.addr,

@@ -45,21 +45,23 @@ fn a_bad_file_fails_with_every_key_named() {
     );
 }
 
+/// The annotated defaults, and the example a service runs (`config/bloomgate.service.toml`).
 #[test]
-fn the_shipped_file_checks_ok() {
-    let path = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/config/bloomgate.toml"
-    ));
-    let output = check_config(&path);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "stderr:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        stdout.starts_with(&format!("{}: ok", path.display())),
-        "{stdout}"
-    );
+fn the_shipped_files_check_ok() {
+    for name in ["bloomgate.toml", "bloomgate.service.toml"] {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("config")
+            .join(name);
+        let output = check_config(&path);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{name}: stderr:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            stdout.starts_with(&format!("{}: ok", path.display())),
+            "{stdout}"
+        );
+    }
 }

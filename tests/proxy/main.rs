@@ -1,6 +1,6 @@
 //! End to end: the real `bloomgate serve` binary over real sockets (cache, ranges, clients,
-//! faults, isolation, security and conformance, admin, reload, persistence, metrics and the dashboard),
-//! and the config file it reads.
+//! faults, isolation, security and conformance, TLS both ways, admin, reload, persistence, metrics
+//! and the dashboard), the config file it reads, and the systemd unit that runs it.
 //! One test crate per subject, so that it is linked once.
 
 // The shared origin, proxy process and clients; everything in it is used by this crate.
@@ -24,4 +24,5 @@ mod probation;
 mod ranges;
 mod reload;
 mod security;
+mod service_unit;
 mod tls;

@@ -252,15 +252,53 @@ fn written_trace_reads_back_in_every_compression() {
     }
 }
 
+/// The traces bundled in `load/traces/`, with the counts its README gives.
 #[test]
-fn shared_traces_read_without_errors() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces");
-    if !dir.exists() {
-        eprintln!("skipping: {} not found", dir.display());
-        return;
+fn bundled_traces_read_with_the_counts_their_readme_gives() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("load/traces");
+    for (name, requests, distinct, once) in [
+        ("web07.csv.gz", 76_118, 20_484, 11_066),
+        ("web12.csv.gz", 95_607, 13_756, 6_207),
+    ] {
+        let (read, reader) = read_all(&dir.join(name), ReadOptions::default());
+        let mut counts = std::collections::HashMap::<&str, u32>::new();
+        for request in &read {
+            *counts.entry(&request.key).or_default() += 1;
+            assert_eq!(request.size, synthesized_size(&request.key), "{name}");
+        }
+        assert_eq!(read.len(), requests, "{name}: requests");
+        assert_eq!(counts.len(), distinct, "{name}: distinct objects");
+        let requested_once = counts.values().filter(|&&n| n == 1).count();
+        assert_eq!(requested_once, once, "{name}: objects requested once");
+        assert!(reader.info().sizes_synthesized, "{name} has no sizes");
+        assert_eq!(reader.info().compression, Compression::Gzip);
     }
-    let path = dir.join("tencent-photo-sample.csv.gz");
-    let (requests, reader) = read_all(&path, ReadOptions::default());
-    assert_eq!(requests.len(), 10_000);
-    assert_eq!(reader.info().compression, Compression::Gzip);
+}
+
+/// The traces that are not bundled (`load/traces/README.md` says where they come from), read from
+/// `$BLOOMGATE_EXTRA_TRACES`, by default `../shared/traces` beside the repository; each one absent
+/// is skipped with a note.
+#[test]
+fn extra_traces_read_without_errors() {
+    let dir = match std::env::var_os("BLOOMGATE_EXTRA_TRACES") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces"),
+    };
+    for (name, requests) in [
+        ("adaptsize.csv.gz", 66_987),
+        ("tencent-photo-sample.csv.gz", 10_000),
+    ] {
+        let path = dir.join(name);
+        if !path.exists() {
+            eprintln!(
+                "skipping {name}: {} not found (set BLOOMGATE_EXTRA_TRACES; load/traces/README.md says where it comes from)",
+                path.display()
+            );
+            continue;
+        }
+        let (read, reader) = read_all(&path, ReadOptions::default());
+        assert_eq!(read.len(), requests, "{name}");
+        assert!(!reader.info().sizes_synthesized, "{name} records sizes");
+        assert_eq!(reader.info().compression, Compression::Gzip);
+    }
 }
