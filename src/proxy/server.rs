@@ -247,9 +247,13 @@ pub async fn start_with_file(
 
 /// Binds `count` listeners on one address with SO_REUSEPORT, so the kernel spreads connections
 /// over the serving threads; the first fixes the port when the address asks for port 0.
+///
+/// SO_REUSEPORT would also let a second process of the same user bind the address and silently
+/// take a share of its connections (a second `bloomgate serve` started by mistake, or before the
+/// first has exited). A plain bind first proves the address is free, as nginx's bind would.
 fn bind_listeners(addr: SocketAddr, count: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
     let mut listeners = Vec::with_capacity(count);
-    let mut bind_to = addr;
+    let mut bind_to = std::net::TcpListener::bind(addr)?.local_addr()?;
     for _ in 0..count.max(1) {
         let socket = match bind_to {
             SocketAddr::V4(_) => {

@@ -183,3 +183,43 @@ async fn a_client_that_stops_reading_is_disconnected_after_the_send_timeout() {
     );
     drop(stalled);
 }
+
+#[test]
+fn a_second_proxy_on_the_same_address_is_refused_instead_of_sharing_it() {
+    let origin = Origin::start();
+    let first = ProxyConfig::new(&origin.url()).start();
+    let dir = common::TempDir::new("second-proxy");
+    let config = dir.join("bloomgate.toml");
+    let text = ProxyConfig::new(&origin.url())
+        .set("server", "listen", &format!("\"{}\"", first.addr))
+        .text();
+    std::fs::write(&config, text).expect("write config");
+    let mut second = std::process::Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run bloomgate");
+    // A second proxy that starts serves until stopped: give it a moment, then stop it and fail.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = second.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = second.kill();
+            let _ = second.wait();
+            panic!("a second proxy started and shares {}", first.addr);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().expect("stderr"), &mut stderr)
+        .expect("read stderr");
+    assert!(
+        stderr.contains(&format!("cannot listen on {}", first.addr)),
+        "{stderr}"
+    );
+}
