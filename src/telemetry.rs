@@ -51,6 +51,8 @@ pub const ORIGIN_BYTES_TOTAL: &str = "bloomgate_origin_bytes_total";
 pub const CONNECTIONS_OPEN: &str = "bloomgate_connections_open";
 pub const CONNECTIONS_REFUSED_TOTAL: &str = "bloomgate_connections_refused_total";
 pub const CONNECTIONS_IDLE_CLOSED_TOTAL: &str = "bloomgate_connections_idle_closed_total";
+pub const ACCESS_LOG_LINES_TOTAL: &str = "bloomgate_access_log_lines_total";
+pub const ACCESS_LOG_DROPPED_TOTAL: &str = "bloomgate_access_log_dropped_total";
 
 /// Help texts of the doorkeeper's metrics, shared with the Pingora plugin's collector so that
 /// both exporters describe them alike.
@@ -169,6 +171,14 @@ fn describe() {
     describe_counter!(
         CONNECTIONS_REFUSED_TOTAL,
         "Client connections closed at accept because the connection limit was reached."
+    );
+    describe_counter!(
+        ACCESS_LOG_LINES_TOTAL,
+        "Access log lines written (handed to the file)."
+    );
+    describe_counter!(
+        ACCESS_LOG_DROPPED_TOTAL,
+        "Access log lines dropped: the writer's queue (log.access.buffer) was full, or the file could not be written."
     );
 }
 

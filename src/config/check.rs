@@ -47,8 +47,15 @@ fn summary(config: &Config) -> String {
         ),
         None => String::new(),
     };
+    let access = match &config.log.access.path {
+        Some(path) => format!(
+            ", access log {path} ({})",
+            config.log.access.format.as_str()
+        ),
+        None => String::new(),
+    };
     format!(
-        "listen {} -> origin {}, cache {} (objects up to {}){disk}, {admission}, admin {}, log {}",
+        "listen {} -> origin {}, cache {} (objects up to {}){disk}, {admission}, admin {}, log {}{access}",
         config.server.listen,
         config.origin.url,
         format_size(config.cache.max_bytes),

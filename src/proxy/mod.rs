@@ -1,6 +1,7 @@
 //! The caching reverse proxy: the request path (`handler.rs`, one `Exchange` per request), its
 //! listeners and its admin endpoints.
 
+mod access_log;
 mod admin;
 mod coalesce;
 mod decision;
@@ -8,6 +9,7 @@ mod exchange;
 mod handler;
 mod headers;
 mod idle;
+mod logged;
 mod origin;
 mod persist;
 mod reload;
@@ -29,6 +31,7 @@ use crate::cache::disk::DiskTier;
 use crate::config::{AdmissionConfig, Config};
 use crate::telemetry::ScrapeState;
 
+pub use access_log::{AccessLog, AccessLogError};
 pub use exchange::{Route, TranslateError, translate};
 pub use persist::{SnapshotLoadError, SnapshotSaveError};
 pub use reload::{ReloadError, ReloadOutcome};
@@ -44,15 +47,18 @@ pub struct Live {
     pub config: Arc<Config>,
     pub origin: OriginClient,
     pub doorkeeper: Option<Arc<Doorkeeper>>,
+    /// Where requests write their lines, when `log.access.path` is set.
+    pub access_log: Option<Arc<AccessLog>>,
 }
 
 impl Live {
     /// The live state for a configuration: its origin client, and a fresh doorkeeper when
-    /// admission is on.
+    /// admission is on; no access log (it is a file the serving proxy opens).
     pub fn new(config: Config) -> Live {
         Live {
             origin: OriginClient::new(&config.origin),
             doorkeeper: new_doorkeeper(&config.admission),
+            access_log: None,
             config: Arc::new(config),
         }
     }
@@ -77,8 +83,14 @@ pub struct Proxy {
 impl Proxy {
     /// A proxy for `config`; its doorkeeper resumes from `admission.snapshot_path` when that file
     /// holds a usable snapshot (read here, before serving starts). With a disk tier, the entries
-    /// the store evicts are offered to it.
-    pub fn new(config: Config, config_path: Option<PathBuf>, disk: Option<Arc<DiskTier>>) -> Proxy {
+    /// the store evicts are offered to it; with an access log (opened from `log.access`),
+    /// requests write their lines to it.
+    pub fn new(
+        config: Config,
+        config_path: Option<PathBuf>,
+        disk: Option<Arc<DiskTier>>,
+        access_log: Option<Arc<AccessLog>>,
+    ) -> Proxy {
         let doorkeeper = persist::restore_or_new(&config.admission);
         let budget = Budget::new(config.cache.max_bytes, config.admission.probation_share);
         let store = match &disk {
@@ -99,6 +111,7 @@ impl Proxy {
             live: ArcSwap::from_pointee(Live {
                 origin: OriginClient::new(&config.origin),
                 doorkeeper,
+                access_log,
                 config: Arc::new(config),
             }),
             config_path,
@@ -126,6 +139,13 @@ impl Proxy {
 
     pub fn doorkeeper(&self) -> Option<Arc<Doorkeeper>> {
         self.live.load().doorkeeper.clone()
+    }
+
+    /// Reopens the access log's file by its path (logrotate's `postrotate`), if there is one.
+    pub fn reopen_access_log(&self) {
+        if let Some(log) = &self.live.load().access_log {
+            log.reopen();
+        }
     }
 
     /// Samples what the metrics exporter reports, at scrape time.
