@@ -1,12 +1,17 @@
-//! The access log's writer: requests hand their formatted lines to a queue bounded in bytes, and one
-//! thread of its own owns the file, so a slow disk never slows a request; a line that does not fit
-//! is dropped and counted. The file is reopened on request (SIGUSR1, SIGHUP) for logrotate.
+//! The access log's writer: requests append their formatted lines to a buffer bounded in bytes,
+//! and one thread of its own takes the whole buffer every 100 ms and writes it to the file, so a
+//! slow disk never slows a request; a line that does not fit is dropped and counted. The file is
+//! reopened on request (SIGUSR1, SIGHUP) for logrotate.
+//!
+//! Requests never wake the writer line by line (a wake-up per line costs the serving threads more
+//! than the line itself): it wakes on its clock, when the buffer is half full, or when asked to
+//! reopen or flush.
 
+use std::cell::RefCell;
 use std::fs::OpenOptions;
-use std::io::{BufWriter, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use metrics::{Counter, counter};
@@ -15,14 +20,16 @@ use crate::config::{AccessLogConfig, AccessLogFormat, AccessLogPath};
 use crate::telemetry::{ACCESS_LOG_DROPPED_TOTAL, ACCESS_LOG_LINES_TOTAL};
 use crate::trace::AccessLine;
 
-/// Lines are written out at least this often, even while more keep coming.
-const FLUSH_EVERY: Duration = Duration::from_secs(1);
-/// And as soon as no line has come for this long, so a quiet log is never behind by much.
-const FLUSH_WHEN_IDLE: Duration = Duration::from_millis(100);
-/// The writer's own buffer: one write call per this many bytes under load.
-const WRITE_BUFFER: usize = 64 << 10;
+/// The writer takes what is queued this often (sooner when the queue is half full), so lines
+/// reach the file within this.
+const WRITE_EVERY: Duration = Duration::from_millis(100);
 /// Room for a typical line, so formatting one seldom grows its string.
-const LINE_CAPACITY: usize = 384;
+const LINE_CAPACITY: usize = 512;
+
+thread_local! {
+    /// Each serving thread formats its lines here, so a line costs no allocation.
+    static LINE: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(LINE_CAPACITY));
+}
 
 /// Why the access log could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -62,7 +69,7 @@ impl AccessLog {
         };
         let sink = match old {
             Some(old) if &old.sink.path == path => {
-                let limit = old.sink.limit.swap(config.buffer, Ordering::Relaxed);
+                let limit = old.sink.shared.limit.swap(config.buffer, Ordering::Relaxed);
                 if old.format == config.format && limit == config.buffer {
                     return Ok(Some(Arc::clone(old)));
                 }
@@ -78,31 +85,43 @@ impl AccessLog {
 
     /// Formats a line and queues it for the writer; drops and counts it when the queue is full.
     pub fn write(&self, line: &AccessLine<'_>) {
-        let mut text = String::with_capacity(LINE_CAPACITY);
-        match self.format {
-            AccessLogFormat::Combined => line.write_combined(&mut text),
-            AccessLogFormat::Json => line.write_json(&mut text),
+        let write = |text: &mut Vec<u8>| {
+            text.clear();
+            match self.format {
+                AccessLogFormat::Combined => line.write_combined(text),
+                AccessLogFormat::Json => line.write_json(text),
+            }
+            self.sink.queue(text);
+        };
+        // A thread that is ending may have dropped its string already: a new one then.
+        let written = LINE
+            .try_with(|text| text.try_borrow_mut().map(|mut text| write(&mut text)))
+            .is_ok_and(|written| written.is_ok());
+        if !written {
+            write(&mut Vec::with_capacity(LINE_CAPACITY));
         }
-        self.sink.send(text);
     }
 
     /// Asks the writer to reopen the file by its path (after logrotate renamed it). Lines already
     /// queued may still go to the old file.
     pub fn reopen(&self) {
-        self.sink.control.ask(|requests| requests.reopen = true);
-        self.sink.wake();
+        self.sink.shared.ask(|queue| queue.reopen = true);
     }
 
     /// Waits, at most `within`, until every line queued so far is written to the file; returns
     /// whether they were. Blocks the calling thread.
     pub fn flush(&self, within: Duration) -> bool {
+        let shared = &self.sink.shared;
         let mut asked = 0;
-        self.sink.control.ask(|requests| {
-            requests.flush_asked += 1;
-            asked = requests.flush_asked;
+        shared.ask(|queue| {
+            queue.flush_asked += 1;
+            asked = queue.flush_asked;
         });
-        self.sink.wake();
-        self.sink.control.wait_flushed(asked, within)
+        let (queue, _) = shared
+            .flushed
+            .wait_timeout_while(shared.lock(), within, |queue| queue.flush_done < asked)
+            .unwrap_or_else(PoisonError::into_inner);
+        queue.flush_done >= asked
     }
 }
 
@@ -110,13 +129,50 @@ impl AccessLog {
 /// uses it any more: the thread then writes what is queued and ends.
 struct Sink {
     path: AccessLogPath,
-    queue: Sender<String>,
-    /// Bytes of lines queued and not yet taken by the writer.
-    queued: Arc<AtomicU64>,
-    /// `log.access.buffer`: the most bytes `queued` may reach.
-    limit: AtomicU64,
-    control: Arc<Control>,
+    shared: Arc<Shared>,
     dropped: Counter,
+}
+
+/// What the serving threads and the writer share.
+struct Shared {
+    queue: Mutex<Queue>,
+    /// Wakes the writer before its time: the queue is half full, or it is asked something.
+    wake: Condvar,
+    /// Tells flushes waiting that the writer has written what they waited for.
+    flushed: Condvar,
+    /// `log.access.buffer`: the most bytes the queue may hold.
+    limit: AtomicU64,
+}
+
+/// Lines waiting for the writer, and what it is asked to do besides.
+#[derive(Default)]
+struct Queue {
+    bytes: Vec<u8>,
+    lines: u64,
+    /// The writer was woken for a half-full queue and has not taken it yet.
+    woken: bool,
+    reopen: bool,
+    flush_asked: u64,
+    flush_done: u64,
+    /// No one writes lines any more: write what is left and end.
+    closed: bool,
+}
+
+impl Queue {
+    fn has_work(&self) -> bool {
+        self.woken || self.reopen || self.closed || self.flush_asked > self.flush_done
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn ask(&self, request: impl FnOnce(&mut Queue)) {
+        request(&mut self.lock());
+        self.wake.notify_one();
+    }
 }
 
 impl Sink {
@@ -125,15 +181,16 @@ impl Sink {
             path: path.clone(),
             source,
         })?;
-        let (queue, lines) = mpsc::channel();
-        let queued = Arc::new(AtomicU64::new(0));
-        let control = Arc::new(Control::default());
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            flushed: Condvar::new(),
+            limit: AtomicU64::new(limit),
+        });
         let writer = Writer {
             path: path.clone(),
-            lines,
-            queued: Arc::clone(&queued),
-            control: Arc::clone(&control),
-            output: BufWriter::with_capacity(WRITE_BUFFER, output),
+            shared: Arc::clone(&shared),
+            output,
             written: counter!(ACCESS_LOG_LINES_TOTAL),
             dropped: counter!(ACCESS_LOG_DROPPED_TOTAL),
             failing: false,
@@ -144,69 +201,43 @@ impl Sink {
             .map_err(AccessLogError::Thread)?;
         Ok(Sink {
             path: path.clone(),
-            queue,
-            queued,
-            limit: AtomicU64::new(limit),
-            control,
+            shared,
             dropped: counter!(ACCESS_LOG_DROPPED_TOTAL),
         })
     }
 
-    /// Queues a line if it fits under the limit, else drops and counts it.
-    fn send(&self, line: String) {
-        let bytes = line.len() as u64;
-        let before = self.queued.fetch_add(bytes, Ordering::Relaxed);
-        if before + bytes > self.limit.load(Ordering::Relaxed) || self.queue.send(line).is_err() {
-            self.queued.fetch_sub(bytes, Ordering::Relaxed);
+    /// Appends a line if it fits under the limit, else drops and counts it.
+    fn queue(&self, line: &[u8]) {
+        let limit = self.shared.limit.load(Ordering::Relaxed);
+        let mut queue = self.shared.lock();
+        let after = (queue.bytes.len() + line.len()) as u64;
+        if after > limit {
+            drop(queue);
             self.dropped.increment(1);
+            return;
+        }
+        queue.bytes.extend_from_slice(line);
+        queue.lines += 1;
+        let wake = !queue.woken && after >= limit / 2;
+        queue.woken |= wake;
+        drop(queue);
+        if wake {
+            self.shared.wake.notify_one();
         }
     }
-
-    /// Wakes the writer to look at its requests (an empty line is no line).
-    fn wake(&self) {
-        let _ = self.queue.send(String::new());
-    }
 }
 
-/// What the writer is asked to do besides writing lines.
-#[derive(Default)]
-struct Control {
-    requests: Mutex<Requests>,
-    /// Set with every request, so the writer looks at `requests` only when there is one.
-    pending: AtomicBool,
-    flushed: Condvar,
-}
-
-#[derive(Default)]
-struct Requests {
-    reopen: bool,
-    flush_asked: u64,
-    flush_done: u64,
-}
-
-impl Control {
-    fn ask(&self, request: impl FnOnce(&mut Requests)) {
-        request(&mut self.requests.lock().unwrap_or_else(PoisonError::into_inner));
-        self.pending.store(true, Ordering::Release);
-    }
-
-    fn wait_flushed(&self, asked: u64, within: Duration) -> bool {
-        let requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
-        let (requests, _) = self
-            .flushed
-            .wait_timeout_while(requests, within, |requests| requests.flush_done < asked)
-            .unwrap_or_else(PoisonError::into_inner);
-        requests.flush_done >= asked
+impl Drop for Sink {
+    fn drop(&mut self) {
+        self.shared.ask(|queue| queue.closed = true);
     }
 }
 
 /// The writer thread's state: it alone touches the file.
 struct Writer {
     path: AccessLogPath,
-    lines: Receiver<String>,
-    queued: Arc<AtomicU64>,
-    control: Arc<Control>,
-    output: BufWriter<Box<dyn Write + Send>>,
+    shared: Arc<Shared>,
+    output: Box<dyn Write + Send>,
     written: Counter,
     dropped: Counter,
     /// Writing failed last time: logged once, until a write succeeds again.
@@ -215,58 +246,56 @@ struct Writer {
 
 impl Writer {
     fn run(mut self) {
-        let mut last_flush = Instant::now();
-        let mut unflushed = false;
+        // The queue's buffer and this one trade places, so neither is allocated again.
+        let mut batch = Vec::new();
+        let mut next = Instant::now() + WRITE_EVERY;
         loop {
-            let next = if unflushed {
-                let due = FLUSH_EVERY.saturating_sub(last_flush.elapsed());
-                self.lines.recv_timeout(due.min(FLUSH_WHEN_IDLE))
-            } else {
-                self.lines
-                    .recv()
-                    .map_err(|_| RecvTimeoutError::Disconnected)
-            };
-            let quiet = match next {
-                Ok(line) => {
-                    unflushed |= self.take(&line);
-                    false
+            let (lines, reopen, flush_asked, closed) = {
+                let mut queue = self.shared.lock();
+                while !queue.has_work() {
+                    let Some(left) = next.checked_duration_since(Instant::now()) else {
+                        break;
+                    };
+                    queue = self
+                        .shared
+                        .wake
+                        .wait_timeout(queue, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
                 }
-                Err(RecvTimeoutError::Timeout) => true,
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.flush();
-                    return;
-                }
+                std::mem::swap(&mut queue.bytes, &mut batch);
+                queue.woken = false;
+                (
+                    std::mem::take(&mut queue.lines),
+                    std::mem::take(&mut queue.reopen),
+                    queue.flush_asked,
+                    queue.closed,
+                )
             };
-            if unflushed && (quiet || last_flush.elapsed() >= FLUSH_EVERY) {
-                self.flush();
-                unflushed = false;
-                last_flush = Instant::now();
+            next = Instant::now() + WRITE_EVERY;
+            if !batch.is_empty() {
+                let result = self
+                    .output
+                    .write_all(&batch)
+                    .and_then(|()| self.output.flush());
+                self.note(result, lines);
+                batch.clear();
             }
-            if self.control.pending.swap(false, Ordering::Acquire) {
-                self.answer_requests();
-                unflushed = false;
-                last_flush = Instant::now();
+            if reopen {
+                self.reopen();
+            }
+            let mut queue = self.shared.lock();
+            if queue.flush_done < flush_asked {
+                queue.flush_done = flush_asked;
+                self.shared.flushed.notify_all();
+            }
+            if closed {
+                return;
             }
         }
     }
 
-    /// Writes one queued line into the buffer; returns whether there was one.
-    fn take(&mut self, line: &str) -> bool {
-        if line.is_empty() {
-            return false;
-        }
-        self.queued.fetch_sub(line.len() as u64, Ordering::Relaxed);
-        let result = self.output.write_all(line.as_bytes());
-        self.note(result, 1);
-        true
-    }
-
-    fn flush(&mut self) {
-        let result = self.output.flush();
-        self.note(result, 0);
-    }
-
-    /// Counts a line written or dropped, and logs a failure once, until writing works again.
+    /// Counts lines written or dropped, and logs a failure once, until writing works again.
     fn note(&mut self, result: std::io::Result<()>, lines: u64) {
         match result {
             Ok(()) => {
@@ -286,32 +315,6 @@ impl Writer {
         }
     }
 
-    /// Reopens the file if asked, and writes out every line queued so far if a flush is awaited.
-    fn answer_requests(&mut self) {
-        let (reopen, flush_asked) = {
-            let mut requests = self
-                .control
-                .requests
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            (std::mem::take(&mut requests.reopen), requests.flush_asked)
-        };
-        while let Ok(line) = self.lines.try_recv() {
-            self.take(&line);
-        }
-        self.flush();
-        if reopen {
-            self.reopen();
-        }
-        let mut requests = self
-            .control
-            .requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        requests.flush_done = flush_asked;
-        self.control.flushed.notify_all();
-    }
-
     /// Opens the path again; on failure keeps writing to the file already open.
     fn reopen(&mut self) {
         if self.path == AccessLogPath::Stdout {
@@ -319,7 +322,7 @@ impl Writer {
         }
         match open_output(&self.path) {
             Ok(output) => {
-                self.output = BufWriter::with_capacity(WRITE_BUFFER, output);
+                self.output = output;
                 tracing::info!(path = %self.path, "access log reopened");
             }
             Err(error) => tracing::error!(

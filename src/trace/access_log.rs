@@ -21,7 +21,7 @@
 //! know (`size=-`: a 304 to a conditional request, a body cut short without a length).
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
+use std::io::Write as _;
 use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -65,51 +65,68 @@ pub struct AccessLine<'a> {
 
 impl AccessLine<'_> {
     /// Appends the line, with its `\n`, in the combined format.
-    pub fn write_combined(&self, out: &mut String) {
-        // Writing to a String cannot fail.
-        let _ = write!(out, "{} - - [", self.client);
-        write_clf_time(out, self.time);
-        out.push_str("] \"");
+    ///
+    /// Written byte by byte rather than through `format!`: the request path pays for it.
+    pub fn write_combined(&self, out: &mut Vec<u8>) {
+        match self.client {
+            IpAddr::V4(client) => {
+                for (i, octet) in client.octets().into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(b'.');
+                    }
+                    push_number(out, u64::from(octet));
+                }
+            }
+            // Writing to a Vec cannot fail.
+            IpAddr::V6(client) => drop(write!(out, "{client}")),
+        }
+        out.extend_from_slice(b" - - [");
+        push_clf_time(out, self.time);
+        out.extend_from_slice(b"] \"");
         escape_into(out, self.method.as_bytes());
-        out.push(' ');
+        out.push(b' ');
         escape_into(out, self.target.as_bytes());
-        out.push(' ');
+        out.push(b' ');
         escape_into(out, self.protocol.as_bytes());
-        let _ = write!(out, "\" {} {} ", self.status, self.bytes_sent);
+        out.extend_from_slice(b"\" ");
+        push_number(out, u64::from(self.status));
+        out.push(b' ');
+        push_number(out, self.bytes_sent);
+        out.push(b' ');
         quoted_into(out, self.referer);
-        out.push(' ');
+        out.push(b' ');
         quoted_into(out, self.user_agent);
-        out.push_str(" host=");
+        out.extend_from_slice(b" host=");
         match self.host {
             Some(host) => quoted_into(out, Some(host)),
-            None => out.push('-'),
+            None => out.push(b'-'),
         }
-        let word = |out: &mut String, key: &str, value: Option<&str>| {
-            let _ = write!(out, " {key}={}", value.unwrap_or("-"));
-        };
-        word(out, "cache", Some(self.cache));
-        word(out, "fwd", self.fwd);
-        word(out, "detail", self.detail);
-        word(out, "decision", self.decision);
-        let _ = match self.origin_status {
-            Some(status) => write!(out, " origin_status={status}"),
-            None => write!(out, " origin_status=-"),
-        };
-        out.push_str(" origin_ms=");
+        let words = [
+            (&b" cache="[..], Some(self.cache)),
+            (b" fwd=", self.fwd),
+            (b" detail=", self.detail),
+            (b" decision=", self.decision),
+        ];
+        for (key, value) in words {
+            out.extend_from_slice(key);
+            out.extend_from_slice(value.unwrap_or("-").as_bytes());
+        }
+        out.extend_from_slice(b" origin_status=");
+        push_optional(out, self.origin_status.map(u64::from));
+        out.extend_from_slice(b" origin_ms=");
         match self.origin_time {
-            Some(time) => write_ms(out, time),
-            None => out.push('-'),
+            Some(time) => push_ms(out, time),
+            None => out.push(b'-'),
         }
-        out.push_str(" duration_ms=");
-        write_ms(out, self.duration);
-        let _ = match self.size {
-            Some(size) => writeln!(out, " size={size}"),
-            None => writeln!(out, " size=-"),
-        };
+        out.extend_from_slice(b" duration_ms=");
+        push_ms(out, self.duration);
+        out.extend_from_slice(b" size=");
+        push_optional(out, self.size);
+        out.push(b'\n');
     }
 
     /// Appends the line, with its `\n`, as one JSON object.
-    pub fn write_json(&self, out: &mut String) {
+    pub fn write_json(&self, out: &mut Vec<u8>) {
         fn text(bytes: Option<&[u8]>) -> Option<Cow<'_, str>> {
             bytes.map(String::from_utf8_lossy)
         }
@@ -134,10 +151,9 @@ impl AccessLine<'_> {
             user_agent: text(self.user_agent),
             referer: text(self.referer),
         };
-        // Serialising strings, numbers and options into a String cannot fail.
-        if let Ok(json) = serde_json::to_string(&line) {
-            out.push_str(&json);
-            out.push('\n');
+        // Serialising strings, numbers and options into a Vec cannot fail.
+        if serde_json::to_writer(&mut *out, &line).is_ok() {
+            out.push(b'\n');
         }
     }
 }
@@ -330,24 +346,64 @@ fn quoted(text: &str) -> Option<(&str, &str)> {
 }
 
 /// Writes a quoted, escaped field, or `"-"` when there is none.
-fn quoted_into(out: &mut String, value: Option<&[u8]>) {
-    out.push('"');
+fn quoted_into(out: &mut Vec<u8>, value: Option<&[u8]>) {
+    out.push(b'"');
     match value {
         Some(value) => escape_into(out, value),
-        None => out.push('-'),
+        None => out.push(b'-'),
     }
-    out.push('"');
+    out.push(b'"');
 }
 
 /// Writes bytes with `"`, `\`, controls and bytes outside printable ASCII as `\xHH` (nginx's
 /// default `escape`), so a field can never hold its own end or a line break.
-fn escape_into(out: &mut String, bytes: &[u8]) {
-    for &byte in bytes {
-        if byte == b'"' || byte == b'\\' || !(0x20..0x7f).contains(&byte) {
-            let _ = write!(out, "\\x{byte:02X}");
-        } else {
-            out.push(char::from(byte));
+fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut rest = bytes;
+    while let Some(at) = rest
+        .iter()
+        .position(|&byte| byte == b'"' || byte == b'\\' || !(0x20..0x7f).contains(&byte))
+    {
+        out.extend_from_slice(&rest[..at]);
+        let byte = rest[at];
+        out.extend_from_slice(&[
+            b'\\',
+            b'x',
+            HEX[usize::from(byte >> 4)],
+            HEX[usize::from(byte & 0xf)],
+        ]);
+        rest = &rest[at + 1..];
+    }
+    out.extend_from_slice(rest);
+}
+
+/// Appends a number in decimal.
+fn push_number(out: &mut Vec<u8>, n: u64) {
+    push_padded(out, n, 1);
+}
+
+/// Appends a number of at least `width` digits, zeros in front.
+fn push_padded(out: &mut Vec<u8>, mut n: u64, width: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
         }
+    }
+    let length = digits.len() - at;
+    out.extend(std::iter::repeat_n(b'0', width.saturating_sub(length)));
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Appends a number, or `-` for none.
+fn push_optional(out: &mut Vec<u8>, n: Option<u64>) {
+    match n {
+        Some(n) => push_number(out, n),
+        None => out.push(b'-'),
     }
 }
 
@@ -380,29 +436,34 @@ fn unescape(text: &str) -> Cow<'_, str> {
 }
 
 /// Milliseconds with microseconds: `3.210`.
-fn write_ms(out: &mut String, time: Duration) {
-    let micros = time.as_micros();
-    let _ = write!(out, "{}.{:03}", micros / 1000, micros % 1000);
+fn push_ms(out: &mut Vec<u8>, time: Duration) {
+    let micros = u64::try_from(time.as_micros()).unwrap_or(u64::MAX);
+    push_number(out, micros / 1000);
+    out.push(b'.');
+    push_padded(out, micros % 1000, 3);
 }
 
 /// nginx's `$time_local` in UTC: `10/Oct/2024:13:55:36 +0000`.
-fn write_clf_time(out: &mut String, time: SystemTime) {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+fn push_clf_time(out: &mut Vec<u8>, time: SystemTime) {
+    const MONTHS: [&[u8]; 12] = [
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+        b"Dec",
     ];
     let seconds = time
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_secs());
     let (days, of_day) = (seconds / 86_400, seconds % 86_400);
     let (year, month, day) = civil_from_days(days as i64);
-    let _ = write!(
-        out,
-        "{day:02}/{}/{year:04}:{:02}:{:02}:{:02} +0000",
-        MONTHS[(month - 1) as usize],
-        of_day / 3600,
-        of_day / 60 % 60,
-        of_day % 60
-    );
+    push_padded(out, day as u64, 2);
+    out.push(b'/');
+    out.extend_from_slice(MONTHS[(month - 1) as usize]);
+    out.push(b'/');
+    push_padded(out, year as u64, 4);
+    for part in [of_day / 3600, of_day / 60 % 60, of_day % 60] {
+        out.push(b':');
+        push_padded(out, part, 2);
+    }
+    out.extend_from_slice(b" +0000");
 }
 
 /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
@@ -455,15 +516,15 @@ mod tests {
     }
 
     fn combined(line: &AccessLine<'_>) -> String {
-        let mut out = String::new();
+        let mut out = Vec::new();
         line.write_combined(&mut out);
-        out
+        String::from_utf8(out).unwrap()
     }
 
     fn json(line: &AccessLine<'_>) -> String {
-        let mut out = String::new();
+        let mut out = Vec::new();
         line.write_json(&mut out);
-        out
+        String::from_utf8(out).unwrap()
     }
 
     #[test]
@@ -659,6 +720,15 @@ mod tests {
             prop_assert_eq!(text.matches('\n').count(), 1);
             let read = read_json(text.trim_end(), &mut String::new()).unwrap();
             prop_assert_eq!(read, Some(Logged { time: seconds as f64, size }));
+        }
+
+        #[test]
+        fn any_line_is_read_or_refused_never_a_panic(line in "\\PC{0,200}", tail in "[ -~]{0,120}") {
+            let mut key = String::new();
+            let _ = read_combined(&line, &mut key);
+            let _ = read_json(&line, &mut key);
+            let near = format!("1.2.3.4 - - [01/Jan/2000:00:00:00 +0000] \"GET / HTTP/1.1\" 200 1 {tail}");
+            let _ = read_combined(&near, &mut key);
         }
     }
 }

@@ -476,7 +476,9 @@ async fn an_access_log_that_cannot_be_opened_stops_the_start_naming_the_file() {
 #[tokio::test]
 async fn a_reload_switches_file_and_format_and_keeps_the_old_file_when_the_new_cannot_be_opened() {
     let origin = Origin::start();
-    origin.set("/r", cacheable("r"));
+    for target in ["/r1", "/r2", "/r3"] {
+        origin.set(target, cacheable("r"));
+    }
     let dir = TempDir::new("access-log-reload");
     let first = dir.join("first.log");
     let second = dir.join("second.log");
@@ -493,7 +495,7 @@ async fn a_reload_switches_file_and_format_and_keeps_the_old_file_when_the_new_c
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
         reply.text()
     };
-    client.get(&proxy.url("/r?1")).await;
+    client.get(&proxy.url("/r1")).await;
 
     let answer = reload(logging(&origin, &unopenable, "json")).await;
     assert!(!answer.contains("log.access"), "{answer}");
@@ -505,9 +507,9 @@ async fn a_reload_switches_file_and_format_and_keeps_the_old_file_when_the_new_c
         "{}",
         proxy.log()
     );
-    client.get(&proxy.url("/r?2")).await;
+    client.get(&proxy.url("/r2")).await;
     let kept = lines(&first, 2).await;
-    assert_fields(&kept[1], &[("target", "/r?2")]);
+    assert_fields(&kept[1], &[("target", "/r2")]);
     assert!(
         !kept[1].starts_with('{'),
         "the old format kept: {}",
@@ -516,10 +518,10 @@ async fn a_reload_switches_file_and_format_and_keeps_the_old_file_when_the_new_c
 
     let answer = reload(logging(&origin, &second, "json")).await;
     assert!(answer.contains("log.access"), "{answer}");
-    client.get(&proxy.url("/r?3")).await;
+    client.get(&proxy.url("/r3")).await;
     let switched = lines(&second, 1).await;
     assert!(switched[0].starts_with('{'), "{}", switched[0]);
-    assert_fields(&switched[0], &[("target", "/r?3")]);
+    assert_fields(&switched[0], &[("target", "/r3")]);
     assert_eq!(lines(&first, 2).await.len(), 2);
 }
 
