@@ -225,12 +225,6 @@ impl AccessLogFormat {
             AccessLogFormat::Json => "json",
         }
     }
-
-    pub fn parse(name: &str) -> Option<AccessLogFormat> {
-        AccessLogFormat::ALL
-            .into_iter()
-            .find(|format| format.as_str() == name)
-    }
 }
 
 impl Config {

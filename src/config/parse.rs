@@ -207,16 +207,7 @@ fn read_cache_key(s: &mut Section) -> Option<CacheKeyConfig> {
 }
 
 fn read_admission(s: &mut Section) -> Option<AdmissionConfig> {
-    let mode = s.get("mode", |v| {
-        let name = values::string(v)?;
-        Mode::parse(&name).ok_or_else(|| {
-            let names: Vec<String> = Mode::ALL
-                .iter()
-                .map(|m| format!("\"{}\"", m.as_str()))
-                .collect();
-            format!("expected one of {}, got \"{name}\"", names.join(", "))
-        })
-    });
+    let mode = s.get("mode", |v| values::one_of(v, &Mode::ALL, Mode::as_str));
     let probation_share = s.get("probation_share", |v| {
         let share = values::number(v)?;
         if share > 0.0 && share < 1.0 {
@@ -363,14 +354,7 @@ fn read_access_log(s: &mut Section) -> Option<AccessLogConfig> {
         })
     });
     let format = s.get("format", |v| {
-        let name = values::string(v)?;
-        AccessLogFormat::parse(&name).ok_or_else(|| {
-            let names: Vec<String> = AccessLogFormat::ALL
-                .iter()
-                .map(|f| format!("\"{}\"", f.as_str()))
-                .collect();
-            format!("expected one of {}, got \"{name}\"", names.join(", "))
-        })
+        values::one_of(v, &AccessLogFormat::ALL, AccessLogFormat::as_str)
     });
     let buffer = s.get("buffer", |v| {
         let bytes = values::size(v)?;

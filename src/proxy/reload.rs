@@ -41,7 +41,8 @@ impl Proxy {
     /// (thresholds keep the filters' memory; a new capacity or target rate starts fresh filters;
     /// a new snapshot path or interval applies from the next save),
     /// PURGE networks, shutdown grace, the access log (a new file that cannot be opened is logged,
-    /// and the log goes on as before; the next reload tries again). Listen addresses, connection limits, header limits, the cache
+    /// and the log goes on as before; the next reload tries again).
+    /// Listen addresses, connection limits, header limits, the cache
     /// size and its split into segments (the store's budget is fixed) and the log level need a restart and are reported as such.
     pub fn apply(&self, config: Config) -> ReloadOutcome {
         let _serial = self
