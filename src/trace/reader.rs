@@ -672,6 +672,39 @@ mod tests {
     }
 
     #[test]
+    fn a_plain_nginx_reader_reads_bloomgate_combined_lines_as_nginx_lines() {
+        let logged = access_log::AccessLine {
+            time: std::time::UNIX_EPOCH,
+            client: "192.0.2.7".parse().unwrap(),
+            method: "GET",
+            target: "/a?b=\"c\"",
+            host: Some(b"example.com"),
+            protocol: "HTTP/1.1",
+            status: 200,
+            bytes_sent: 512,
+            duration: std::time::Duration::from_millis(3),
+            cache: "hit",
+            fwd: None,
+            detail: None,
+            decision: None,
+            origin_status: None,
+            origin_time: None,
+            size: Some(1024),
+            user_agent: Some(b"agent \"quoted\""),
+            referer: None,
+        };
+        let mut line = Vec::new();
+        logged.write_combined(&mut line);
+        let line = String::from_utf8(line).unwrap();
+        let parsed = parse_nginx_combined(line.trim_end()).unwrap();
+        let Key::InLine(key) = parsed.key else {
+            panic!("an nginx key is a slice of its line");
+        };
+        assert_eq!(&line[key], "/a?b=\\x22c\\x22");
+        assert_eq!((parsed.time, parsed.size), (Some(0.0), Some(512)));
+    }
+
+    #[test]
     fn csv_header_names_columns_in_any_order() {
         let Some(Layout::Csv { time, key, size }) = csv_layout("# time, object, size, next_vtime")
         else {
