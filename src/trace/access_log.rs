@@ -487,12 +487,13 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use proptest::prelude::*;
 
     use super::*;
 
-    fn line() -> AccessLine<'static> {
+    /// A miss stored in probation, the line the tests vary.
+    pub(in crate::trace) fn line() -> AccessLine<'static> {
         AccessLine {
             time: UNIX_EPOCH + Duration::from_millis(1_728_568_536_789),
             client: "192.0.2.7".parse().unwrap(),

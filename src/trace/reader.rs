@@ -675,23 +675,10 @@ mod tests {
     fn a_plain_nginx_reader_reads_bloomgate_combined_lines_as_nginx_lines() {
         let logged = access_log::AccessLine {
             time: std::time::UNIX_EPOCH,
-            client: "192.0.2.7".parse().unwrap(),
-            method: "GET",
             target: "/a?b=\"c\"",
-            host: Some(b"example.com"),
-            protocol: "HTTP/1.1",
-            status: 200,
             bytes_sent: 512,
-            duration: std::time::Duration::from_millis(3),
-            cache: "hit",
-            fwd: None,
-            detail: None,
-            decision: None,
-            origin_status: None,
-            origin_time: None,
-            size: Some(1024),
             user_agent: Some(b"agent \"quoted\""),
-            referer: None,
+            ..access_log::tests::line()
         };
         let mut line = Vec::new();
         logged.write_combined(&mut line);
