@@ -52,6 +52,8 @@ pub const CONNECTIONS_OPEN: &str = "bloomgate_connections_open";
 pub const CONNECTIONS_REFUSED_TOTAL: &str = "bloomgate_connections_refused_total";
 pub const CONNECTIONS_IDLE_CLOSED_TOTAL: &str = "bloomgate_connections_idle_closed_total";
 pub const TLS_HANDSHAKES_TOTAL: &str = "bloomgate_tls_handshakes_total";
+pub const ACCESS_LOG_LINES_TOTAL: &str = "bloomgate_access_log_lines_total";
+pub const ACCESS_LOG_DROPPED_TOTAL: &str = "bloomgate_access_log_dropped_total";
 
 /// Help texts of the doorkeeper's metrics, shared with the Pingora plugin's collector so that
 /// both exporters describe them alike.
@@ -174,6 +176,14 @@ fn describe() {
     describe_counter!(
         TLS_HANDSHAKES_TOTAL,
         "TLS handshakes on the HTTPS listener, by outcome (ok, error, timeout)."
+    );
+    describe_counter!(
+        ACCESS_LOG_LINES_TOTAL,
+        "Access log lines written (handed to the file)."
+    );
+    describe_counter!(
+        ACCESS_LOG_DROPPED_TOTAL,
+        "Access log lines dropped: the writer's queue (log.access.buffer) was full, or the file could not be written."
     );
 }
 

@@ -67,11 +67,6 @@ impl Mode {
         }
     }
 
-    /// The mode named `name` in the configuration file.
-    pub fn parse(name: &str) -> Option<Mode> {
-        Mode::ALL.into_iter().find(|mode| mode.as_str() == name)
-    }
-
     /// Whether this mode asks the doorkeeper.
     pub fn uses_doorkeeper(self) -> bool {
         self != Mode::Off

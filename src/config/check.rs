@@ -69,8 +69,15 @@ fn summary(config: &Config) -> String {
         Some(tls) => format!(" and https {}", tls.listen),
         None => String::new(),
     };
+    let access = match &config.log.access.path {
+        Some(path) => format!(
+            ", access log {path} ({})",
+            config.log.access.format.as_str()
+        ),
+        None => String::new(),
+    };
     format!(
-        "listen {}{https} -> origin {}, cache {} (objects up to {}){disk}, {admission}, admin {}, log {}",
+        "listen {}{https} -> origin {}, cache {} (objects up to {}){disk}, {admission}, admin {}, log {}{access}",
         config.server.listen,
         config.origin.url,
         format_size(config.cache.max_bytes),

@@ -193,6 +193,58 @@ pub struct AdminConfig {
 pub struct LogConfig {
     /// A `tracing` level or `EnvFilter` directives (`"info,bloomgate=debug"`). Default `"info"`.
     pub level: String,
+    /// `[log.access]`
+    pub access: AccessLogConfig,
+}
+
+/// `[log.access]`: one line per request, written off the request path. Applies on reload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccessLogConfig {
+    /// Where the lines go; `None` (an empty string in the file) = no access log. Default none.
+    pub path: Option<AccessLogPath>,
+    /// Default [`AccessLogFormat::Combined`].
+    pub format: AccessLogFormat,
+    /// Bytes of lines waiting for the writer; a line that does not fit is dropped and counted.
+    /// At least 4KiB. Default 8MiB.
+    pub buffer: u64,
+}
+
+/// Where the access log goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AccessLogPath {
+    /// `"-"`: the process's standard output.
+    Stdout,
+    /// A file, appended to (created if missing).
+    File(PathBuf),
+}
+
+impl std::fmt::Display for AccessLogPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AccessLogPath::Stdout => f.write_str("-"),
+            AccessLogPath::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// The line format of the access log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessLogFormat {
+    /// nginx's `combined`, then bloomgate's fields as `key=value`: what log tools already read.
+    Combined,
+    /// One JSON object per line: what log shippers read without a pattern.
+    Json,
+}
+
+impl AccessLogFormat {
+    pub const ALL: [AccessLogFormat; 2] = [AccessLogFormat::Combined, AccessLogFormat::Json];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessLogFormat::Combined => "combined",
+            AccessLogFormat::Json => "json",
+        }
+    }
 }
 
 impl Config {
@@ -298,6 +350,14 @@ mod tests {
         assert_eq!(config.admission.snapshot_interval, Duration::from_secs(300));
         assert_eq!(config.admin.listen, "127.0.0.1:9091".parse().unwrap());
         assert_eq!(config.log.level, "info");
+        assert_eq!(
+            config.log.access,
+            AccessLogConfig {
+                path: None,
+                format: AccessLogFormat::Combined,
+                buffer: 8 << 20,
+            }
+        );
     }
 
     #[test]

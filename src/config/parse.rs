@@ -11,8 +11,8 @@ use super::error::ConfigError;
 use super::size::format_size;
 use super::values::{self, shown};
 use super::{
-    AdminConfig, AdmissionConfig, CacheConfig, CacheKeyConfig, Config, DiskConfig, LogConfig,
-    OriginConfig, ServerConfig, TlsListenerConfig,
+    AccessLogConfig, AccessLogFormat, AccessLogPath, AdminConfig, AdmissionConfig, CacheConfig,
+    CacheKeyConfig, Config, DiskConfig, LogConfig, OriginConfig, ServerConfig, TlsListenerConfig,
 };
 
 /// Lays `user` over `base`: tables merge key by key, any other value replaces the base's.
@@ -249,16 +249,7 @@ fn read_cache_key(s: &mut Section) -> Option<CacheKeyConfig> {
 }
 
 fn read_admission(s: &mut Section) -> Option<AdmissionConfig> {
-    let mode = s.get("mode", |v| {
-        let name = values::string(v)?;
-        Mode::parse(&name).ok_or_else(|| {
-            let names: Vec<String> = Mode::ALL
-                .iter()
-                .map(|m| format!("\"{}\"", m.as_str()))
-                .collect();
-            format!("expected one of {}, got \"{name}\"", names.join(", "))
-        })
-    });
+    let mode = s.get("mode", |v| values::one_of(v, &Mode::ALL, Mode::as_str));
     let probation_share = s.get("probation_share", |v| {
         let share = values::number(v)?;
         if share > 0.0 && share < 1.0 {
@@ -385,7 +376,44 @@ fn read_log(s: &mut Section) -> Option<LogConfig> {
             Err(error) => Err(format!("{} ({error})", expected())),
         }
     });
-    Some(LogConfig { level: level? })
+    let access = s.child("access", read_access_log);
+    Some(LogConfig {
+        level: level?,
+        access: access?,
+    })
+}
+
+// Room for a few long lines: a smaller queue would drop lines on any burst.
+const SMALLEST_ACCESS_LOG_BUFFER: u64 = 4 << 10;
+
+fn read_access_log(s: &mut Section) -> Option<AccessLogConfig> {
+    let path = s.get("path", |v| {
+        let path = values::string(v)?;
+        Ok(match path.as_str() {
+            "" => None,
+            "-" => Some(AccessLogPath::Stdout),
+            _ => Some(AccessLogPath::File(PathBuf::from(path))),
+        })
+    });
+    let format = s.get("format", |v| {
+        values::one_of(v, &AccessLogFormat::ALL, AccessLogFormat::as_str)
+    });
+    let buffer = s.get("buffer", |v| {
+        let bytes = values::size(v)?;
+        if bytes < SMALLEST_ACCESS_LOG_BUFFER {
+            return Err(format!(
+                "must be at least {}, got {}",
+                format_size(SMALLEST_ACCESS_LOG_BUFFER),
+                shown(v)
+            ));
+        }
+        Ok(bytes)
+    });
+    Some(AccessLogConfig {
+        path: path?,
+        format: format?,
+        buffer: buffer?,
+    })
 }
 
 fn at_least_one(value: &Value) -> Result<usize, String> {
@@ -647,6 +675,47 @@ mod tests {
                 format!("[log]\nlevel = \"{ok}\"\n").parse().unwrap(),
             );
             assert!(read(&table).is_ok(), "{ok} should be accepted");
+        }
+    }
+
+    #[test]
+    fn access_log_keys_are_read_and_their_errors_name_the_key() {
+        let config = Config::from_toml_str(
+            "[log.access]\npath = \"/var/log/bloomgate/access.log\"\nformat = \"json\"",
+        )
+        .unwrap();
+        assert_eq!(
+            config.log.access.path,
+            Some(AccessLogPath::File(PathBuf::from(
+                "/var/log/bloomgate/access.log"
+            )))
+        );
+        assert_eq!(config.log.access.format, AccessLogFormat::Json);
+        let stdout = Config::from_toml_str("[log.access]\npath = \"-\"").unwrap();
+        assert_eq!(stdout.log.access.path, Some(AccessLogPath::Stdout));
+        for (text, key, problem) in [
+            (
+                "[log.access]\nformat = \"xml\"",
+                "log.access.format",
+                "expected one of \"combined\", \"json\", got \"xml\"",
+            ),
+            (
+                "[log.access]\nbuffer = \"1KiB\"",
+                "log.access.buffer",
+                "at least 4KiB",
+            ),
+            ("[log.access]\npath = 3", "log.access.path", "expected"),
+            (
+                "[log.access]\nfile = \"x\"",
+                "log.access.file",
+                "unknown key",
+            ),
+        ] {
+            let message = Config::from_toml_str(text).unwrap_err().to_string();
+            assert!(
+                message.contains(key) && message.contains(problem),
+                "{text}: {message}"
+            );
         }
     }
 }

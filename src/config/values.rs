@@ -73,6 +73,26 @@ pub fn networks(value: &Value) -> Result<Vec<IpNet>, String> {
     )
 }
 
+/// Reads one of a fixed set of names (`admission.mode`, `log.access.format`): the item of `all`
+/// whose `name` it is.
+pub fn one_of<T: Copy>(
+    value: &Value,
+    all: &[T],
+    name: impl Fn(T) -> &'static str,
+) -> Result<T, String> {
+    let text = string(value)?;
+    all.iter()
+        .copied()
+        .find(|item| name(*item) == text)
+        .ok_or_else(|| {
+            let names: Vec<String> = all
+                .iter()
+                .map(|item| format!("\"{}\"", name(*item)))
+                .collect();
+            format!("expected one of {}, got \"{text}\"", names.join(", "))
+        })
+}
+
 /// Reads a list of non-empty strings.
 pub fn names(value: &Value) -> Result<Vec<String>, String> {
     list(value, "a list of names like [\"utm_source\"]", |item| {

@@ -101,6 +101,23 @@ impl Config {
             ("write_buffer", size(disk.write_buffer)),
             ("write_budget", size(disk.write_budget)),
         ]);
+        // The file says "no access log" with an empty path, and standard output with "-".
+        let access_path = log
+            .access
+            .path
+            .as_ref()
+            .map_or_else(String::new, ToString::to_string);
+        let log = table([
+            ("level", text(&log.level)),
+            (
+                "access",
+                table([
+                    ("path", text(access_path)),
+                    ("format", text(log.access.format.as_str())),
+                    ("buffer", size(log.access.buffer)),
+                ]),
+            ),
+        ]);
         let root: Table = [
             ("server", server),
             ("origin", origin),
@@ -108,7 +125,7 @@ impl Config {
             ("admission", admission),
             ("disk", disk),
             ("admin", table([("listen", text(admin.listen))])),
-            ("log", table([("level", text(&log.level))])),
+            ("log", log),
         ]
         .into_iter()
         .map(|(name, table)| (name.to_owned(), table))
@@ -222,6 +239,11 @@ mod tests {
         config.admission.snapshot_path = Some(PathBuf::from("/var/lib/bloomgate/doorkeeper"));
         config.admin.listen = "127.0.0.1:9999".parse().unwrap();
         config.log.level = "info,bloomgate=debug".into();
+        config.log.access.path = Some(crate::config::AccessLogPath::File(PathBuf::from(
+            "/var/log/bloomgate/access.log",
+        )));
+        config.log.access.format = crate::config::AccessLogFormat::Json;
+        config.log.access.buffer = 64 << 10;
         assert_eq!(Config::from_toml_str(&config.to_toml()), Ok(config));
         let defaults = Config::defaults();
         assert_eq!(Config::from_toml_str(&defaults.to_toml()), Ok(defaults));

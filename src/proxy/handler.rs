@@ -20,30 +20,40 @@ use super::exchange::{Exchange, Route};
 use super::headers::{
     ResponseFraming, content_length, not_modified, settle_response_framing, strip_hop_by_hop,
 };
+use super::logged::{Entry, Logged};
 use super::origin::{OriginError, OriginFailure};
 use super::range::Ranges;
 use super::respond::{self, Answer, ProxyBody, WholeBody};
-use super::status::{CacheStatus, Detail, Fwd};
+use super::status::{CacheStatus, Detail, Fwd, OriginHead};
 use super::stream::{Capture, OriginStream, Prefix};
 use super::{Live, Proxy};
 use crate::cache::{Freshness, PolicyRequest, StoredResponse, owned_headers};
 use crate::telemetry::{ADMISSION_TOTAL, REQUEST_DURATION_SECONDS, REQUESTS_TOTAL};
 
 impl Proxy {
-    /// Answers one client request; every response carries `Cache-Status`.
+    /// Answers one client request; every response carries `Cache-Status`. With an access log,
+    /// the response body writes the request's line when it ends.
     pub async fn handle(
         self: Arc<Self>,
         request: Request<Incoming>,
         peer: SocketAddr,
-    ) -> Response<ProxyBody> {
+    ) -> Response<Logged<ProxyBody>> {
         let started = Instant::now();
-        let (mut response, status) = self.accept(self.live(), request, peer).await;
+        let live = self.live();
+        let mut entry = live
+            .access_log
+            .as_ref()
+            .map(|log| Entry::begin(log, &request, peer, started));
+        let (mut response, status) = self.accept(live, request, peer).await;
         response
             .headers_mut()
             .insert("cache-status", status.header_value());
         counter!(REQUESTS_TOTAL, "cache_status" => status.outcome().as_str()).increment(1);
         histogram!(REQUEST_DURATION_SECONDS).record(started.elapsed().as_secs_f64());
-        response
+        if let Some(entry) = &mut entry {
+            entry.answered(&response, &status);
+        }
+        response.map(|body| Logged::new(body, entry))
     }
 
     /// Phase 1: refuse what has no cache key, and send what the cache does not answer straight on.
@@ -216,6 +226,7 @@ impl Proxy {
                 .filter(|entry: &&Arc<StoredResponse>| entry.usable_on_error(now))
         };
         let request = || exchange.fetch_request(stale.as_deref());
+        let asked = Instant::now();
         let response = match exchange.live.origin.send_idempotent(request).await {
             Ok(response) => response,
             Err(error) => {
@@ -232,6 +243,7 @@ impl Proxy {
                 return respond::origin_failed(failure, fwd);
             }
         };
+        let origin = OriginHead::of(&response, asked);
         if let Some(entry) = &stale {
             if response.status() == StatusCode::NOT_MODIFIED {
                 if let Some(refreshed) = self.refresh(&exchange, entry, response.headers()) {
@@ -244,6 +256,7 @@ impl Proxy {
                     status.fwd_status = Some(304);
                     status.stored = true;
                     status.ttl = Some(refreshed.ttl_seconds(now));
+                    status.origin = Some(origin);
                     return respond::stored(&exchange.parts, &refreshed, status, now);
                 }
             } else if response.status().is_server_error()
@@ -251,10 +264,11 @@ impl Proxy {
             {
                 abandon(flight);
                 let code = response.status().as_u16();
-                return respond::stale_on_error(&exchange.parts, entry, code);
+                let answer = respond::stale_on_error(&exchange.parts, entry, code);
+                return with_origin(answer, origin);
             }
         }
-        self.forward_response(exchange, fwd, stale.is_some(), response, flight)
+        self.forward_response(exchange, fwd, stale.is_some(), response, origin, flight)
             .await
     }
 
@@ -321,6 +335,7 @@ impl Proxy {
         fwd: Fwd,
         revalidating: bool,
         response: Response<Incoming>,
+        origin: OriginHead,
         flight: Option<Flight>,
     ) -> Answer {
         let (mut head, incoming) = response.into_parts();
@@ -331,14 +346,14 @@ impl Proxy {
                 if let Some(flight) = flight {
                     flight.finish(FlightOutcome::Failed(OriginFailure::Error));
                 }
-                return respond::origin_failed(OriginFailure::Error, fwd);
+                return with_origin(respond::origin_failed(OriginFailure::Error, fwd), origin);
             }
         };
         strip_hop_by_hop(&mut head.headers);
         // What may be stored must not pin the connections' read buffers (see `owned_headers`).
         head.headers = owned_headers(&head.headers);
         let (decision, storable) = self.decide(&exchange, &head, framing, revalidating);
-        let status = cache_status(fwd, decision);
+        let status = cache_status(fwd, decision, origin);
 
         let config = exchange.config();
         let max_object = config.cache.max_object_bytes;
@@ -402,10 +417,10 @@ impl Proxy {
                         drop(body);
                         return self.pass_range(exchange, decision.detail()).await;
                     }
-                    let status = cache_status(fwd, decision);
+                    let status = cache_status(fwd, decision, origin);
                     (self.client_response(&exchange, head, body), status)
                 }
-                Err(error) => respond::origin_failed(error.failure(), fwd),
+                Err(error) => with_origin(respond::origin_failed(error.failure(), fwd), origin),
             };
         }
         count(decision);
@@ -545,27 +560,31 @@ impl Proxy {
     /// Forwards a request the cache does not answer (other methods), streaming both ways.
     async fn pass(self: &Arc<Self>, exchange: Exchange, body: Incoming, fwd: Fwd) -> Answer {
         let request = exchange.pass_request(body);
+        let asked = Instant::now();
         let response = exchange.live.origin.send(request).await;
-        self.passed(exchange, response, fwd, None)
+        self.passed(exchange, response, asked, fwd, None)
     }
 
     /// Passes a GET's range to the origin, when the cache will not cut it from the whole object:
     /// too large, not storable (`detail` says why), or given up by the fetch it waited for. The
     /// origin's answer, a 206 or 416 included, is forwarded as it is and never stored.
     async fn pass_range(self: &Arc<Self>, exchange: Exchange, detail: Option<Detail>) -> Answer {
+        let asked = Instant::now();
         let response = exchange
             .live
             .origin
             .send_idempotent(|| exchange.range_request())
             .await;
-        self.passed(exchange, response, Fwd::Bypass, detail)
+        self.passed(exchange, response, asked, Fwd::Bypass, detail)
     }
 
-    /// The origin's answer to a passed request, streamed to the client as it is.
+    /// The origin's answer to a passed request (asked for at `asked`), streamed to the client as
+    /// it is.
     fn passed(
         &self,
         exchange: Exchange,
         response: Result<Response<Incoming>, OriginError>,
+        asked: Instant,
         fwd: Fwd,
         detail: Option<Detail>,
     ) -> Answer {
@@ -576,6 +595,7 @@ impl Proxy {
                 return respond::origin_failed(error.failure(), fwd);
             }
         };
+        let origin = OriginHead::of(&response, asked);
         // RFC 9111 section 4.4: a successful unsafe request invalidates what the cache holds.
         let succeeded = response.status().is_success() || response.status().is_redirection();
         if !exchange.parts.method.is_safe() && succeeded {
@@ -584,12 +604,13 @@ impl Proxy {
         let (mut head, incoming) = response.into_parts();
         if let Err(error) = settle_response_framing(&mut head.headers) {
             tracing::warn!(%error, "origin response refused");
-            return respond::origin_failed(OriginFailure::Error, fwd);
+            return with_origin(respond::origin_failed(OriginFailure::Error, fwd), origin);
         }
         strip_hop_by_hop(&mut head.headers);
         let body = OriginStream::new(incoming, exchange.config().origin.idle_timeout, None);
         let mut status = CacheStatus::forward(fwd);
         status.detail = detail;
+        status.origin = Some(origin);
         (Response::from_parts(head, respond::streamed(body)), status)
     }
 
@@ -663,9 +684,20 @@ fn count(decision: Decision) {
 
 /// The Cache-Status of a forwarded response: `stored`, with `detail=probation` for a first
 /// request stored in probation, or why it was not stored.
-fn cache_status(fwd: Fwd, decision: Decision) -> CacheStatus {
+fn cache_status(fwd: Fwd, decision: Decision, origin: OriginHead) -> CacheStatus {
     let mut status = CacheStatus::forward(fwd);
     status.stored = decision.segment().is_some();
     status.detail = decision.detail();
+    status.decision = Some(decision);
+    status.origin = Some(origin);
     status
+}
+
+/// An answer to a request the origin answered with `origin`.
+fn with_origin((response, status): Answer, origin: OriginHead) -> Answer {
+    let status = CacheStatus {
+        origin: Some(origin),
+        ..status
+    };
+    (response, status)
 }

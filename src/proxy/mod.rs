@@ -1,6 +1,7 @@
 //! The caching reverse proxy: the request path (`handler.rs`, one `Exchange` per request), its
 //! listeners and its admin endpoints.
 
+mod access_log;
 mod admin;
 mod coalesce;
 mod decision;
@@ -8,6 +9,7 @@ mod exchange;
 mod handler;
 mod headers;
 mod idle;
+mod logged;
 mod origin;
 mod persist;
 mod range;
@@ -32,6 +34,7 @@ use crate::config::{AdmissionConfig, Config};
 use crate::telemetry::ScrapeState;
 use crate::tls::{Certificates, TlsError};
 
+pub use access_log::{AccessLog, AccessLogError};
 pub use exchange::{Route, TranslateError, translate};
 pub use persist::{SnapshotLoadError, SnapshotSaveError};
 pub use reload::{ReloadError, ReloadOutcome};
@@ -47,15 +50,19 @@ pub struct Live {
     pub config: Arc<Config>,
     pub origin: OriginClient,
     pub doorkeeper: Option<Arc<Doorkeeper>>,
+    /// Where requests write their lines, when `log.access.path` is set.
+    pub access_log: Option<Arc<AccessLog>>,
 }
 
 impl Live {
     /// The live state for a configuration: its origin client, and a fresh doorkeeper when
-    /// admission is on. Fails only on an `https` origin's TLS files.
+    /// admission is on; no access log (it is a file the serving proxy opens). Fails only on an
+    /// `https` origin's TLS files.
     pub fn new(config: Config) -> Result<Live, TlsError> {
         Ok(Live {
             origin: OriginClient::new(&config.origin)?,
             doorkeeper: new_doorkeeper(&config.admission),
+            access_log: None,
             config: Arc::new(config),
         })
     }
@@ -82,12 +89,14 @@ pub struct Proxy {
 impl Proxy {
     /// A proxy for `config`; its doorkeeper resumes from `admission.snapshot_path` when that file
     /// holds a usable snapshot (read here, before serving starts). With a disk tier, the entries
-    /// the store evicts are offered to it. Fails on TLS files that cannot be used (the
-    /// listener's certificate and key, an `https` origin's CA), naming the file.
+    /// the store evicts are offered to it; with an access log (opened from `log.access`),
+    /// requests write their lines to it. Fails on TLS files that cannot be used (the listener's
+    /// certificate and key, an `https` origin's CA), naming the file.
     pub fn new(
         config: Config,
         config_path: Option<PathBuf>,
         disk: Option<Arc<DiskTier>>,
+        access_log: Option<Arc<AccessLog>>,
     ) -> Result<Proxy, TlsError> {
         let origin = OriginClient::new(&config.origin)?;
         let certificates = match &config.server.tls {
@@ -114,6 +123,7 @@ impl Proxy {
             live: ArcSwap::from_pointee(Live {
                 origin,
                 doorkeeper,
+                access_log,
                 config: Arc::new(config),
             }),
             config_path,
@@ -147,6 +157,13 @@ impl Proxy {
 
     pub fn doorkeeper(&self) -> Option<Arc<Doorkeeper>> {
         self.live.load().doorkeeper.clone()
+    }
+
+    /// Reopens the access log's file by its path (logrotate's `postrotate`), if there is one.
+    pub fn reopen_access_log(&self) {
+        if let Some(log) = &self.live.load().access_log {
+            log.reopen();
+        }
     }
 
     /// Samples what the metrics exporter reports, at scrape time.

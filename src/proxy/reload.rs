@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Live, Proxy, new_doorkeeper};
+use super::{AccessLog, Live, Proxy, new_doorkeeper};
 use crate::admission::Doorkeeper;
 use crate::config::{Config, ConfigErrors};
 use crate::proxy::OriginClient;
@@ -47,7 +47,9 @@ impl Proxy {
     /// (thresholds keep the filters' memory; a new capacity or target rate starts fresh filters;
     /// a new snapshot path or interval applies from the next save),
     /// PURGE networks, shutdown grace, the HTTPS listener's certificate and key (connections
-    /// already open keep theirs). Listen addresses (adding or removing `[server.tls]` too), connection limits, header limits, the cache
+    /// already open keep theirs), the access log (a new file that cannot be opened is logged,
+    /// and the log goes on as before; the next reload tries again).
+    /// Listen addresses (adding or removing `[server.tls]` too), connection limits, header limits, the cache
     /// size and its split into segments (the store's budget is fixed) and the log level need a restart and are reported as such.
     pub fn apply(&self, config: Config) -> Result<ReloadOutcome, ReloadError> {
         let _serial = self
@@ -138,10 +140,29 @@ impl Proxy {
         if was.server.shutdown_grace != config.server.shutdown_grace {
             outcome.applied.push("server.shutdown_grace");
         }
+        // Compared with the log in use rather than the old file's text, so that a path that could
+        // not be opened last time is tried again.
+        let access_log = match AccessLog::reconfigure(old.access_log.as_ref(), &config.log.access) {
+            Ok(log) => {
+                let same = match (&log, &old.access_log) {
+                    (Some(new), Some(old)) => Arc::ptr_eq(new, old),
+                    (new, old) => new.is_none() && old.is_none(),
+                };
+                if !same {
+                    outcome.applied.push("log.access");
+                }
+                log
+            }
+            Err(error) => {
+                tracing::error!("{error}; the access log goes on as before");
+                old.access_log.clone()
+            }
+        };
         self.live.store(Arc::new(Live {
             config: Arc::new(config),
             origin,
             doorkeeper,
+            access_log,
         }));
         Ok(outcome)
     }

@@ -18,6 +18,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 
 use super::Proxy;
+use super::access_log::{AccessLog, AccessLogError};
 use super::admin;
 use super::decision::Decision;
 use super::idle::{Activity, SendTimeout, Tracked};
@@ -28,9 +29,10 @@ use crate::cache::ClientTls;
 use crate::cache::disk::DiskTier;
 use crate::config::Config;
 use crate::telemetry::{
-    ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN,
-    CONNECTIONS_REFUSED_TOTAL, FILTER_SNAPSHOTS_TOTAL, ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL,
-    REQUESTS_TOTAL, TLS_HANDSHAKES_TOTAL, recorder,
+    ACCESS_LOG_DROPPED_TOTAL, ACCESS_LOG_LINES_TOTAL, ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL,
+    CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL,
+    FILTER_SNAPSHOTS_TOTAL, ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL, REQUESTS_TOTAL,
+    TLS_HANDSHAKES_TOTAL, recorder,
 };
 use crate::tls::TlsError;
 
@@ -47,10 +49,15 @@ pub enum ServeError {
     Disk(#[from] crate::cache::disk::DiskError),
     #[error(transparent)]
     Tls(#[from] TlsError),
+    #[error(transparent)]
+    AccessLog(#[from] AccessLogError),
 }
 
 /// The shortest wait at shutdown for RAM's proven entries to reach the disk tier.
 const SAVE_AT_LEAST: Duration = Duration::from_secs(2);
+
+/// The longest wait at shutdown for the access log's last lines to reach its file.
+const ACCESS_LOG_FLUSH: Duration = Duration::from_secs(2);
 
 /// hyper refuses read buffers below 8 KiB.
 const MIN_HEADER_BUFFER: usize = 8192;
@@ -69,7 +76,8 @@ pub struct RunningProxy {
 impl RunningProxy {
     /// Stops accepting, lets requests in flight finish within `server.shutdown_grace`, then saves
     /// the doorkeeper to `admission.snapshot_path` (if set), writes the proven entries still in
-    /// RAM to the disk tier (if any, within the same grace, at least 2 s), and returns.
+    /// RAM to the disk tier (if any, within the same grace, at least 2 s), writes out the access
+    /// log's queued lines (within 2 s), and returns.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
@@ -83,11 +91,18 @@ impl RunningProxy {
         if let Some(path) = persist::save(&self.proxy).await {
             tracing::info!(path = %path.display(), "doorkeeper snapshot saved");
         }
+        if let Some(log) = self.proxy.live().access_log.clone() {
+            let flushed = tokio::task::spawn_blocking(move || log.flush(ACCESS_LOG_FLUSH)).await;
+            if !matches!(flushed, Ok(true)) {
+                tracing::warn!(within = ?ACCESS_LOG_FLUSH, "access log: queued lines not all written at shutdown");
+            }
+        }
     }
 
     /// Runs until the process receives SIGTERM or SIGINT, then shuts down gracefully; SIGHUP
-    /// reloads the configuration file. `signals` must have been installed before the proxy told
-    /// anyone it is listening (see [`Signals::install`]).
+    /// reloads the configuration file and reopens the access log, SIGUSR1 reopens the access log.
+    /// `signals` must have been installed before the proxy told anyone it is listening (see
+    /// [`Signals::install`]).
     pub async fn run_until_signal(self, signals: Signals) {
         signals.wait(&self.proxy).await;
         tracing::info!("shutting down: no new connections, finishing requests in flight");
@@ -95,13 +110,14 @@ impl RunningProxy {
     }
 }
 
-/// The signals a serving process acts on: SIGTERM and SIGINT stop it gracefully, SIGHUP reloads.
+/// The signals a serving process acts on: SIGTERM and SIGINT stop it gracefully, SIGHUP reloads
+/// (and reopens the access log), SIGUSR1 reopens the access log (logrotate's `postrotate`).
 ///
 /// They are caught from the moment this is made. Made before the "listening" line is printed, a
 /// SIGTERM sent as soon as the line appears still saves the doorkeeper's snapshot, instead of
 /// meeting the default action and killing the process.
 pub struct Signals {
-    caught: Option<[tokio::signal::unix::Signal; 3]>,
+    caught: Option<[tokio::signal::unix::Signal; 4]>,
 }
 
 impl Signals {
@@ -111,15 +127,16 @@ impl Signals {
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
             signal(SignalKind::hangup()),
+            signal(SignalKind::user_defined1()),
         ) {
-            (Ok(term), Ok(int), Ok(hup)) => Some([term, int, hup]),
+            (Ok(term), Ok(int), Ok(hup), Ok(usr1)) => Some([term, int, hup, usr1]),
             _ => None,
         };
         Signals { caught }
     }
 
     async fn wait(self, proxy: &Proxy) {
-        let Some([mut term, mut int, mut hup]) = self.caught else {
+        let Some([mut term, mut int, mut hup, mut usr1]) = self.caught else {
             let _ = tokio::signal::ctrl_c().await;
             return;
         };
@@ -127,7 +144,11 @@ impl Signals {
             tokio::select! {
                 _ = term.recv() => return,
                 _ = int.recv() => return,
-                _ = hup.recv() => super::reload::log_reload(proxy.reload()),
+                _ = hup.recv() => {
+                    super::reload::log_reload(proxy.reload());
+                    proxy.reopen_access_log();
+                }
+                _ = usr1.recv() => proxy.reopen_access_log(),
             }
         }
     }
@@ -145,6 +166,8 @@ pub async fn start_with_file(
 ) -> Result<RunningProxy, ServeError> {
     let _ = recorder();
     register_series();
+    // Before anything listens: a log that cannot be opened stops the start.
+    let access_log = AccessLog::open(&config.log.access)?;
     let workers = std::thread::available_parallelism().map_or(1, usize::from);
     let listeners =
         bind_listeners(config.server.listen, workers).map_err(|source| ServeError::Bind {
@@ -195,7 +218,7 @@ pub async fn start_with_file(
         }
         None => None,
     };
-    let proxy = Arc::new(Proxy::new(config, config_path, disk)?);
+    let proxy = Arc::new(Proxy::new(config, config_path, disk, access_log)?);
     let acceptor = match proxy.certificates() {
         Some(certificates) => Some(TlsAcceptor::from(
             certificates.server_config().map_err(TlsError::from)?,
@@ -528,6 +551,8 @@ fn register_series() {
     }
     counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
     counter!(CONNECTIONS_IDLE_CLOSED_TOTAL).increment(0);
+    counter!(ACCESS_LOG_LINES_TOTAL).increment(0);
+    counter!(ACCESS_LOG_DROPPED_TOTAL).increment(0);
     counter!(CACHE_HIT_BYTES_TOTAL).increment(0);
     counter!(ORIGIN_BYTES_TOTAL).increment(0);
     gauge!(CONNECTIONS_OPEN).increment(0.0);

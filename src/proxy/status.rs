@@ -1,7 +1,10 @@
 //! The RFC 9211 `Cache-Status` field bloomgate adds to every response.
 
-use http::HeaderValue;
+use std::time::{Duration, Instant};
 
+use http::{HeaderValue, Response};
+
+use super::decision::Decision;
 use crate::cache::NotStored;
 
 /// The name bloomgate gives itself in `Cache-Status`.
@@ -75,7 +78,8 @@ impl Detail {
     }
 }
 
-/// What the cache did for one response, written as one `Cache-Status` member.
+/// What the cache did for one response, written as one `Cache-Status` member; with the admission
+/// decision and the origin's answer behind it, which the access log records and the header does not.
 #[derive(Clone, Debug, Default)]
 pub struct CacheStatus {
     pub hit: bool,
@@ -87,6 +91,28 @@ pub struct CacheStatus {
     /// Seconds of freshness left (negative when stale).
     pub ttl: Option<i64>,
     pub detail: Option<Detail>,
+    /// The admission decision made for this response, if one was (not for hits, passes, or
+    /// requests that waited for another's fetch).
+    pub decision: Option<Decision>,
+    /// The origin's response head, when this request asked the origin and it answered.
+    pub origin: Option<OriginHead>,
+}
+
+/// The origin's response head for one request: its status, and how long it took to arrive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OriginHead {
+    pub status: u16,
+    pub elapsed: Duration,
+}
+
+impl OriginHead {
+    /// The head of the origin's `response` to a request sent at `asked`.
+    pub fn of<B>(response: &Response<B>, asked: Instant) -> OriginHead {
+        OriginHead {
+            status: response.status().as_u16(),
+            elapsed: asked.elapsed(),
+        }
+    }
 }
 
 /// How a response counts in `bloomgate_requests_total{cache_status}`.

@@ -28,7 +28,8 @@ const NO_MAX_AGE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 #[derive(Debug, Clone, clap::Args)]
 #[command(group(clap::ArgGroup::new("size").required(true).args(["cache_bytes", "cache_percent", "ram_bytes", "ram_percent"])))]
 pub struct SimulateArgs {
-    /// The trace: CSV with a header (time,key,size), or an nginx combined log; plain, gzip or zstd.
+    /// The trace: CSV with a header (time,key,size), an nginx combined log, or bloomgate's own
+    /// access log (combined or JSON); plain, gzip or zstd.
     #[arg(long)]
     pub trace: PathBuf,
     /// Cache size(s), read as `cache.max_bytes` is (KiB, MiB, GiB powers of 1024; KB, MB, GB powers
@@ -352,6 +353,7 @@ fn trace_summary(args: &SimulateArgs, info: &TraceInfo, stats: TraceStats) -> Tr
         format: info.format,
         compression: info.compression,
         skipped_lines: info.skipped_lines,
+        ignored_lines: info.ignored_lines,
         synthesized_sizes: info.sizes_synthesized.then_some(SYNTHESIZED_SIZE_RULE),
         stats,
         one_hit_share: ratio(stats.one_hit_objects, stats.distinct_objects),

@@ -24,6 +24,9 @@ pub struct TraceSummary {
     pub format: TraceFormat,
     pub compression: Compression,
     pub skipped_lines: u64,
+    /// Lines passed over as no request for a cached object (bloomgate's access logs: other
+    /// methods, unknown sizes).
+    pub ignored_lines: u64,
     /// How sizes were made up for requests that had none, if any had none.
     pub synthesized_sizes: Option<&'static str>,
     #[serde(flatten)]
@@ -189,6 +192,13 @@ impl fmt::Display for SimReport {
         )?;
         if trace.skipped_lines > 0 {
             writeln!(f, "skipped {} bad lines", trace.skipped_lines)?;
+        }
+        if trace.ignored_lines > 0 {
+            writeln!(
+                f,
+                "ignored {} lines: methods other than GET and HEAD, or objects of unknown size",
+                trace.ignored_lines
+            )?;
         }
         if let Some(rule) = trace.synthesized_sizes {
             writeln!(f, "sizes missing from the trace were synthesized: {rule}")?;

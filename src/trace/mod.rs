@@ -1,11 +1,13 @@
 //! Request traces: reading them from files, making synthetic ones, and writing them back out.
 //!
 //! A trace is a sequence of [`Request`]s. [`TraceReader`] reads CSV with a header naming its columns
-//! (`time,key,size`, or libCacheSim / Twitter-style `# time, object, size, ...`) and nginx `combined`
-//! access logs, plain or gzip or zstd compressed (chosen from the file's magic bytes).
+//! (`time,key,size`, or libCacheSim / Twitter-style `# time, object, size, ...`), nginx `combined`
+//! access logs and bloomgate's own access logs ([`AccessLine`], combined or JSON), plain or gzip or
+//! zstd compressed (chosen from the file's magic bytes).
 //! [`SyntheticTrace`] generates Zipf-popular traces with one-hit wonders and log-normal sizes, and
 //! [`TraceWriter`] saves any trace as CSV.
 
+mod access_log;
 mod cli;
 mod error;
 mod reader;
@@ -13,6 +15,7 @@ mod size;
 mod synthetic;
 mod writer;
 
+pub use access_log::AccessLine;
 pub use cli::{GenerateArgs, generate};
 pub use error::TraceError;
 pub use reader::{Compression, ReadOptions, RequestRef, TraceFormat, TraceInfo, TraceReader};

@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use super::access_log::{self, Logged};
 use super::{Request, TraceError, synthesized_size};
 
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -35,6 +36,11 @@ pub enum TraceFormat {
     Csv,
     /// nginx's `combined` access log: key = request URI, size = `$body_bytes_sent`.
     NginxCombined,
+    /// bloomgate's own access log, combined format: key = host + target, size = the object's
+    /// (GET and HEAD with a known size; other lines are ignored).
+    BloomgateCombined,
+    /// bloomgate's own access log, JSON lines, read as [`TraceFormat::BloomgateCombined`].
+    BloomgateJson,
 }
 
 /// What a reader has found out about its trace so far.
@@ -46,6 +52,9 @@ pub struct TraceInfo {
     pub requests: u64,
     /// Bad lines skipped so far (only with [`ReadOptions::skip_bad_lines`]).
     pub skipped_lines: u64,
+    /// Good lines that are no request for a cached object, passed over: in bloomgate's access
+    /// logs, methods other than GET and HEAD, and objects of unknown size.
+    pub ignored_lines: u64,
     /// Whether any request so far had no recorded size and got [`synthesized_size`] instead.
     pub sizes_synthesized: bool,
 }
@@ -78,17 +87,27 @@ enum Layout {
         size: Option<usize>,
     },
     NginxCombined,
+    BloomgateCombined,
+    BloomgateJson,
 }
 
-/// One parsed line, with the key as a range of the line buffer.
+/// One parsed line.
 struct Parsed {
     time: Option<f64>,
-    key: Range<usize>,
+    key: Key,
     size: Option<u64>,
 }
 
+/// Where a parsed line's key is.
+enum Key {
+    /// A range of the line buffer.
+    InLine(Range<usize>),
+    /// Built in the reader's key buffer (it joins fields, or undoes escapes).
+    Built,
+}
+
 /// Why one line could not be parsed: the field and the message.
-type LineError = (&'static str, String);
+pub(super) type LineError = (&'static str, String);
 
 /// Reads a trace file as an iterator of requests.
 ///
@@ -109,6 +128,8 @@ pub struct TraceReader {
     layout: Layout,
     options: ReadOptions,
     line: String,
+    /// The key of the last line, when it is not a slice of the line.
+    key: String,
     line_number: u64,
     /// The first line was read to detect the format and is still to be returned (nginx logs).
     replay_line: bool,
@@ -168,6 +189,7 @@ impl TraceReader {
             layout: Layout::NginxCombined,
             options,
             line: String::new(),
+            key: String::new(),
             line_number: 0,
             replay_line: false,
             finished: false,
@@ -176,6 +198,7 @@ impl TraceReader {
                 compression,
                 requests: 0,
                 skipped_lines: 0,
+                ignored_lines: 0,
                 sizes_synthesized: false,
             },
         };
@@ -226,13 +249,17 @@ impl TraceReader {
             if is_blank_or_comment(&self.line) {
                 continue;
             }
-            match parse_line(&self.layout, &self.line) {
-                Ok(parsed) => break parsed,
+            match parse_line(&self.layout, &self.line, &mut self.key) {
+                Ok(Some(parsed)) => break parsed,
+                Ok(None) => self.info.ignored_lines += 1,
                 Err(_) if self.options.skip_bad_lines => self.info.skipped_lines += 1,
                 Err((field, message)) => return Some(Err(self.field_error(field, message))),
             }
         };
-        let key = &self.line[parsed.key];
+        let key = match parsed.key {
+            Key::InLine(range) => &self.line[range],
+            Key::Built => &self.key,
+        };
         let size = match parsed.size {
             Some(size) => size,
             None => {
@@ -273,7 +300,8 @@ impl TraceReader {
         }
     }
 
-    /// Reads the first meaningful line and decides between a CSV header and an nginx log line.
+    /// Reads the first meaningful line and decides between a CSV header, a bloomgate access log
+    /// line (JSON or combined) and an nginx log line.
     fn detect_format(&mut self) -> Result<(), TraceError> {
         loop {
             if !self.read_line()? {
@@ -283,9 +311,21 @@ impl TraceReader {
                 break;
             }
         }
-        if parse_nginx_combined(&self.line).is_ok() {
-            self.layout = Layout::NginxCombined;
-            self.info.format = TraceFormat::NginxCombined;
+        let bloomgate = if self.line.starts_with('{') {
+            access_log::read_json(&self.line, &mut self.key)
+                .is_ok()
+                .then_some((Layout::BloomgateJson, TraceFormat::BloomgateJson))
+        } else if parse_nginx_combined(&self.line).is_ok() {
+            Some(match access_log::read_combined(&self.line, &mut self.key) {
+                Ok(_) => (Layout::BloomgateCombined, TraceFormat::BloomgateCombined),
+                Err(_) => (Layout::NginxCombined, TraceFormat::NginxCombined),
+            })
+        } else {
+            None
+        };
+        if let Some((layout, format)) = bloomgate {
+            self.layout = layout;
+            self.info.format = format;
             self.replay_line = true;
             return Ok(());
         }
@@ -297,7 +337,8 @@ impl TraceReader {
             }
             None => Err(self.format_error(
                 "unrecognized format: expected a CSV header naming a key column \
-                 (time,key,size or # time, object, size) or an nginx combined log line",
+                 (time,key,size or # time, object, size), an nginx combined log line \
+                 or a bloomgate access log line",
             )),
         }
     }
@@ -424,10 +465,20 @@ fn csv_layout(header: &str) -> Option<Layout> {
     })
 }
 
-fn parse_line(layout: &Layout, line: &str) -> Result<Parsed, LineError> {
+/// One line's request; `None` for a line that is no request for a cached object.
+fn parse_line(layout: &Layout, line: &str, key: &mut String) -> Result<Option<Parsed>, LineError> {
+    let logged = |read: Option<Logged>| {
+        read.map(|Logged { time, size }| Parsed {
+            time: Some(time),
+            key: Key::Built,
+            size: Some(size),
+        })
+    };
     match layout {
-        Layout::Csv { time, key, size } => parse_csv(line, *time, *key, *size),
-        Layout::NginxCombined => parse_nginx_combined(line),
+        Layout::Csv { time, key, size } => parse_csv(line, *time, *key, *size).map(Some),
+        Layout::NginxCombined => parse_nginx_combined(line).map(Some),
+        Layout::BloomgateCombined => access_log::read_combined(line, key).map(logged),
+        Layout::BloomgateJson => access_log::read_json(line, key).map(logged),
     }
 }
 
@@ -439,7 +490,7 @@ fn parse_csv(
 ) -> Result<Parsed, LineError> {
     let mut parsed = Parsed {
         time: None,
-        key: 0..0,
+        key: Key::InLine(0..0),
         size: None,
     };
     let mut key_found = false;
@@ -467,7 +518,7 @@ fn parse_csv(
             if key.is_empty() {
                 return Err(("key", "empty".to_owned()));
             }
-            parsed.key = start + leading..start + leading + key.len();
+            parsed.key = Key::InLine(start + leading..start + leading + key.len());
             key_found = true;
         } else if Some(index) == size_column {
             let field = field.trim();
@@ -526,13 +577,13 @@ fn parse_nginx_combined(line: &str) -> Result<Parsed, LineError> {
         .map_err(|e| ("body_bytes_sent", e.to_string()))?;
     Ok(Parsed {
         time: Some(time),
-        key: uri_start..uri_start + uri.len(),
+        key: Key::InLine(uri_start..uri_start + uri.len()),
         size: Some(size),
     })
 }
 
 /// Seconds since the Unix epoch of nginx's `$time_local`, e.g. `10/Oct/2000:13:55:36 -0700`.
-fn parse_nginx_time(text: &str) -> Option<f64> {
+pub(super) fn parse_nginx_time(text: &str) -> Option<f64> {
     let (date_time, zone) = text.split_once(' ')?;
     let mut parts = date_time.splitn(4, [':', '/']);
     let day: i64 = parts.next()?.parse().ok()?;
@@ -571,7 +622,7 @@ fn parse_nginx_time(text: &str) -> Option<f64> {
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+pub(super) fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let year = if month <= 2 { year - 1 } else { year };
     let era = year.div_euclid(400);
     let year_of_era = year - era * 400;
@@ -618,6 +669,26 @@ mod tests {
         assert_eq!(parse_nginx_time("10/Oct/2000:13:55:36 +0\u{e9}0"), None);
         assert_eq!(parse_nginx_time("10/Oct/2000:13:55:36 \u{e9}000"), None);
         assert!(parse_nginx_time("31/Dec/9999:23:59:59 +0000").is_some());
+    }
+
+    #[test]
+    fn a_plain_nginx_reader_reads_bloomgate_combined_lines_as_nginx_lines() {
+        let logged = access_log::AccessLine {
+            time: std::time::UNIX_EPOCH,
+            target: "/a?b=\"c\"",
+            bytes_sent: 512,
+            user_agent: Some(b"agent \"quoted\""),
+            ..access_log::tests::line()
+        };
+        let mut line = Vec::new();
+        logged.write_combined(&mut line);
+        let line = String::from_utf8(line).unwrap();
+        let parsed = parse_nginx_combined(line.trim_end()).unwrap();
+        let Key::InLine(key) = parsed.key else {
+            panic!("an nginx key is a slice of its line");
+        };
+        assert_eq!(&line[key], "/a?b=\\x22c\\x22");
+        assert_eq!((parsed.time, parsed.size), (Some(0.0), Some(512)));
     }
 
     #[test]

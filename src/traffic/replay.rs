@@ -198,7 +198,8 @@ pub async fn replay(
 /// Command line of `bloomgate replay`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReplayArgs {
-    /// Trace file (CSV with a header, libCacheSim CSV, nginx combined log; plain, gzip or zstd).
+    /// Trace file (CSV with a header, libCacheSim CSV, nginx combined log, bloomgate's own access
+    /// log in either format; plain, gzip or zstd).
     /// Without it, a synthetic trace is replayed (see the synthetic options).
     #[arg(long)]
     pub trace: Option<PathBuf>,

@@ -1,12 +1,14 @@
 //! End to end: the real `bloomgate serve` binary over real sockets (cache, ranges, clients,
-//! faults, isolation, security and conformance, TLS both ways, admin, reload, persistence, metrics
-//! and the dashboard), the config file it reads, and the systemd unit that runs it.
+//! faults, isolation, security and conformance, TLS both ways, admin, reload, persistence, the
+//! access log, metrics and the dashboard), the config file it reads, and the systemd unit that
+//! runs it.
 //! One test crate per subject, so that it is linked once.
 
 // The shared origin, proxy process and clients; everything in it is used by this crate.
 #[path = "../common/mod.rs"]
 mod common;
 
+mod access_log;
 mod admin;
 mod cache;
 mod check_config_cli;
