@@ -78,9 +78,18 @@ const DURATION_BUCKETS: &[f64] = &[
     5.0, 10.0, 30.0,
 ];
 
+/// How often the exporter's histogram samples are folded into their buckets when nobody scrapes.
+const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The process-wide Prometheus recorder, installed on first use.
 ///
 /// `metrics` has one global recorder per process, so every proxy started in a process shares it.
+///
+/// The exporter keeps every histogram sample (8 bytes per request for
+/// `bloomgate_request_duration_seconds`) until an upkeep folds them into buckets. A scrape runs
+/// one, but a proxy nobody scrapes would grow by the request: measured, 4.3 MiB per 10 s of wrk
+/// traffic without a scrape, without end. A thread of its own runs the upkeep every 5 s, as the
+/// exporter's own `install()` does with its HTTP listener.
 pub fn recorder() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| {
@@ -95,6 +104,18 @@ pub fn recorder() -> &'static PrometheusHandle {
         // Fails only if another recorder was installed first; ours then simply renders nothing new.
         let _ = metrics::set_global_recorder(recorder);
         describe();
+        let upkeep = handle.clone();
+        let spawned = std::thread::Builder::new()
+            .name("bloomgate-metrics-upkeep".to_owned())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(UPKEEP_EVERY);
+                    upkeep.run_upkeep();
+                }
+            });
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "no metrics upkeep thread: histogram samples are folded only when scraped");
+        }
         handle
     })
 }
@@ -339,4 +360,33 @@ fn render_disk(disk: &DiskStats) {
     gauge!(DISK_FULL).set(if disk.full { 1.0 } else { 0.0 });
     gauge!(DISK_RECOVERED_ENTRIES).set(disk.recovered_entries as f64);
     gauge!(DISK_RECOVERY_SECONDS).set(disk.recovery_seconds);
+}
+
+#[cfg(test)]
+mod tests {
+    /// Names of this process's threads (Linux truncates them to 15 bytes).
+    fn thread_names() -> Vec<String> {
+        std::fs::read_dir("/proc/self/task")
+            .map(|tasks| {
+                tasks
+                    .filter_map(|task| task.ok())
+                    .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+                    .map(|name| name.trim().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_recorder_runs_its_own_upkeep_so_unscraped_samples_do_not_pile_up() {
+        let _ = super::recorder();
+        let names = thread_names();
+        assert!(
+            names
+                .iter()
+                .any(|name| "bloomgate-metrics-upkeep".starts_with(name.as_str())
+                    && name.starts_with("bloomgate-metr")),
+            "no upkeep thread among {names:?}"
+        );
+    }
 }
