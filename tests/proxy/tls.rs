@@ -331,8 +331,24 @@ async fn tls_server_name_sets_the_name_checked_for_an_origin_reached_by_address(
     assert_eq!(refused.status, StatusCode::BAD_GATEWAY);
 }
 
-/// A 502 that says the origin's TLS failed, and a log line that says why.
-async fn assert_refused(proxy: &ProxyProcess, why: &str) {
+/// An https origin (a TLS front made by `leaf` from `pki`) that the proxy must refuse: a 502 that
+/// says the origin's TLS failed, a log line with `why`, and the origin never asked. With
+/// `trust_ca` the proxy trusts `pki` through `origin.ca_file`; without, only the system's roots.
+async fn assert_origin_refused(
+    name: &str,
+    leaf: impl FnOnce(&Pki) -> common::tls::Leaf,
+    trust_ca: bool,
+    why: &str,
+) {
+    let origin = Origin::start();
+    origin.set("/", Reply::ok("must not be seen"));
+    let pki = Pki::new(name);
+    let front = TlsFront::start(&leaf(&pki), origin.addr).await;
+    let url = format!("https://localhost:{}", front.addr.port());
+    let proxy = match trust_ca {
+        true => https_origin_proxy(&url, &pki, None),
+        false => ProxyConfig::new(&url).start(),
+    };
     let reply = Client::new().get(&proxy.url("/")).await;
     assert_eq!(reply.status, StatusCode::BAD_GATEWAY, "{}", reply.text());
     assert!(
@@ -351,46 +367,29 @@ async fn assert_refused(proxy: &ProxyProcess, why: &str) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert_eq!(origin.count("/"), 0);
 }
 
 #[tokio::test]
 async fn an_origin_certificate_for_another_name_is_refused_with_a_502() {
-    let origin = Origin::start();
-    origin.set("/", Reply::ok("must not be seen"));
-    let pki = Pki::new("origin-name");
-    let front = TlsFront::start(&pki.leaf(&["other.example"]), origin.addr).await;
-    let url = format!("https://localhost:{}", front.addr.port());
-    let proxy = https_origin_proxy(&url, &pki, None);
-    assert_refused(&proxy, "not valid for name").await;
-    assert_eq!(origin.count("/"), 0);
+    let leaf = |pki: &Pki| pki.leaf(&["other.example"]);
+    assert_origin_refused("origin-name", leaf, true, "not valid for name").await;
 }
 
 #[tokio::test]
 async fn an_expired_origin_certificate_is_refused_with_a_502() {
-    let origin = Origin::start();
-    origin.set("/", Reply::ok("must not be seen"));
-    let pki = Pki::new("origin-expired");
-    let front = TlsFront::start(&pki.expired_leaf(&["localhost"]), origin.addr).await;
-    let url = format!("https://localhost:{}", front.addr.port());
-    let proxy = https_origin_proxy(&url, &pki, None);
-    assert_refused(&proxy, "expired").await;
-    assert_eq!(origin.count("/"), 0);
+    let leaf = |pki: &Pki| pki.expired_leaf(&["localhost"]);
+    assert_origin_refused("origin-expired", leaf, true, "expired").await;
 }
 
 #[tokio::test]
 async fn without_ca_file_a_private_ca_is_not_trusted() {
     // The system's roots come from Debian's ca-certificates; without any, the proxy refuses to
-    // start with an https origin and no ca_file (a unit test covers that error).
+    // start with an https origin and no ca_file.
     if !std::path::Path::new("/etc/ssl/certs/ca-certificates.crt").exists() {
         eprintln!("skipped: no system root certificates (/etc/ssl/certs/ca-certificates.crt)");
         return;
     }
-    let origin = Origin::start();
-    origin.set("/", Reply::ok("must not be seen"));
-    let pki = Pki::new("origin-roots");
-    let front = TlsFront::start(&pki.leaf(&["localhost"]), origin.addr).await;
-    let url = format!("https://localhost:{}", front.addr.port());
-    let proxy = ProxyConfig::new(&url).start();
-    assert_refused(&proxy, "UnknownIssuer").await;
-    assert_eq!(origin.count("/"), 0);
+    let leaf = |pki: &Pki| pki.leaf(&["localhost"]);
+    assert_origin_refused("origin-roots", leaf, false, "UnknownIssuer").await;
 }
