@@ -12,7 +12,6 @@ use http::header::{self, HeaderMap};
 use http::{Method, Request, Response, StatusCode, response};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
-use metrics::{counter, histogram};
 
 use super::coalesce::{self, Flight, FlightOutcome, Role, SharedResponse};
 use super::decision::{self, Decision};
@@ -24,11 +23,11 @@ use super::logged::{Entry, Logged};
 use super::origin::{OriginError, OriginFailure};
 use super::range::Ranges;
 use super::respond::{self, Answer, ProxyBody, WholeBody};
+use super::series::series;
 use super::status::{CacheStatus, Detail, Fwd, OriginHead};
 use super::stream::{Capture, OriginStream, Prefix};
 use super::{Live, Proxy};
 use crate::cache::{Freshness, PolicyRequest, StoredResponse, owned_headers};
-use crate::telemetry::{ADMISSION_TOTAL, REQUEST_DURATION_SECONDS, REQUESTS_TOTAL};
 
 impl Proxy {
     /// Answers one client request; every response carries `Cache-Status`. With an access log,
@@ -48,8 +47,9 @@ impl Proxy {
         response
             .headers_mut()
             .insert("cache-status", status.header_value());
-        counter!(REQUESTS_TOTAL, "cache_status" => status.outcome().as_str()).increment(1);
-        histogram!(REQUEST_DURATION_SECONDS).record(started.elapsed().as_secs_f64());
+        let series = series();
+        series.request(status.outcome()).increment(1);
+        series.duration.record(started.elapsed().as_secs_f64());
         if let Some(entry) = &mut entry {
             entry.answered(&response, &status);
         }
@@ -679,7 +679,7 @@ fn abandon(flight: Option<Flight>) {
 /// Counts an admission decision once it is final (a body of unknown length may turn out too
 /// large for the segment it was meant for).
 fn count(decision: Decision) {
-    counter!(ADMISSION_TOTAL, "decision" => decision.label()).increment(1);
+    series().admission(decision).increment(1);
 }
 
 /// The Cache-Status of a forwarded response: `stored`, with `detail=probation` for a first

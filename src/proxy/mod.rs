@@ -15,6 +15,7 @@ mod persist;
 mod range;
 mod reload;
 mod respond;
+mod series;
 mod server;
 mod slice;
 mod status;

@@ -12,11 +12,9 @@ use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilde
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use metrics::counter;
 
 use super::status::Detail;
 use crate::config::OriginConfig;
-use crate::telemetry::ORIGIN_REQUESTS_TOTAL;
 use crate::tls::{self, TlsError};
 
 /// Which wait ran out.
@@ -115,7 +113,7 @@ impl OriginFailure {
 }
 
 /// Outcome labels of `bloomgate_origin_requests_total`, registered at start so every series exists.
-pub const OUTCOMES: &[&str] = &[
+pub const OUTCOMES: [&str; 9] = [
     "2xx",
     "3xx",
     "4xx",
@@ -220,7 +218,7 @@ impl OriginClient {
             Ok(response) => status_class(response.status()),
             Err(error) => error.outcome(),
         };
-        counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => label).increment(1);
+        super::series::series().origin(label).increment(1);
         outcome
     }
 

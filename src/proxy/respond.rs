@@ -10,7 +10,6 @@ use http::request::Parts;
 use http::{Method, Response, StatusCode, response};
 use http_body_util::{Either, Full};
 use hyper::body::Body;
-use metrics::counter;
 
 use super::coalesce::SharedResponse;
 use super::headers::{not_modified, not_modified_headers};
@@ -20,7 +19,6 @@ use super::slice::SlicedStream;
 use super::status::{CacheStatus, Detail, Fwd};
 use super::stream::OriginStream;
 use crate::cache::StoredResponse;
-use crate::telemetry::CACHE_HIT_BYTES_TOTAL;
 
 /// The body of every response the proxy sends: a body at hand (stored, or read whole), an origin
 /// body on its way, or the parts of one that a range asks for.
@@ -157,7 +155,7 @@ pub fn stored(
     }
     let mut response = from_entry(parts, entry);
     let sent = response.body().size_hint().exact().unwrap_or(0);
-    counter!(CACHE_HIT_BYTES_TOTAL).increment(sent);
+    super::series::series().hit_bytes.increment(sent);
     response.headers_mut().insert(header::AGE, age);
     (response, status)
 }

@@ -538,7 +538,7 @@ fn register_series() {
         counter!(REQUESTS_TOTAL, "cache_status" => outcome.as_str()).increment(0);
     }
     for outcome in OUTCOMES {
-        counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => *outcome).increment(0);
+        counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => outcome).increment(0);
     }
     for decision in Decision::LABELS {
         counter!(ADMISSION_TOTAL, "decision" => decision).increment(0);

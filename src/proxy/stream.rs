@@ -7,11 +7,9 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use metrics::counter;
 use tokio::time::{Instant, Sleep};
 
 use super::origin::OriginFailure;
-use crate::telemetry::{ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -139,7 +137,7 @@ impl OriginStream {
     fn fail(&mut self, error: BodyError) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         // Dropping the capture drops its flight: waiters fetch alone, and nothing is stored.
         self.capture = None;
-        counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => "body_error").increment(1);
+        super::series::series().origin("body_error").increment(1);
         tracing::warn!(%error, "origin body aborted");
         Poll::Ready(Some(Err(error)))
     }
@@ -159,7 +157,9 @@ impl OriginStream {
                 let deadline = Instant::now() + this.idle_timeout;
                 this.idle.as_mut().reset(deadline);
                 if let Some(data) = frame.data_ref() {
-                    counter!(ORIGIN_BYTES_TOTAL).increment(data.len() as u64);
+                    super::series::series()
+                        .origin_bytes
+                        .increment(data.len() as u64);
                     if let Some(capture) = this.capture.as_mut() {
                         if capture.buffer.len() + data.len() > capture.limit {
                             this.capture = None;
