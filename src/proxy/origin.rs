@@ -312,6 +312,28 @@ mod tests {
     use super::*;
     use crate::config::Config;
 
+    #[test]
+    fn every_outcome_label_the_client_produces_is_registered() {
+        let origin: Uri = "http://origin.internal".parse().expect("uri");
+        let errors = [
+            OriginError::Timeout {
+                origin: origin.clone(),
+                waiting: Waiting::Connect,
+                timeout: Duration::from_secs(1),
+            },
+            OriginError::Tls {
+                origin,
+                problem: "refused".to_owned(),
+            },
+        ];
+        let statuses = [200, 301, 404, 503]
+            .map(|code| status_class(StatusCode::from_u16(code).expect("status")));
+        let labels = errors.iter().map(OriginError::outcome).chain(statuses);
+        for label in labels.chain(["body_error"]) {
+            assert!(OUTCOMES.contains(&label), "{label}");
+        }
+    }
+
     /// A listener whose accept queue is full: the kernel drops new SYNs, so a connect to it waits
     /// until the connector's timeout.
     fn full_listener() -> (
