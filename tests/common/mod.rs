@@ -15,6 +15,14 @@ pub use origin::{BodyReading, Fault, Origin, Reply, refusing_addr};
 pub use proxy::{ProxyConfig, ProxyProcess};
 pub use temp::TempDir;
 
+/// `POST /reload` on the proxy's admin listener: the proxy re-reads its config file.
+pub async fn reload(client: &Client, proxy: &ProxyProcess) -> ClientReply {
+    client
+        .send(http::Method::POST, &proxy.admin_url("/reload"), &[])
+        .await
+        .expect("POST /reload")
+}
+
 /// Metric value of the series `name{labels}` in a Prometheus text scrape (0 when absent).
 pub fn metric(scrape: &str, series: &str) -> f64 {
     scrape

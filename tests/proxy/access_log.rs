@@ -488,10 +488,7 @@ async fn a_reload_switches_file_and_format_and_keeps_the_old_file_when_the_new_c
     let client = Client::new();
     let reload = async |config: ProxyConfig| -> String {
         std::fs::write(&config_path, config.text()).unwrap();
-        let reply = client
-            .send(Method::POST, &proxy.admin_url("/reload"), &[])
-            .await
-            .unwrap();
+        let reply = common::reload(&client, &proxy).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
         reply.text()
     };

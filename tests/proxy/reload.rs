@@ -6,8 +6,8 @@ use crate::common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{Client, Origin, ProxyConfig, Reply, has_member};
-use http::{Method, StatusCode};
+use common::{Client, Origin, ProxyConfig, Reply, has_member, reload};
+use http::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -20,13 +20,6 @@ fn config_path(name: &str) -> PathBuf {
 
 fn object(body: &str) -> Reply {
     Reply::ok(body).header("cache-control", "max-age=60")
-}
-
-async fn reload(client: &Client, proxy: &common::ProxyProcess) -> common::client::Reply {
-    client
-        .send(Method::POST, &proxy.admin_url("/reload"), &[])
-        .await
-        .expect("POST /reload")
 }
 
 /// One request on an open keep-alive connection; returns the status line and headers.

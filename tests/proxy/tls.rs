@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::tls::{HttpsConnection, Pki, TlsFront, get_once};
 use common::{Client, Origin, ProxyConfig, ProxyProcess, Reply, TempDir, has_member};
-use http::{Method, StatusCode};
+use http::StatusCode;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -133,10 +133,7 @@ async fn a_reload_swaps_the_certificate_and_open_connections_go_on() {
     // A renewal in place: same paths, new files.
     second.copy_over(&first);
     let client = Client::new();
-    let reloaded = client
-        .send(Method::POST, &proxy.admin_url("/reload"), &[])
-        .await
-        .expect("POST /reload");
+    let reloaded = common::reload(&client, &proxy).await;
     assert_eq!(reloaded.status, StatusCode::OK, "{}", reloaded.text());
     assert!(
         reloaded.text().contains("server.tls.certificate"),
@@ -169,10 +166,7 @@ async fn a_bad_certificate_file_at_reload_keeps_the_old_one_and_the_error_names_
         "-----BEGIN CERTIFICATE-----\nnot base64!\n",
     )
     .expect("write");
-    let refused = client
-        .send(Method::POST, &proxy.admin_url("/reload"), &[])
-        .await
-        .expect("POST /reload");
+    let refused = common::reload(&client, &proxy).await;
     assert_eq!(refused.status, StatusCode::BAD_REQUEST);
     let text = refused.text();
     assert!(
@@ -184,10 +178,7 @@ async fn a_bad_certificate_file_at_reload_keeps_the_old_one_and_the_error_names_
 
     // A key that belongs to another certificate: both files named, the old pair kept.
     std::fs::copy(&other.cert_file, &leaf.cert_file).expect("copy cert");
-    let mismatch = client
-        .send(Method::POST, &proxy.admin_url("/reload"), &[])
-        .await
-        .expect("POST /reload");
+    let mismatch = common::reload(&client, &proxy).await;
     assert_eq!(mismatch.status, StatusCode::BAD_REQUEST);
     let text = mismatch.text();
     assert!(text.contains("does not belong"), "{text}");
