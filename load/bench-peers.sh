@@ -7,8 +7,13 @@
 # 64 KiB cached object, and a mix of popular objects and one-hit misses; then, for the peers that
 # serve HTTPS here (bloomgate and nginx, one ECDSA P-256 certificate made for the run), the 1 KiB hit
 # over TLS with keep-alive ("https") and with a new connection and full handshake per request
-# ("tls-hs", `Connection: close`). Prints requests/s, p50, p99, requests that reached the origin,
-# and each proxy's peak memory (VmHWM summed over its processes).
+# ("tls-hs", `Connection: close`); and 64 KiB hits read from a disk cache ("disk": bloomgate runs a
+# second instance with 4 MiB of RAM over a disk tier in the work directory, nginx and ATS serve from
+# their file caches; DISK_OBJECTS objects at random, page cache warm). Prints requests/s, p50, p99,
+# requests that reached the origin, CPU time per request (the proxy's utime + stime from
+# /proc/PID/stat over the run, summed over its processes, divided by the requests wrk completed:
+# steadier than requests/s on a shared machine), and each proxy's peak memory (VmHWM summed over
+# its processes).
 #
 # Usage: load/bench-peers.sh            (from the repository root; builds the release binary)
 # Environment:
@@ -20,8 +25,9 @@
 #                                         PEERS), e.g. a build of main before a change, for a
 #                                         before/after ratio in the same run; its config says
 #                                         `admission.enabled = true`, which every version reads
-#   WORKLOADS="1KiB 64KiB mix https tls-hs"   which workloads to run, in this order
-#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+9 on 127.0.0.1
+#   WORKLOADS="1KiB 64KiB mix https tls-hs disk"   which workloads to run, in this order
+#   DISK_OBJECTS=2000                     objects of 64 KiB in the "disk" workload
+#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+11 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
 set -euo pipefail
 
@@ -34,10 +40,14 @@ CACHE_MIB=${CACHE_MIB:-256}
 ROUNDS=${ROUNDS:-1}
 BASE_PORT=${BASE_PORT:-18100}
 ORIGIN_PORT=$BASE_PORT
-WORKLOADS=${WORKLOADS:-"1KiB 64KiB mix https tls-hs"}
+WORKLOADS=${WORKLOADS:-"1KiB 64KiB mix https tls-hs disk"}
+DISK_OBJECTS=${DISK_OBJECTS:-2000}
 declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)))
 # The HTTPS listeners of the peers that have one here.
 declare -A TLS_PORT=([bloomgate]=$((BASE_PORT + 6)) [nginx]=$((BASE_PORT + 7)))
+# Where each peer serves hits from its disk cache: bloomgate's second instance (small RAM, a disk
+# tier); nginx and ATS keep every cached body in files anyway. Varnish here caches in memory only.
+declare -A DISK_PORT=([bloomgate]=$((BASE_PORT + 10)) [nginx]=${PORT[nginx]} [ats]=${PORT[ats]})
 ADMIN_PORT=$((BASE_PORT + 9))
 ORIGIN="127.0.0.1:$ORIGIN_PORT"
 
@@ -87,22 +97,37 @@ wait_for_http() {
 
 # Peak resident memory in MiB of a process and its descendants (VmHWM summed).
 peak_rss_mib() {
-  local pids=("$1") queue=("$1") pid child
-  while ((${#queue[@]})); do
-    pid=${queue[0]}
-    queue=("${queue[@]:1}")
-    for child in $(pgrep -P "$pid" || true); do
-      pids+=("$child")
-      queue+=("$child")
-    done
-  done
-  local kib=0 hwm
-  for pid in "${pids[@]}"; do
+  local kib=0 hwm pid
+  for pid in $(process_tree "$1"); do
     hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
     kib=$((kib + ${hwm:-0}))
   done
   echo $((kib / 1024))
 }
+
+# The process and its descendants, one PID a line.
+process_tree() {
+  local queue=("$1") pid child
+  while ((${#queue[@]})); do
+    pid=${queue[0]}
+    queue=("${queue[@]:1}")
+    echo "$pid"
+    for child in $(pgrep -P "$pid" || true); do queue+=("$child"); done
+  done
+}
+
+# CPU time in clock ticks (utime + stime, every thread) of a process and its descendants. The
+# command name in /proc/PID/stat may hold spaces, so fields are counted after its closing ")".
+cpu_ticks() {
+  local total=0 pid stat
+  for pid in $(process_tree "$1"); do
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
+    stat=${stat##*) }
+    total=$((total + $(echo "$stat" | awk '{print $12 + $13}')))
+  done
+  echo "$total"
+}
+CLOCK_TICKS=$(getconf CLK_TCK)
 
 origin_requests() { curl -s "http://$ORIGIN/_origin/stats" | sed -E 's/.*"requests": ?([0-9]+).*/\1/'; }
 
@@ -152,6 +177,34 @@ start_bloomgate() {
   "$BLOOMGATE" serve --config "$WORK/bloomgate.toml" >"$WORK/bloomgate.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
+}
+
+# The instance for disk hits: 4 MiB of RAM (so nearly every hit is read from the disk tier), a
+# 1 GiB disk tier in the work directory (on the machine's disk, not tmpfs), probation admission.
+start_bloomgate_disk() {
+  cat >"$WORK/bloomgate-disk.toml" <<EOF
+[server]
+listen = "127.0.0.1:${DISK_PORT[bloomgate]}"
+[origin]
+url = "http://$ORIGIN"
+[cache]
+max_bytes = "4MiB"
+max_object_bytes = "1MiB"
+[disk]
+path = "$WORK/bloomgate-disk"
+max_bytes = "1GiB"
+block_bytes = "16MiB"
+write_buffer = "64MiB"
+[admin]
+listen = "127.0.0.1:$((BASE_PORT + 11))"
+[admission]
+mode = "probation"
+[log]
+level = "warn"
+EOF
+  "$BLOOMGATE" serve --config "$WORK/bloomgate-disk.toml" >"$WORK/bloomgate-disk.log" 2>&1 &
+  DISK_PID=$!
+  PIDS+=("$DISK_PID")
 }
 
 start_baseline() {
@@ -284,6 +337,23 @@ request = function()
 end
 EOF
 
+# The disk workload: 64 KiB objects at random among DISK_OBJECTS, every one of them cached.
+cat >"$WORK/disk.lua" <<EOF
+request = function()
+  return wrk.format("GET", "/obj/disk-" .. math.random($DISK_OBJECTS) .. "?size=65536")
+end
+EOF
+
+# Requests every disk object three times (second-hit admission stores each on its second request;
+# bloomgate's small RAM then evicts it to the disk tier), 8 curls at a time.
+warm_disk() {
+  local base=$1 pass i
+  for pass in 1 2 3; do
+    for i in $(seq "$DISK_OBJECTS"); do echo "$base/obj/disk-$i?size=65536"; done |
+      xargs -P 8 -n 50 curl -s >/dev/null
+  done
+}
+
 # wrk latency in ms from a value like 812.00us, 1.23ms, 1.02s.
 to_ms() {
   awk -v v="$1" 'BEGIN {
@@ -293,17 +363,18 @@ to_ms() {
   }'
 }
 
-# Runs wrk; prints "requests/s p50_ms p99_ms errors".
+# Runs wrk; prints "requests/s p50_ms p99_ms errors requests".
 drive() {
   local out
   out=$(wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" --latency "$@" 2>&1)
   echo "$out" >>"$WORK/wrk.log"
-  local rps p50 p99 errors
+  local rps p50 p99 errors requests
   rps=$(echo "$out" | awk '/^Requests\/sec:/ {printf "%.0f", $2}')
+  requests=$(echo "$out" | awk '/ requests in / {print $1}')
   p50=$(to_ms "$(echo "$out" | awk '$1 == "50%" {print $2}')")
   p99=$(to_ms "$(echo "$out" | awk '$1 == "99%" {print $2}')")
   errors=$(echo "$out" | awk '/Non-2xx or 3xx responses:/ {n += $NF} /Socket errors:/ {for (i = 4; i <= NF; i += 2) n += $i} END {print n + 0}')
-  echo "${rps:-0} $p50 $p99 $errors"
+  echo "${rps:-0} $p50 $p99 $errors ${requests:-0}"
 }
 
 install_missing
@@ -315,6 +386,11 @@ if [[ -z "${BLOOMGATE:-}" ]]; then
 fi
 
 start_origin
+if [[ " $WORKLOADS " == *" disk "* && " $PEERS " == *" bloomgate "* ]]; then
+  log "starting bloomgate's disk-tier instance on port ${DISK_PORT[bloomgate]}"
+  start_bloomgate_disk
+  wait_for_http "${DISK_PORT[bloomgate]}"
+fi
 # All peers run at once and take turns per workload, so that load from elsewhere on the machine
 # hits them alike; an idle peer costs next to nothing.
 declare -A SERVER
@@ -329,6 +405,10 @@ for peer in $PEERS; do
     warm "http://127.0.0.1:${PORT[$peer]}/obj/large?size=65536"
     if [[ -n "${TLS_PORT[$peer]:-}" ]]; then
       warm "https://127.0.0.1:${TLS_PORT[$peer]}/obj/small?size=1024"
+    fi
+    if [[ " $WORKLOADS " == *" disk "* && -n "${DISK_PORT[$peer]:-}" ]]; then
+      log "warming $DISK_OBJECTS disk objects of $peer"
+      warm_disk "http://127.0.0.1:${DISK_PORT[$peer]}"
     fi
   else
     log "$peer did not start; skipped (KEEP=1 keeps its log in $WORK)"
@@ -345,19 +425,28 @@ for round in $(seq "$ROUNDS"); do
       if [[ $workload == https || $workload == tls-hs ]] && [[ -z "${TLS_PORT[$peer]:-}" ]]; then
         continue
       fi
+      [[ $workload == disk && -z "${DISK_PORT[$peer]:-}" ]] && continue
+      # The process whose CPU time is counted: bloomgate's disk-tier instance serves "disk".
+      server=${SERVER[$peer]}
+      [[ $workload == disk && $peer == bloomgate ]] && server=$DISK_PID
       case $workload in
         1KiB) args=("$base/obj/small?size=1024") ;;
         64KiB) args=("$base/obj/large?size=65536") ;;
         mix) args=(-s "$WORK/mix.lua" "$base" -- "$round") ;;
         https) args=("$secure/obj/small?size=1024") ;;
         tls-hs) args=(-H "Connection: close" "$secure/obj/small?size=1024") ;;
+        disk) args=(-s "$WORK/disk.lua" "http://127.0.0.1:${DISK_PORT[$peer]}") ;;
         *) log "unknown workload $workload"; exit 2 ;;
       esac
       before=$(origin_requests)
-      read -r rps p50 p99 errors < <(drive "${args[@]}")
+      cpu_before=$(cpu_ticks "$server")
+      read -r rps p50 p99 errors requests < <(drive "${args[@]}")
+      cpu_after=$(cpu_ticks "$server")
       after=$(origin_requests)
-      echo "$peer $workload $rps $p50 $p99 $errors $((after - before))" >>"$RESULTS"
-      log "round $round, $peer $workload: $rps requests/s, p50 $p50 ms, p99 $p99 ms"
+      # CPU microseconds per request.
+      cpu=$(awk -v t=$((cpu_after - cpu_before)) -v hz="$CLOCK_TICKS" -v n="$requests" 'BEGIN { printf "%.2f", (n > 0 ? t * 1e6 / hz / n : 0) }')
+      echo "$peer $workload $rps $p50 $p99 $errors $((after - before)) $cpu" >>"$RESULTS"
+      log "round $round, $peer $workload: $rps requests/s, p50 $p50 ms, p99 $p99 ms, $cpu us CPU/request"
     done
   done
 done
@@ -366,31 +455,45 @@ for peer in "${RUNNING[@]}"; do
 done
 
 awk -v duration="$DURATION" -v rounds="$ROUNDS" -v connections="$CONNECTIONS" -v threads="$THREADS" -v cache="$CACHE_MIB" '
+  function median(key, field,    n, i, j, t, v) {
+    n = count[key]
+    for (i = 1; i <= n; i++) v[i] = values[key, i, field]
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j] < v[j - 1]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+    return v[int((n + 1) / 2)]
+  }
   $2 == "rss" { rss[$1] = $3; next }
-  # With several rounds, the median round by requests/s stands for the pair (a shared machine is noisy).
   { key = $1 " " $2
     n = ++count[key]; row_rps[key, n] = $3; row[key, n] = $0
+    for (i = 3; i <= NF; i++) values[key, n, i] = $i
     if (!($1 in seen)) { seen[$1] = 1; peers[++npeers] = $1 }
     if (!($2 in wseen)) { wseen[$2] = 1; workloads[++nworkloads] = $2 } }
   END {
     for (key in count) {
+      # With several rounds, the median round by requests/s stands for its latencies (a shared
+      # machine is noisy); CPU per request is the median of the rounds on its own.
       n = count[key]
       for (i = 1; i <= n; i++) order[i] = i
       for (i = 2; i <= n; i++) for (j = i; j > 1 && row_rps[key, order[j]] < row_rps[key, order[j - 1]]; j--) { t = order[j]; order[j] = order[j - 1]; order[j - 1] = t }
       split(row[key, order[int((n + 1) / 2)]], f, " ")
       rps[key] = f[3]; p50[key] = f[4]; p99[key] = f[5]; err[key] = f[6]; origin[key] = f[7]
+      cpu[key] = median(key, 8)
     }
     printf "wrk -t%d -c%d -d%ds on 127.0.0.1, cache %d MiB each, median of %d round(s)\n\n", threads, connections, duration, cache, rounds
-    printf "%-10s %-6s %10s %9s %9s %8s %8s %7s %9s\n", "peer", "load", "req/s", "p50 ms", "p99 ms", "vs bg", "origin", "errors", "peak MiB"
+    printf "%-10s %-6s %10s %9s %9s %8s %8s %7s %8s %8s %9s\n", "peer", "load", "req/s", "p50 ms", "p99 ms", "vs bg", "origin", "errors", "cpu us", "cpu/bg", "peak MiB"
     for (w = 1; w <= nworkloads; w++) {
       base = rps["bloomgate " workloads[w]]
+      base_cpu = cpu["bloomgate " workloads[w]]
       for (p = 1; p <= npeers; p++) {
         key = peers[p] " " workloads[w]
         if (!(key in rps)) continue
         ratio = base > 0 ? sprintf("%.2fx", rps[key] / base) : "-"
-        printf "%-10s %-6s %10d %9.3f %9.3f %8s %8d %7d %9s\n", peers[p], workloads[w], rps[key], p50[key], p99[key], ratio, origin[key], err[key], rss[peers[p]]
+        cpu_ratio = base_cpu > 0 ? sprintf("%.2fx", cpu[key] / base_cpu) : "-"
+        printf "%-10s %-6s %10d %9.3f %9.3f %8s %8d %7d %8.2f %8s %9s\n", peers[p], workloads[w], rps[key], p50[key], p99[key], ratio, origin[key], err[key], cpu[key], cpu_ratio, rss[peers[p]]
       }
     }
     print "\nvs bg: requests/s relative to bloomgate. origin: requests that reached the origin during the run."
+    print "cpu us: the proxy'"'"'s CPU time (user + system, all its processes) per request, median of the rounds;"
+    print "cpu/bg: that relative to bloomgate'"'"'s (above 1: the peer spends more CPU per request)."
+    print "disk: bloomgate'"'"'s second instance (4 MiB RAM over a disk tier); nginx and ATS from their file caches."
     print "peak MiB: VmHWM summed over the peer'"'"'s processes (nginx and ATS keep cached bodies in files under /dev/shm, not counted)."
   }' "$RESULTS"
