@@ -25,6 +25,8 @@
 #                                         PEERS), e.g. a build of main before a change, for a
 #                                         before/after ratio in the same run; its config says
 #                                         `admission.enabled = true`, which every version reads
+#   BASELINE_ADMISSION='mode = "probation"'  the baseline's [admission] line instead (for a
+#                                         version that reads `mode`: then both run the same mode)
 #   WORKLOADS="1KiB 64KiB mix https tls-hs disk"   which workloads to run, in this order
 #   DISK_OBJECTS=2000                     objects of 64 KiB in the "disk" workload
 #   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+11 on 127.0.0.1
@@ -209,7 +211,7 @@ EOF
 
 start_baseline() {
   [[ -n "${BASELINE:-}" ]] || { log "PEERS names baseline but BASELINE is not set"; return 1; }
-  bloomgate_config "${PORT[baseline]}" "$((ADMIN_PORT - 1))" 'enabled = true' >"$WORK/baseline.toml"
+  bloomgate_config "${PORT[baseline]}" "$((ADMIN_PORT - 1))" "${BASELINE_ADMISSION:-enabled = true}" >"$WORK/baseline.toml"
   "$BASELINE" serve --config "$WORK/baseline.toml" >"$WORK/baseline.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")

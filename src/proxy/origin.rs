@@ -1,6 +1,13 @@
 //! The origin client: a pooled HTTP/1.1 client, plain or over TLS, with connect and first-byte
 //! timeouts, and how its failures map to the status a client sees.
+//!
+//! Each serving thread has a pool of its own, as each nginx worker has its own upstream
+//! keep-alive cache: a connection lives on the thread that opened it (its task runs on that
+//! thread's runtime) and only that thread's requests use it. One shared pool would hand a
+//! connection opened on one thread to a request on another, and every miss would then cross
+//! threads twice (the request to the connection's task, the response back), each a futex wake.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,6 +19,7 @@ use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilde
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use thread_local::ThreadLocal;
 
 use super::status::Detail;
 use crate::config::OriginConfig;
@@ -128,10 +136,17 @@ pub const OUTCOMES: [&str; 9] = [
 /// What the proxy sends to the origin: nothing for cacheable requests, the client's body otherwise.
 pub type OutgoingBody = BoxBody<Bytes, hyper::Error>;
 
-/// A pooled client bound to one origin.
+type Connector = HttpsConnector<HttpConnector>;
+
+/// A pooled client bound to one origin; clones share the pools.
 #[derive(Clone)]
 pub struct OriginClient {
-    client: Client<HttpsConnector<HttpConnector>, OutgoingBody>,
+    /// One client, and so one pool, per thread that sends (see the module docs).
+    clients: Arc<ThreadLocal<Client<Connector, OutgoingBody>>>,
+    connector: Connector,
+    pool_idle_timeout: Duration,
+    /// Each thread's share of `origin.pool_max_idle_per_host`.
+    pool_max_idle_per_thread: usize,
     base: Uri,
     connect_timeout: Duration,
     first_byte_timeout: Duration,
@@ -169,17 +184,29 @@ impl OriginClient {
                 .enable_http1()
                 .wrap_connector(connector),
         };
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(config.pool_idle_timeout)
-            .pool_max_idle_per_host(config.pool_max_idle_per_host)
-            .pool_timer(TokioTimer::new())
-            .timer(TokioTimer::new())
-            .build(connector);
+        // The serving threads are one per core (see `server`); the idle limit is split among them.
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
         Ok(OriginClient {
-            client,
+            clients: Arc::new(ThreadLocal::new()),
+            connector,
+            pool_idle_timeout: config.pool_idle_timeout,
+            pool_max_idle_per_thread: config.pool_max_idle_per_host.div_ceil(threads),
             base: config.url.clone(),
             connect_timeout: config.connect_timeout,
             first_byte_timeout: config.first_byte_timeout,
+        })
+    }
+
+    /// This thread's client, made on its first request; its connections' tasks run on this
+    /// thread's runtime.
+    fn client(&self) -> &Client<Connector, OutgoingBody> {
+        self.clients.get_or(|| {
+            Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(self.pool_idle_timeout)
+                .pool_max_idle_per_host(self.pool_max_idle_per_thread)
+                .pool_timer(TokioTimer::new())
+                .timer(TokioTimer::new())
+                .build(self.connector.clone())
         })
     }
 
@@ -200,7 +227,7 @@ impl OriginClient {
         request: Request<OutgoingBody>,
     ) -> Result<Response<Incoming>, OriginError> {
         let result =
-            tokio::time::timeout(self.first_byte_timeout, self.client.request(request)).await;
+            tokio::time::timeout(self.first_byte_timeout, self.client().request(request)).await;
         let outcome = match result {
             Err(_) => Err(OriginError::Timeout {
                 origin: self.base.clone(),
