@@ -79,7 +79,7 @@ impl Proxy {
             }
         };
         match exchange.route() {
-            Route::Pass(fwd) => self.pass(exchange, body, fwd).await,
+            Route::Pass(fwd) => Box::pin(self.pass(exchange, body, fwd)).await,
             Route::Cache => {
                 // A body on GET or HEAD has no meaning (RFC 9110 section 9.3.1) and is not forwarded.
                 drop(body);
@@ -90,12 +90,16 @@ impl Proxy {
 
     /// Phase 2: a fresh hit is served; a stale one is served while it revalidates, or revalidated
     /// first; a miss is fetched.
+    ///
+    /// The fetch, the pass and the disk read are boxed: hyper moves each request's future into
+    /// place, and a future holds room for its largest state, so without the boxes every hit would
+    /// copy the miss path's several KiB of state.
     async fn lookup(self: &Arc<Self>, exchange: Exchange) -> Answer {
         let mut variants = self.store.get(&exchange.key);
         let mut from_disk = false;
         if variants.is_none()
             && let Some(disk) = &self.disk
-            && let Some(restored) = disk.load(&exchange.key).await
+            && let Some(restored) = Box::pin(disk.load(&exchange.key)).await
         {
             // A disk hit goes back into RAM (main: it has been asked for again).
             variants = self.store.restore(&exchange.key, restored);
@@ -111,7 +115,7 @@ impl Proxy {
                 Some(_) => Fwd::VaryMiss,
                 None => Fwd::Miss,
             };
-            return self.fetch(exchange, fwd, None).await;
+            return Box::pin(self.fetch(exchange, fwd, None)).await;
         };
         match entry.freshness(&Method::GET, &exchange.parts.headers, now) {
             Freshness::Fresh if from_disk => {
@@ -125,7 +129,7 @@ impl Proxy {
                     CacheStatus::hit(entry.ttl_seconds(now)).detail(Detail::StaleWhileRevalidate);
                 respond::stored(&exchange.parts, &entry, status, now)
             }
-            Freshness::Stale => self.fetch(exchange, Fwd::Stale, Some(entry)).await,
+            Freshness::Stale => Box::pin(self.fetch(exchange, Fwd::Stale, Some(entry))).await,
         }
     }
 
