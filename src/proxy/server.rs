@@ -508,7 +508,10 @@ async fn serve<C>(
     let mut cut_off = std::pin::pin!(tokio::time::sleep(Duration::MAX));
     let mut closing = false;
     loop {
+        // Biased: the connection first, since it is what wakes this task nearly every time (and
+        // an unbiased select draws a random number on every poll to pick an order).
         tokio::select! {
+            biased;
             result = connection.as_mut() => {
                 if let Err(error) = result {
                     tracing::debug!(%peer, error = %error, "connection ended with an error");
