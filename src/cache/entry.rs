@@ -111,8 +111,7 @@ pub fn policy_for(
 /// The request fields a policy keeps: those it reads again after it is made (`Host`, which a later
 /// request must match, and the fields the response varies on), owned (see `owned_headers`).
 ///
-/// Everything else would be a copy per entry of the first requester's headers (a browser's run to
-/// a kilobyte or two). Nor are the first requester's credentials kept: a stored entry, and its
+/// Everything else would be a copy per entry of all the first requester's headers. Nor are the first requester's credentials kept: a stored entry, and its
 /// disk record, would hold them for as long as the entry lives. `storability` has already read
 /// them; only a field the response varies on stays, for the policy's own `Vary` matching.
 pub fn policy_request_fields(
@@ -422,7 +421,7 @@ fn has(directives: &[(String, Option<String>)], name: &str) -> bool {
 /// hyper parses header values as slices of the connection's read buffer; a stored entry keeping
 /// those slices would keep the whole buffer alive (measured: ~27 KiB of memory per 8 KiB object).
 /// The copy holds its values in one buffer of their own, and its entries allocated to their
-/// number: a stored entry's headers cost what [`weight::header_map`] counts.
+/// number: a stored entry's headers cost what [`weight::header_fields`] counts.
 pub fn owned_headers(headers: &HeaderMap) -> HeaderMap {
     owned_fields(headers, |_| true)
 }
