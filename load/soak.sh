@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Soak: replays a synthetic trace through one proxy at a steady rate for a bounded time, sampling the
 # proxy's resident memory (VmRSS) and open file descriptors every few seconds. Checks that
-#   - RSS stays within cache.max_bytes + the doorkeeper's filters + 64 MiB at every sample, and
+#   - RSS stays within 1.25 x cache.max_bytes + the doorkeeper's filters + 16 MiB at every sample
+#     and at its peak (VmHWM): the store weighs entries by what they hold in memory, so what is
+#     left is the allocator's slack, connections' buffers and the process's own, and
 #   - the open descriptors return to their level before the run once the client has gone (the
 #     proxy's idle connections to the origin close after origin.pool_idle_timeout, set to 2s here).
 # Prints the series, the growth of RSS over the second half of the run, and the verdicts; exits
@@ -13,6 +15,9 @@
 #   CACHE=64MiB CAPACITY=5000          cache.max_bytes and admission.capacity
 #   OBJECTS=60000 ONE_HIT=0.5          synthetic trace: distinct objects (median 8 KiB, log-normal:
 #                                      ~800 MiB in all, so the cache fills and evicts), one-hit share
+#   SIZE_MEDIAN= SIZE_SIGMA=1          objects of another median size (e.g. 1MiB), log-normal
+#   DISK=                              a disk tier of this size below the cache (e.g. 256MiB), in
+#                                      the work directory
 #   CONCURRENCY=32
 #   BLOOMGATE=path/to/bloomgate        the binary (default: release build, built if missing)
 #   KEEP=1                             keep the work directory
@@ -30,9 +35,18 @@ CAPACITY=${CAPACITY:-5000}
 OBJECTS=${OBJECTS:-60000}
 ONE_HIT=${ONE_HIT:-0.5}
 CONCURRENCY=${CONCURRENCY:-32}
+SIZE_MEDIAN=${SIZE_MEDIAN:-}
+SIZE_SIGMA=${SIZE_SIGMA:-1}
+DISK=${DISK:-}
 find_bloomgate
 
 start_origin origin
+DISK_TABLE=""
+if [[ -n "$DISK" ]]; then
+  DISK_TABLE="[disk]
+path = \"$WORK/disk\"
+max_bytes = \"$DISK\""
+fi
 write_config "$WORK/soak.toml" "$ORIGIN_URL" "$(
   cat <<EOF
 [cache]
@@ -40,6 +54,7 @@ max_bytes = "$CACHE"
 [admission]
 mode = "probation"
 capacity = $CAPACITY
+$DISK_TABLE
 EOF
 )" 'pool_idle_timeout = "2s"'
 start_proxy proxy "$WORK/soak.toml"
@@ -48,15 +63,20 @@ sleep 1
 scrape "$ADMIN_URL" "$WORK/start.metrics"
 MAX_BYTES=$(metric "$WORK/start.metrics" bloomgate_cache_max_bytes)
 FILTER_BYTES=$(metric "$WORK/start.metrics" bloomgate_filter_bytes)
-LIMIT_KIB=$(((MAX_BYTES + FILTER_BYTES) / 1024 + 64 * 1024))
+LIMIT_KIB=$(((MAX_BYTES * 5 / 4 + FILTER_BYTES) / 1024 + 16 * 1024))
 BASE_FDS=$(open_fds "$PROXY")
 BASE_RSS=$(vm_kib "$PROXY" VmRSS)
 
 REQUESTS=$((DURATION * RATE))
 log "replaying $REQUESTS requests at $RATE/s (${DURATION}s), sampling every ${INTERVAL}s"
-"$BLOOMGATE" replay --target "$PROXY_URL" --requests "$REQUESTS" --objects "$OBJECTS" \
-  --one-hit-share "$ONE_HIT" --rate "$RATE" --concurrency "$CONCURRENCY" --json \
-  >"$WORK/replay.json" 2>"$WORK/replay.err" &
+TRAFFIC=(--requests "$REQUESTS" --objects "$OBJECTS" --one-hit-share "$ONE_HIT")
+if [[ -n "$SIZE_MEDIAN" ]]; then
+  "$BLOOMGATE" trace generate --out "$WORK/trace.csv" "${TRAFFIC[@]}" \
+    --size-median "$SIZE_MEDIAN" --size-sigma "$SIZE_SIGMA" >/dev/null
+  TRAFFIC=(--trace "$WORK/trace.csv")
+fi
+"$BLOOMGATE" replay --target "$PROXY_URL" "${TRAFFIC[@]}" --rate "$RATE" \
+  --concurrency "$CONCURRENCY" --json >"$WORK/replay.json" 2>"$WORK/replay.err" &
 REPLAY=$!
 PIDS+=("$REPLAY")
 
@@ -112,7 +132,7 @@ half = rss[len(rss) // 2:]
 print(f"   RSS over the second half: {min(half):.1f} to {max(half):.1f} MiB (first {half[0]:.1f}, last {half[-1]:.1f}: {half[-1] - half[0]:+.1f} MiB)")
 verdict = "ok" if max(rss) <= limit else "NOT MET"
 print(f"   RSS bound: max sample {max(rss):.1f} MiB <= {limit:.1f} MiB"
-      f" (cache.max_bytes {int(sys.argv[3]) / 1048576:.1f} MiB + filters {int(sys.argv[4]) / 1024:.1f} KiB + 64 MiB): {verdict}")
+      f" (1.25 x cache.max_bytes {int(sys.argv[3]) / 1048576:.1f} MiB + filters {int(sys.argv[4]) / 1024:.1f} KiB + 16 MiB): {verdict}")
 EOF
 if ((HWM > LIMIT_KIB)); then
   echo "   NOT MET: peak RSS $((HWM / 1024)) MiB is over the bound"

@@ -7,7 +7,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use http_cache_semantics::{CacheOptions, CachePolicy, RequestLike};
 
-use super::field;
+use super::{field, weight};
 
 /// Why a response was not stored; the text is the `detail` of its `Cache-Status`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,28 +91,14 @@ pub fn policy_for(
     response_headers: &HeaderMap,
     response_time: SystemTime,
 ) -> CachePolicy {
-    // The policy keeps copies of both header maps: copies that own their memory, or every stored
-    // entry would keep its client's and its origin's connection read buffers alive (see
-    // `owned_headers`).
-    let mut request_headers = owned_headers(request_headers);
-    // Nor does it keep the first requester's credentials: a stored entry, and its disk record,
-    // would hold them for as long as the entry lives. `storability` has already read them; only a
-    // field the response varies on must stay, for the policy's own `Vary` matching.
-    let varied: Vec<String> = vary_names(response_headers).collect();
-    for name in CREDENTIALS {
-        if !varied.iter().any(|v| v == name.as_str()) {
-            request_headers.remove(name);
-        }
-    }
-    let response_headers = owned_headers(response_headers);
     CachePolicy::new_options(
         &PolicyRequest {
             method,
-            headers: &request_headers,
+            headers: &policy_request_fields(request_headers, response_headers),
         },
         &PolicyResponse {
             status,
-            headers: &response_headers,
+            headers: &policy_response_fields(response_headers),
         },
         response_time,
         CacheOptions {
@@ -122,11 +108,50 @@ pub fn policy_for(
     )
 }
 
-/// Request fields that carry a client's credentials.
-const CREDENTIALS: [HeaderName; 3] = [
-    header::AUTHORIZATION,
-    header::COOKIE,
-    header::PROXY_AUTHORIZATION,
+/// The request fields a policy keeps: those it reads again after it is made (`Host`, which a later
+/// request must match, and the fields the response varies on), owned (see `owned_headers`).
+///
+/// Everything else would be a copy per entry of all the first requester's headers. Nor are the first requester's credentials kept: a stored entry, and its
+/// disk record, would hold them for as long as the entry lives. `storability` has already read
+/// them; only a field the response varies on stays, for the policy's own `Vary` matching.
+pub fn policy_request_fields(
+    request_headers: &HeaderMap,
+    response_headers: &HeaderMap,
+) -> HeaderMap {
+    let varied: Vec<String> = vary_names(response_headers).collect();
+    owned_fields(request_headers, |name| {
+        policy_reads_request_field(name, &varied)
+    })
+}
+
+fn policy_reads_request_field(name: &HeaderName, varied: &[String]) -> bool {
+    POLICY_REQUEST_FIELDS.contains(name) || varied.iter().any(|v| v == name.as_str())
+}
+
+/// The response fields a policy keeps: those its freshness, age, validators and `Vary` are read
+/// from, owned.
+fn policy_response_fields(response_headers: &HeaderMap) -> HeaderMap {
+    owned_fields(response_headers, |name| {
+        POLICY_RESPONSE_FIELDS.contains(name)
+    })
+}
+
+/// Request fields the policy reads after it is made (`Cache-Control` is parsed as it is made).
+const POLICY_REQUEST_FIELDS: [HeaderName; 2] = [header::HOST, header::CACHE_CONTROL];
+
+/// Response fields `http-cache-semantics` reads (its `is_storable`, `time_to_live`, `age`,
+/// `before_request` and `after_response`).
+const POLICY_RESPONSE_FIELDS: [HeaderName; 10] = [
+    header::AGE,
+    header::CACHE_CONTROL,
+    header::DATE,
+    header::ETAG,
+    header::EXPIRES,
+    header::LAST_MODIFIED,
+    header::PRAGMA,
+    header::SET_COOKIE,
+    header::VARY,
+    header::WARNING,
 ];
 
 /// Decides whether a shared cache may store this response (RFC 9111 section 3), and if not, why.
@@ -198,6 +223,45 @@ pub struct StoredResponse {
     pub weight: u32,
 }
 
+/// What a stored response costs in memory (see [`weight`]): its body, its headers, the policy's
+/// copies of some of them, its `Vary` selection, and the structs around them.
+fn weigh(
+    headers: &HeaderMap,
+    body: &Bytes,
+    request_headers: &HeaderMap,
+    varied_names: &[HeaderName],
+    vary_selection: &[Option<HeaderValue>],
+) -> u32 {
+    let varied: Vec<String> = vary_names(headers).collect();
+    let policy = weight::header_fields(
+        headers
+            .iter()
+            .filter(|(name, _)| POLICY_RESPONSE_FIELDS.contains(name)),
+    ) + weight::header_fields(
+        request_headers
+            .iter()
+            .filter(|(name, _)| policy_reads_request_field(name, &varied)),
+    );
+    let selection = vary_selection
+        .iter()
+        .flatten()
+        .map(|value| weight::allocation(value.len()))
+        .sum::<usize>()
+        + weight::allocation(std::mem::size_of_val(vary_selection))
+        + weight::allocation(std::mem::size_of_val(varied_names));
+    let bytes = weight::allocation(body.len())
+        + weight::header_fields(headers.iter())
+        + policy
+        + selection
+        + ENTRY;
+    u32::try_from(bytes).unwrap_or(u32::MAX)
+}
+
+/// What every stored response holds whatever its headers: its struct in an `Arc`, and the
+/// policy's parsed `Cache-Control` directives (a small map and its strings). Measured in
+/// `tests/memory`.
+const ENTRY: usize = std::mem::size_of::<StoredResponse>() + 16 + 320;
+
 /// How a stored response can answer a request now.
 pub enum Freshness {
     Fresh,
@@ -221,18 +285,19 @@ impl StoredResponse {
             .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
             .collect();
         // Owned: the selection lives as long as the entry (see `owned_headers`).
-        let vary_selection = field::selection(request_headers, &vary_names)
-            .iter()
-            .map(|value| value.as_ref().map(owned_value))
-            .collect();
+        let vary_selection: Box<[Option<HeaderValue>]> =
+            field::selection(request_headers, &vary_names)
+                .iter()
+                .map(|value| value.as_ref().map(owned_value))
+                .collect();
         let extensions = directives(&headers);
-        let header_bytes: usize = headers
-            .iter()
-            .map(|(name, value)| name.as_str().len() + value.len() + 4)
-            .sum();
-        // Bookkeeping beyond headers and body: the policy's copies of both header maps and the entry.
-        let overhead = 2 * header_bytes + 256;
-        let weight = u32::try_from(body.len() + header_bytes + overhead).unwrap_or(u32::MAX);
+        let weight = weigh(
+            &headers,
+            &body,
+            request_headers,
+            &vary_names,
+            &vary_selection,
+        );
         StoredResponse {
             stale_while_revalidate: seconds(&extensions, "stale-while-revalidate"),
             stale_if_error: seconds(&extensions, "stale-if-error"),
@@ -355,14 +420,34 @@ fn has(directives: &[(String, Option<String>)], name: &str) -> bool {
 ///
 /// hyper parses header values as slices of the connection's read buffer; a stored entry keeping
 /// those slices would keep the whole buffer alive (measured: ~27 KiB of memory per 8 KiB object).
+/// The copy holds its values in one buffer of their own, and its entries allocated to their
+/// number: a stored entry's headers cost what [`weight::header_fields`] counts.
 pub fn owned_headers(headers: &HeaderMap) -> HeaderMap {
-    let mut owned = HeaderMap::with_capacity(headers.len());
-    for (name, value) in headers {
+    owned_fields(headers, |_| true)
+}
+
+/// [`owned_headers`] of the fields `keep` selects.
+fn owned_fields(headers: &HeaderMap, keep: impl Fn(&HeaderName) -> bool) -> HeaderMap {
+    let kept = || headers.iter().filter(|(name, _)| keep(name));
+    let mut buffer = Vec::with_capacity(kept().map(|(_, value)| value.len()).sum());
+    for (_, value) in kept() {
+        buffer.extend_from_slice(value.as_bytes());
+    }
+    let buffer = Bytes::from(buffer);
+    let mut owned = HeaderMap::with_capacity(kept().count());
+    let mut start = 0;
+    for (name, value) in kept() {
+        let end = start + value.len();
+        let mut copy = HeaderValue::from_maybe_shared(buffer.slice(start..end))
+            .unwrap_or_else(|_| owned_value(value));
+        copy.set_sensitive(value.is_sensitive());
+        start = end;
         let name =
             HeaderName::from_bytes(name.as_str().as_bytes()).unwrap_or_else(|_| name.clone());
-        owned.append(name, owned_value(value));
+        owned.append(name, copy);
     }
-    owned
+    // A map's entries have room to grow by a third; its clone's are allocated to their number.
+    owned.clone()
 }
 
 /// A copy of one header value that owns its memory (see [`owned_headers`]).
@@ -431,7 +516,10 @@ mod tests {
             !kept.contains("secret-token") && !kept.contains("secret-cookie"),
             "{kept}"
         );
-        assert!(kept.contains("text/html"), "other fields stay: {kept}");
+        assert!(
+            !kept.contains("text/html"),
+            "nor fields the policy never reads: {kept}"
+        );
 
         response.insert(header::VARY, HeaderValue::from_static("Cookie"));
         let policy = policy_for(&Method::GET, &request, StatusCode::OK, &response, now);

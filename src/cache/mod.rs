@@ -6,11 +6,12 @@ mod entry;
 pub mod field;
 mod key;
 mod store;
+pub mod weight;
 
 pub use authority::{Authority, AuthorityError};
 pub use entry::{
     Freshness, NotStored, PolicyRequest, PolicyResponse, StoredResponse, directives, owned_headers,
-    policy_for, storability,
+    policy_for, policy_request_fields, storability,
 };
 pub use key::{CacheKey, ClientTls, KeyError, keyed_query, scheme};
 pub use store::{Evicted, EvictionListener, Proof, Store, StoreCounters, Usage, Variants};

@@ -2,6 +2,7 @@
 //! its `Vary` variants.
 
 use std::collections::{HashMap, VecDeque};
+use std::mem::{size_of, size_of_val};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
@@ -12,8 +13,8 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use crate::admission::probation::{self, Budget, Leaving, Segment};
 
 use super::entry::StoredResponse;
-use super::field;
 use super::key::CacheKey;
+use super::{field, weight};
 
 /// The variants stored under one key (usually one; more when the origin sends `Vary`), indexed by
 /// the request field values that select them, so a lookup costs the same with 1 or 1,000 variants.
@@ -30,10 +31,40 @@ pub struct Variants {
 
 type Selection = Box<[Option<HeaderValue>]>;
 
+/// What a key costs the store beside its variants' own weight: the key; its slot in the index,
+/// whose tables run between half and seven eighths full; its queue node and a stale one (nodes of
+/// replaced entries wait until they outnumber the live ones); and the variants' struct, with their
+/// `Vary` names, and their selections' map and order (two copies of each selection, whose values
+/// share their buffers). Measured in `tests/memory`.
+fn bookkeeping(key: &CacheKey, names: &[HeaderName], selections: &[Selection]) -> u32 {
+    let slot = 2 * size_of::<(CacheKey, Slot)>();
+    let queue = 2 * size_of::<(CacheKey, u64)>();
+    let variants = size_of::<Variants>() + 16 + weight::allocation(size_of_val(names));
+    // hashbrown's table of at least 4 buckets with 16 control bytes more; a deque of at least 4.
+    let count = selections.len();
+    let buckets = (count * 8 / 7).next_power_of_two().max(4);
+    let map = weight::allocation(buckets * (size_of::<(Selection, usize)>() + 1) + 16);
+    let order = weight::allocation(count.next_power_of_two().max(4) * size_of::<Selection>());
+    let copies: usize = selections
+        .iter()
+        .map(|selection| {
+            2 * weight::allocation(size_of_val(&**selection))
+                + weight::SHARED * selection.iter().flatten().count()
+        })
+        .sum();
+    let key = weight::allocation(key.as_str().len() + 16);
+    u32::try_from(slot + queue + variants + map + order + copies + key).unwrap_or(u32::MAX)
+}
+
 impl Variants {
     /// The variants after writing `response`: it replaces the variant with the same selection,
     /// keeps the others while they vary on the same fields, and drops the oldest beyond `cap`.
-    fn with(existing: Option<&Variants>, response: Arc<StoredResponse>, cap: usize) -> Variants {
+    fn with(
+        key: &CacheKey,
+        existing: Option<&Variants>,
+        response: Arc<StoredResponse>,
+        cap: usize,
+    ) -> Variants {
         let names = response.vary_names.clone();
         let mut by_selection = HashMap::new();
         let mut order = VecDeque::new();
@@ -55,9 +86,10 @@ impl Variants {
         order.push_back(response.vary_selection.clone());
         by_selection.insert(response.vary_selection.clone(), response);
         let now = SystemTime::now();
-        let weight = by_selection
-            .values()
-            .fold(0u32, |sum, v| sum.saturating_add(v.weight));
+        let weight = by_selection.values().fold(
+            bookkeeping(key, &names, order.make_contiguous()),
+            |sum, v| sum.saturating_add(v.weight),
+        );
         let keep_for = by_selection
             .values()
             .map(|v| v.keep_for(now))
@@ -439,10 +471,10 @@ impl Store {
             _ => PROOF_NONE,
         };
         let cap = inner.max_variants;
-        let mut variants = Variants::with(existing.as_deref(), Arc::clone(response), cap);
+        let mut variants = Variants::with(&key, existing.as_deref(), Arc::clone(response), cap);
         if u64::from(variants.weight) > inner.budget.total() {
             // Too large with its siblings: the newest variant alone, if it fits.
-            variants = Variants::with(None, Arc::clone(response), cap);
+            variants = Variants::with(&key, None, Arc::clone(response), cap);
         }
         let weight = u64::from(variants.weight);
         if weight > inner.budget.total() {
@@ -656,9 +688,13 @@ mod tests {
         CacheKey::from_string(format!("h/{name}"))
     }
 
-    /// The weight of an entry of `plain(body_bytes)`, to size budgets by.
+    /// The weight of a key holding `plain(body_bytes)`, its bookkeeping included, to size budgets
+    /// by (the tests' keys are short enough to cost the same).
     fn weight(body_bytes: usize) -> u64 {
-        u64::from(plain(body_bytes).weight)
+        let store = Store::new(Budget::new(u64::MAX, 0.1), 4);
+        store.insert(key("weighed"), plain(body_bytes), Segment::Main);
+        let usage = store.usage();
+        usage.bytes[0] + usage.bytes[1]
     }
 
     impl Store {

@@ -27,7 +27,9 @@ use super::series::series;
 use super::status::{CacheStatus, Detail, Fwd, OriginHead};
 use super::stream::{Capture, OriginStream, Prefix};
 use super::{Live, Proxy};
-use crate::cache::{Freshness, PolicyRequest, StoredResponse, owned_headers};
+use crate::cache::{
+    Freshness, PolicyRequest, StoredResponse, owned_headers, policy_request_fields,
+};
 
 impl Proxy {
     /// Answers one client request; every response carries `Cache-Status`. With an access log,
@@ -284,7 +286,8 @@ impl Proxy {
         not_modified: &HeaderMap,
     ) -> Option<Arc<StoredResponse>> {
         let now = SystemTime::now();
-        let request_headers = owned_headers(&exchange.parts.headers);
+        // The fields the refreshed policy keeps a copy of (see `policy_request_fields`).
+        let request_headers = policy_request_fields(&exchange.parts.headers, &entry.headers);
         let request = PolicyRequest {
             method: &Method::GET,
             headers: &request_headers,

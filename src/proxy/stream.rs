@@ -74,6 +74,16 @@ impl Capture {
     }
 }
 
+/// A captured body in an allocation of its own size: a buffer grown for a body of unknown length
+/// can be up to twice as large as the body, and the stored entry would hold all of it.
+fn fitted(buffer: BytesMut) -> Bytes {
+    if buffer.capacity() - buffer.len() > buffer.len() / 16 {
+        Bytes::copy_from_slice(&buffer)
+    } else {
+        buffer.freeze()
+    }
+}
+
 pub struct OriginStream {
     /// Chunks already read from `inner`, sent first.
     prefix: std::collections::VecDeque<Bytes>,
@@ -130,7 +140,7 @@ impl OriginStream {
 
     fn complete(&mut self) {
         if let Some(capture) = self.capture.take() {
-            (capture.on_complete)(capture.buffer.freeze());
+            (capture.on_complete)(fitted(capture.buffer));
         }
     }
 
@@ -209,5 +219,26 @@ impl Body for OriginStream {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_captured_body_is_kept_in_an_allocation_of_its_size() {
+        // A body of unknown length grew the buffer past it: the stored copy is a new allocation.
+        let mut grown = BytesMut::with_capacity(16 * 1024);
+        grown.extend_from_slice(&[7; 9000]);
+        let grown_at = grown.as_ptr();
+        let body = fitted(grown);
+        assert_eq!(body.len(), 9000);
+        assert_ne!(body.as_ptr(), grown_at, "the grown buffer was kept");
+        // A body that filled its buffer keeps it, without a copy.
+        let mut full = BytesMut::with_capacity(9000);
+        full.extend_from_slice(&[7; 9000]);
+        let full_at = full.as_ptr();
+        assert_eq!(fitted(full).as_ptr(), full_at);
     }
 }
