@@ -380,12 +380,19 @@ mod tests {
     #[test]
     fn the_recorder_runs_its_own_upkeep_so_unscraped_samples_do_not_pile_up() {
         let _ = super::recorder();
-        let names = thread_names();
+        // A new thread names itself once it runs (the kernel's comm), so look for a while.
+        let is_upkeep = |name: &String| {
+            "bloomgate-metrics-upkeep".starts_with(name.as_str())
+                && name.starts_with("bloomgate-metr")
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut names = thread_names();
+        while !names.iter().any(is_upkeep) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            names = thread_names();
+        }
         assert!(
-            names
-                .iter()
-                .any(|name| "bloomgate-metrics-upkeep".starts_with(name.as_str())
-                    && name.starts_with("bloomgate-metr")),
+            names.iter().any(is_upkeep),
             "no upkeep thread among {names:?}"
         );
     }
