@@ -235,10 +235,15 @@ impl DoorkeeperModel {
         }
     }
 
-    /// Starts loading the block of `current` that an observe of `fingerprint` reads first.
+    /// Starts loading the blocks an observe of `fingerprint` reads: `current`'s, and `previous`'s,
+    /// which it reads for every key new to `current`.
     #[inline]
     pub fn prefetch(&self, fingerprint: u64) {
-        self.current.prefetch(&fingerprint.to_le_bytes());
+        let key = fingerprint.to_le_bytes();
+        self.current.prefetch(&key);
+        if let Some(previous) = &self.previous {
+            previous.prefetch(&key);
+        }
     }
 
     /// Rotations so far, by reason.
