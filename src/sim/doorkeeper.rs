@@ -98,10 +98,9 @@ impl Filter {
         masks
     }
 
-    /// Inserts `key`; returns whether it was present already, and the bits it set.
+    /// Inserts the key of `probe`; returns whether it was present already, and the bits it set.
     #[inline]
-    fn insert(&mut self, key: &[u8]) -> (bool, u32) {
-        let probe = self.probe(key);
+    fn insert(&mut self, probe: Probe) -> (bool, u32) {
         let masks = self.masks(probe);
         let block = &mut self.blocks[probe.block].0;
         let mut new_bits = 0;
@@ -114,18 +113,31 @@ impl Filter {
     }
 
     #[inline]
-    fn contains(&self, key: &[u8]) -> bool {
-        let probe = self.probe(key);
+    fn contains(&self, probe: Probe) -> bool {
         let masks = self.masks(probe);
         let block = &self.blocks[probe.block].0;
         block.iter().zip(masks).all(|(word, mask)| word & mask == mask)
     }
 
     #[inline]
-    fn prefetch(&self, key: &[u8]) {
-        prefetch(&self.blocks[self.probe(key).block]);
+    fn prefetch(&self, probe: Probe) {
+        prefetch(&self.blocks[probe.block]);
     }
 }
+
+/// Probes hashed by a prefetch, kept for the observe of the same key a few requests later.
+#[derive(Clone, Copy, Default)]
+struct Hashed {
+    fingerprint: u64,
+    /// The generation the probes are for, plus one (0: none).
+    generation: u64,
+    current: Option<Probe>,
+    previous: Option<Probe>,
+}
+
+/// Slots of the table of [`Hashed`] probes, indexed by the fingerprint's low bits: several
+/// times the prefetch distance, so that a prefetched key's probes are rarely displaced.
+const HASHED_SLOTS: usize = 64;
 
 /// SplitMix64's finaliser, as the filter's positions are drawn.
 #[inline]
@@ -162,6 +174,7 @@ pub struct DoorkeeperModel {
     started_nanos: u64,
     max_age_nanos: u64,
     rotations: RotationCounts,
+    hashed: Box<[Hashed; HASHED_SLOTS]>,
 }
 
 impl DoorkeeperModel {
@@ -198,6 +211,7 @@ impl DoorkeeperModel {
             started_nanos: 0,
             max_age_nanos: u64::try_from(config.max_age.as_nanos()).unwrap_or(u64::MAX),
             rotations: RotationCounts::default(),
+            hashed: Box::new([Hashed::default(); HASHED_SLOTS]),
         };
         model.set_limits();
         model
@@ -208,18 +222,28 @@ impl DoorkeeperModel {
     pub fn observe(&mut self, fingerprint: u64, time: f64) -> Admission {
         self.set_time(time);
         let key = fingerprint.to_le_bytes();
+        let hashed = self.hashed[fingerprint as usize % HASHED_SLOTS];
+        let mut memo = (hashed.fingerprint == fingerprint && hashed.generation == self.generation + 1)
+            .then_some(hashed);
         let mut seen = false;
         let mut in_previous_already = false;
         loop {
             let generation = self.generation;
-            let (present, new_bits) = self.current.insert(&key);
+            let probe = memo
+                .and_then(|m| m.current)
+                .unwrap_or_else(|| self.current.probe(&key));
+            let (present, new_bits) = self.current.insert(probe);
             seen |= present;
             if !present
                 && !in_previous_already
                 && let Some(previous) = &self.previous
             {
-                seen |= previous.contains(&key);
+                let probe = memo
+                    .and_then(|m| m.previous)
+                    .unwrap_or_else(|| previous.probe(&key));
+                seen |= previous.contains(probe);
             }
+            memo = None;
             self.rotate_if_due(new_bits > 0);
             if self.generation == generation {
                 break;
@@ -236,14 +260,23 @@ impl DoorkeeperModel {
     }
 
     /// Starts loading the blocks an observe of `fingerprint` reads: `current`'s, and `previous`'s,
-    /// which it reads for every key new to `current`.
+    /// which it reads for every key new to `current`; keeps their hashes for that observe.
     #[inline]
-    pub fn prefetch(&self, fingerprint: u64) {
+    pub fn prefetch(&mut self, fingerprint: u64) {
         let key = fingerprint.to_le_bytes();
-        self.current.prefetch(&key);
-        if let Some(previous) = &self.previous {
-            previous.prefetch(&key);
-        }
+        let current = self.current.probe(&key);
+        self.current.prefetch(current);
+        let previous = self.previous.as_ref().map(|previous| {
+            let probe = previous.probe(&key);
+            previous.prefetch(probe);
+            probe
+        });
+        self.hashed[fingerprint as usize % HASHED_SLOTS] = Hashed {
+            fingerprint,
+            generation: self.generation + 1,
+            current: Some(current),
+            previous,
+        };
     }
 
     /// Rotations so far, by reason.
@@ -352,8 +385,9 @@ mod tests {
             // Three capacities of keys, each distinct one twice, fill past the target.
             for i in 0..3 * capacity {
                 let key = key(i / 2).to_le_bytes();
-                assert_eq!(model.contains(&key), bloom.contains(&key), "{capacity} {i}");
-                assert_eq!(model.insert(&key).0, bloom.insert(&key), "{capacity} {i}");
+                let probe = model.probe(&key);
+                assert_eq!(model.contains(probe), bloom.contains(&key), "{capacity} {i}");
+                assert_eq!(model.insert(probe).0, bloom.insert(&key), "{capacity} {i}");
                 assert_eq!(model.set_bits, bloom.set_bits());
             }
             assert!(model.set_bits > 0);
@@ -403,6 +437,26 @@ mod tests {
         };
         assert_eq!(answers(1), answers(1));
         assert_ne!(answers(1), answers(2));
+    }
+
+    #[test]
+    fn prefetching_keys_ahead_changes_no_answer() {
+        let keys: Vec<u64> = (0..30_000u64).map(|i| key(i * 7 % 9_000)).collect();
+        let mut plain = DoorkeeperModel::new(&config(1000), 3);
+        let mut prefetching = DoorkeeperModel::new(&config(1000), 3);
+        for (index, &fingerprint) in keys.iter().enumerate() {
+            // Some keys prefetched, some not, some displaced by a colliding slot.
+            if let Some(&ahead) = keys.get(index + 16 + index % 3) {
+                prefetching.prefetch(ahead);
+            }
+            assert_eq!(
+                plain.observe(fingerprint, index as f64),
+                prefetching.observe(fingerprint, index as f64),
+                "{index}"
+            );
+        }
+        assert!(plain.rotations().total() > 5);
+        assert_eq!(plain.rotations(), prefetching.rotations());
     }
 
     #[test]

@@ -10,10 +10,10 @@ use super::prefetch::DISTANCE;
 /// trace (`cargo bench --bench sim`): how [`Simulator::split`] balances its threads.
 fn cost(kind: PolicyKind) -> u32 {
     match kind {
-        PolicyKind::AdmitAll => 40,
-        PolicyKind::SecondHitExact => 40,
-        PolicyKind::Bloom => 40,
-        PolicyKind::Probation => 40,
+        PolicyKind::AdmitAll => 43,
+        PolicyKind::SecondHitExact => 48,
+        PolicyKind::Bloom => 105,
+        PolicyKind::Probation => 125,
     }
 }
 use super::request::{SimRequest, TraceStats, key_fingerprint};
@@ -86,7 +86,7 @@ impl Simulator {
     pub fn request_all(&mut self, requests: &[SimRequest]) {
         for (index, &request) in requests.iter().enumerate() {
             if let Some(ahead) = requests.get(index + DISTANCE) {
-                for (_, policy) in &self.policies {
+                for (_, policy) in &mut self.policies {
                     policy.prefetch(ahead.id, ahead.fingerprint);
                 }
             }

@@ -30,7 +30,7 @@ const ABSENT_NODE: Node = Node {
 /// therefore in order of last use, so the front live entry is the least recently used: exactly
 /// LRU. A hit writes its own node and the queue's tail, never its list neighbours, and eviction
 /// reads the queue in order, so every node the model touches can be prefetched. The queue is
-/// compacted when stale entries outnumber live ones (plus a slack). Every operation is O(1)
+/// compacted when stale entries are three times the live ones (plus a slack). Every operation is O(1)
 /// amortised. Ids index a `Vec`, so they should be dense (the simulator interns keys to 0, 1, 2,
 /// ...).
 pub struct ByteLru {
@@ -165,24 +165,26 @@ impl ByteLru {
         }
     }
 
-    /// Drops the stale entries once they outnumber the live ones, keeping the order.
+    /// Drops the stale entries once they are three times the live ones, keeping the order.
     fn compact_if_stale(&mut self) {
-        if self.queue.len() as u64 <= 2 * self.entries + COMPACT_SLACK {
+        if self.queue.len() as u64 <= 4 * self.entries + COMPACT_SLACK {
             return;
         }
-        let nodes = &mut self.nodes;
-        let mut position = self.front;
-        let mut kept = self.front;
-        self.queue.retain(|&id| {
-            let node = &mut nodes[id as usize];
-            let live = node.stamp == position;
-            position += 1;
-            if live {
-                node.stamp = kept;
+        let queue = self.queue.make_contiguous();
+        let mut kept = 0;
+        for index in 0..queue.len() {
+            if let Some(&ahead) = queue.get(index + EVICTION_PREFETCH) {
+                prefetch(&self.nodes[ahead as usize]);
+            }
+            let id = queue[index];
+            let node = &mut self.nodes[id as usize];
+            if node.stamp == self.front + index as u64 {
+                node.stamp = self.front + kept as u64;
+                queue[kept] = id;
                 kept += 1;
             }
-            live
-        });
+        }
+        self.queue.truncate(kept);
     }
 }
 
@@ -243,7 +245,7 @@ mod tests {
         for step in 0..100_000u32 {
             assert!(lru.touch(step % 7));
         }
-        assert!(lru.queue.len() as u64 <= 2 * 10 + COMPACT_SLACK + 1);
+        assert!(lru.queue.len() as u64 <= 4 * 10 + COMPACT_SLACK + 1);
         // 7, 8 and 9 were not used since they were stored: they go first, oldest first.
         let mut evicted = Vec::new();
         lru.insert_evicting(10, 30, |id, _| evicted.push(id));

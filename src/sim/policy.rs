@@ -260,12 +260,12 @@ impl PolicySim {
 
     /// Starts loading what a request for `id` will read, for a request a few ahead.
     #[inline]
-    pub fn prefetch(&self, id: u32, fingerprint: u64) {
+    pub fn prefetch(&mut self, id: u32, fingerprint: u64) {
         match &self.cache {
             CacheModel::Lru(lru) => lru.prefetch(id),
             CacheModel::Segmented(cache) => cache.prefetch(id),
         }
-        match &self.admission {
+        match &mut self.admission {
             AdmissionState::AdmitAll => {}
             AdmissionState::Exact(window) => {
                 if let Some(last) = window.last_seen.get(id as usize) {
@@ -338,7 +338,7 @@ impl PolicySim {
         let report = &mut self.report;
         report.hit_ratio = ratio(report.hits, report.requests);
         report.byte_hit_ratio = ratio(report.hit_bytes, report.requested_bytes);
-        match &self.admission {
+        match &mut self.admission {
             AdmissionState::AdmitAll => {}
             AdmissionState::Exact(window) => {
                 report.rotations = window.rotations;

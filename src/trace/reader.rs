@@ -474,7 +474,10 @@ fn parse_time(field: &str) -> Result<f64, std::num::ParseFloatError> {
     // exact doubles is correctly rounded, so it is the double nearest the decimal, as
     // `parse` finds it (Clinger's fast path).
     const MAX_DIGITS: usize = 15;
-    let (whole, fraction) = field.split_once('.').unwrap_or((field, ""));
+    let (whole, fraction) = match field.bytes().position(|b| b == b'.') {
+        Some(dot) => (&field[..dot], &field[dot + 1..]),
+        None => (field, ""),
+    };
     let digits = whole.len() + fraction.len();
     let plain = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
     if digits == 0 || digits > MAX_DIGITS || !plain(whole) || !plain(fraction) {
