@@ -76,7 +76,10 @@ fn main() {
     let kinds: Vec<(String, Vec<PolicyKind>)> = PolicyKind::ALL
         .iter()
         .map(|&kind| (kind.as_str().to_owned(), vec![kind]))
-        .chain([("all four in one thread".to_owned(), PolicyKind::ALL.to_vec())])
+        .chain([(
+            "all four in one thread".to_owned(),
+            PolicyKind::ALL.to_vec(),
+        )])
         .collect();
     for (name, kinds) in &kinds {
         stage(name, &mut || {

@@ -11,13 +11,13 @@ use crate::config::parse_size;
 use crate::trace::{ReadOptions, SYNTHESIZED_SIZE_RULE, TraceInfo};
 
 use super::engine::{CacheSetup, Simulator};
+use super::pipeline::Consumer;
 use super::policy::ProbationSetup;
 use super::report::{CacheReport, DoorkeeperSummary, SimReport, TraceSummary};
 use super::report::{GatedVsWriteAll, TierSimReport, ratio};
 use super::request::{SimRequest, TraceStats};
 use super::segmented::MainEviction;
 use super::tiers::{DiskPolicy, TierReport, TierSim};
-use super::pipeline::Consumer;
 use super::{SimError, pipeline};
 
 /// The smallest default doorkeeper capacity, so tiny caches still get a meaningful window.
@@ -205,20 +205,14 @@ pub fn simulate_tiers(args: &SimulateArgs) -> Result<TierSimReport, SimError> {
             }
         })
         .collect();
-    let mut consumers: Vec<Consumer<'_>> = feeds
-        .iter_mut()
-        .map(|feed| feed as Consumer<'_>)
-        .collect();
+    let mut consumers: Vec<Consumer<'_>> =
+        feeds.iter_mut().map(|feed| feed as Consumer<'_>).collect();
     let (info, stats) = pipeline::scan(&args.trace, options, &mut consumers)?;
     let elapsed = started.elapsed().as_secs_f64();
     progress.finish_and_clear();
     drop(consumers);
     drop(feeds);
-    let mut policies: Vec<TierReport> = groups
-        .into_iter()
-        .flatten()
-        .map(TierSim::finish)
-        .collect();
+    let mut policies: Vec<TierReport> = groups.into_iter().flatten().map(TierSim::finish).collect();
     policies.sort_by_key(|p| DiskPolicy::ALL.iter().position(|&d| Some(d) == p.policy));
     let percent = |bytes: u64| 100.0 * ratio(bytes, stats.footprint_bytes);
     let find = |policy| {
@@ -312,10 +306,8 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
             }
         })
         .collect();
-    let mut consumers: Vec<Consumer<'_>> = feeds
-        .iter_mut()
-        .map(|feed| feed as Consumer<'_>)
-        .collect();
+    let mut consumers: Vec<Consumer<'_>> =
+        feeds.iter_mut().map(|feed| feed as Consumer<'_>).collect();
     let (info, stats) = pipeline::scan(&args.trace, options, &mut consumers)?;
     let elapsed = started.elapsed().as_secs_f64();
     progress.finish_and_clear();

@@ -116,7 +116,10 @@ impl Filter {
     fn contains(&self, probe: Probe) -> bool {
         let masks = self.masks(probe);
         let block = &self.blocks[probe.block].0;
-        block.iter().zip(masks).all(|(word, mask)| word & mask == mask)
+        block
+            .iter()
+            .zip(masks)
+            .all(|(word, mask)| word & mask == mask)
     }
 
     #[inline]
@@ -223,7 +226,8 @@ impl DoorkeeperModel {
         self.set_time(time);
         let key = fingerprint.to_le_bytes();
         let hashed = self.hashed[fingerprint as usize % HASHED_SLOTS];
-        let mut memo = (hashed.fingerprint == fingerprint && hashed.generation == self.generation + 1)
+        let mut memo = (hashed.fingerprint == fingerprint
+            && hashed.generation == self.generation + 1)
             .then_some(hashed);
         let mut seen = false;
         let mut in_previous_already = false;
@@ -312,7 +316,11 @@ impl DoorkeeperModel {
                 filter.reset(seed);
                 filter
             }
-            None => Filter::new(self.shape.sizing().num_blocks, self.shape.num_hashes(), seed),
+            None => Filter::new(
+                self.shape.sizing().num_blocks,
+                self.shape.num_hashes(),
+                seed,
+            ),
         };
         self.previous = Some(std::mem::replace(&mut self.current, next));
         self.started_nanos = self.now_nanos;
@@ -386,7 +394,11 @@ mod tests {
             for i in 0..3 * capacity {
                 let key = key(i / 2).to_le_bytes();
                 let probe = model.probe(&key);
-                assert_eq!(model.contains(probe), bloom.contains(&key), "{capacity} {i}");
+                assert_eq!(
+                    model.contains(probe),
+                    bloom.contains(&key),
+                    "{capacity} {i}"
+                );
                 assert_eq!(model.insert(probe).0, bloom.insert(&key), "{capacity} {i}");
                 assert_eq!(model.set_bits, bloom.set_bits());
             }
@@ -413,7 +425,10 @@ mod tests {
             let (real, model) = (real.stats().rotations, model.rotations());
             assert!(real.total() >= 9, "{real:?}");
             // The proxy's doorkeeper notices its threshold up to a stride of bits late.
-            assert!(real.total().abs_diff(model.total()) <= 1, "{real:?} {model:?}");
+            assert!(
+                real.total().abs_diff(model.total()) <= 1,
+                "{real:?} {model:?}"
+            );
             assert_eq!(
                 (real.capacity > 0, real.fpr_threshold > 0),
                 (model.capacity > 0, model.fpr_threshold > 0)
@@ -422,7 +437,10 @@ mod tests {
             // false positives (the combined rate stays under 2%).
             for count in seen {
                 let returning = 10 * capacity;
-                assert!((returning..returning + returning * 3 / 100).contains(&count), "{count}");
+                assert!(
+                    (returning..returning + returning * 3 / 100).contains(&count),
+                    "{count}"
+                );
             }
         }
     }

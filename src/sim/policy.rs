@@ -166,7 +166,7 @@ impl ExactWindow {
 enum AdmissionState {
     AdmitAll,
     Exact(ExactWindow),
-    Bloom(DoorkeeperModel),
+    Bloom(Box<DoorkeeperModel>),
 }
 
 /// The cache model a policy runs: one byte-LRU, or probation and main.
@@ -214,7 +214,7 @@ impl PolicySim {
                 AdmissionState::Exact(ExactWindow::new(doorkeeper.capacity, doorkeeper.max_age))
             }
             PolicyKind::Bloom | PolicyKind::Probation => {
-                AdmissionState::Bloom(DoorkeeperModel::new(doorkeeper, seed))
+                AdmissionState::Bloom(Box::new(DoorkeeperModel::new(doorkeeper, seed)))
             }
         };
         let cache = match kind {

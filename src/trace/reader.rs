@@ -269,8 +269,9 @@ impl TraceReader {
             Key::InLine(range) => {
                 let start = self.line.start;
                 // A slice of the line checked above, on character boundaries: it is text.
-                match std::str::from_utf8(&self.input.buffer[start + range.start..start + range.end])
-                {
+                match std::str::from_utf8(
+                    &self.input.buffer[start + range.start..start + range.end],
+                ) {
                     Ok(key) => key,
                     Err(_) => return Some(Err(self.field_error("key", "not valid UTF-8".into()))),
                 }
@@ -749,9 +750,28 @@ mod tests {
     #[test]
     fn fast_time_parsing_reads_what_parse_reads() {
         let fields = [
-            "0", "12", "0.001", "1.5", "123456.789", "999999999999999", "0.000000000000001",
-            "1234567890.12345", "007.50", "1.", ".5", ".", "", "1e3", "-2.5", "+1", "inf", "NaN",
-            "1.2.3", "12345678901234567", "0.1234567890123456", "٣",
+            "0",
+            "12",
+            "0.001",
+            "1.5",
+            "123456.789",
+            "999999999999999",
+            "0.000000000000001",
+            "1234567890.12345",
+            "007.50",
+            "1.",
+            ".5",
+            ".",
+            "",
+            "1e3",
+            "-2.5",
+            "+1",
+            "inf",
+            "NaN",
+            "1.2.3",
+            "12345678901234567",
+            "0.1234567890123456",
+            "٣",
         ];
         for field in fields {
             let fast = parse_time(field).map_err(|e| e.to_string());
@@ -770,7 +790,17 @@ mod tests {
 
     #[test]
     fn trimming_reads_what_trim_reads() {
-        for field in ["a", " a", "a ", "\ta\u{a0}", "\u{2003}x", "", " ", "é", "/a b/"] {
+        for field in [
+            "a",
+            " a",
+            "a ",
+            "\ta\u{a0}",
+            "\u{2003}x",
+            "",
+            " ",
+            "é",
+            "/a b/",
+        ] {
             assert_eq!(trimmed(field), field.trim(), "{field:?}");
         }
     }

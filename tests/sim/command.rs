@@ -4,10 +4,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use bloomgate::config::Config;
-use bloomgate::trace::{Compression, SyntheticTrace, TraceWriter};
 use bloomgate::sim::{
     DiskPolicy, MainEviction, PolicyKind, SimError, SimulateArgs, simulate, simulate_tiers,
 };
+use bloomgate::trace::{Compression, SyntheticTrace, TraceWriter};
 
 fn args(trace: PathBuf) -> SimulateArgs {
     SimulateArgs {
