@@ -11,6 +11,7 @@ use crate::config::parse_size;
 use crate::trace::{ReadOptions, SYNTHESIZED_SIZE_RULE, TraceInfo};
 
 use super::engine::{CacheSetup, Simulator};
+use super::pipeline::Consumer;
 use super::policy::ProbationSetup;
 use super::report::{CacheReport, DoorkeeperSummary, SimReport, TraceSummary};
 use super::report::{GatedVsWriteAll, TierSimReport, ratio};
@@ -75,6 +76,15 @@ pub struct SimulateArgs {
     /// The disk tier's size as percent of the trace's footprint.
     #[arg(long, conflicts_with_all = ["cache_bytes", "cache_percent", "disk_bytes"])]
     pub disk_percent: Option<f64>,
+    /// Threads simulating at once, besides the one reading the trace: the cache sizes' policies
+    /// (four per size, or the three disk rules) are shared out among them. The report is the same
+    /// whatever the number. Default: the cores available.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
+    /// Seeds the doorkeeper filters' secrets, which the proxy draws at random: the same seed gives
+    /// the same report; another seed shows how much its false positives move the figures.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -113,6 +123,14 @@ impl SimulateArgs {
     /// Whether the two-tier model runs (a disk size is given).
     pub fn is_two_tier(&self) -> bool {
         self.disk_bytes.is_some() || self.disk_percent.is_some()
+    }
+
+    /// Simulating threads: `--jobs`, or the cores available.
+    pub fn jobs(&self) -> usize {
+        match self.jobs {
+            Some(jobs) => usize::from(jobs).max(1),
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
     }
 }
 
@@ -159,24 +177,43 @@ pub fn simulate_tiers(args: &SimulateArgs) -> Result<TierSimReport, SimError> {
         rotate_at_fpr: door.rotate_at_fpr,
         max_age: args.max_age.unwrap_or(NO_MAX_AGE),
     };
-    let mut sims: Vec<TierSim> = DiskPolicy::ALL
-        .iter()
-        .map(|&policy| TierSim::new(policy, ram_bytes, disk_bytes, &doorkeeper))
+    // The disk rules shared out among the threads, in turn.
+    let mut groups: Vec<Vec<TierSim>> = (0..args.jobs().min(DiskPolicy::ALL.len()))
+        .map(|_| Vec::new())
         .collect();
+    for (index, &policy) in DiskPolicy::ALL.iter().enumerate() {
+        let sim = TierSim::new(policy, ram_bytes, disk_bytes, &doorkeeper, args.seed);
+        let group = index % groups.len();
+        groups[group].push(sim);
+    }
     let progress = progress_bar(Some(prepass.requests), "simulating");
     let started = Instant::now();
-    let mut feed = |batch: &[SimRequest]| {
-        for request in batch {
-            for sim in &mut sims {
-                sim.request(request.id, request.fingerprint, request.size, request.time);
+    let mut feeds: Vec<_> = groups
+        .iter_mut()
+        .enumerate()
+        .map(|(index, sims)| {
+            let progress = (index == 0).then_some(&progress);
+            move |batch: &[SimRequest]| {
+                for request in batch {
+                    for sim in sims.iter_mut() {
+                        sim.request(request.id, request.fingerprint, request.size, request.time);
+                    }
+                }
+                if let Some(progress) = progress {
+                    progress.inc(batch.len() as u64);
+                }
             }
-        }
-        progress.inc(batch.len() as u64);
-    };
-    let (info, stats) = pipeline::scan(&args.trace, options, &mut [&mut feed])?;
+        })
+        .collect();
+    let mut consumers: Vec<Consumer<'_>> =
+        feeds.iter_mut().map(|feed| feed as Consumer<'_>).collect();
+    let (info, stats) = pipeline::scan(&args.trace, options, &mut consumers)?;
     let elapsed = started.elapsed().as_secs_f64();
     progress.finish_and_clear();
-    let policies: Vec<TierReport> = sims.into_iter().map(TierSim::finish).collect();
+    drop(consumers);
+    drop(feeds);
+    let mut policies: Vec<TierReport> = groups.into_iter().flatten().map(TierSim::finish).collect();
+    policies.sort_by_key(|p| DiskPolicy::ALL.iter().position(|&d| Some(d) == p.policy));
     let percent = |bytes: u64| 100.0 * ratio(bytes, stats.footprint_bytes);
     let find = |policy| {
         policies
@@ -244,6 +281,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
                 share: args.probation_share,
                 main_eviction: args.probation_main,
             },
+            seed: args.seed,
             doorkeeper: DoorkeeperConfig {
                 capacity: door.capacity,
                 target_fpr: door.target_fpr,
@@ -253,21 +291,29 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
         })
         .collect();
     let progress = progress_bar(prepass.map(|s| s.requests), "simulating");
-    // admit-all in one thread, the other policies in another: on two cores the reading thread
-    // and these two take about the same time.
-    let mut simulator = Simulator::new(&setups);
-    let mut admit_all = simulator.split_admit_all();
+    let mut parts = Simulator::new(&setups).split(args.jobs());
     let started = Instant::now();
-    let mut others = |batch: &[SimRequest]| simulator.request_all(batch);
-    let mut first = |batch: &[SimRequest]| {
-        admit_all.request_all(batch);
-        progress.inc(batch.len() as u64);
-    };
-    let (info, stats) = pipeline::scan(&args.trace, options, &mut [&mut first, &mut others])?;
+    let mut feeds: Vec<_> = parts
+        .iter_mut()
+        .enumerate()
+        .map(|(index, part)| {
+            let progress = (index == 0).then_some(&progress);
+            move |batch: &[SimRequest]| {
+                part.request_all(batch);
+                if let Some(progress) = progress {
+                    progress.inc(batch.len() as u64);
+                }
+            }
+        })
+        .collect();
+    let mut consumers: Vec<Consumer<'_>> =
+        feeds.iter_mut().map(|feed| feed as Consumer<'_>).collect();
+    let (info, stats) = pipeline::scan(&args.trace, options, &mut consumers)?;
     let elapsed = started.elapsed().as_secs_f64();
     progress.finish_and_clear();
-    simulator.merge(admit_all);
-    let reports = simulator.finish();
+    drop(consumers);
+    drop(feeds);
+    let reports = Simulator::merge(parts).finish();
     let caches = cache_sizes
         .iter()
         .zip(doorkeepers)

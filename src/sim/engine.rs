@@ -5,6 +5,17 @@ use crate::admission::DoorkeeperConfig;
 use super::interner::Interner;
 use super::policy::{PolicyKind, PolicyReport, PolicySim, ProbationSetup};
 use super::prefetch::DISTANCE;
+
+/// A policy's share of the simulating work, in nanoseconds per request measured on a 10^7-request
+/// trace (`cargo bench --bench sim`): how [`Simulator::split`] balances its threads.
+fn cost(kind: PolicyKind) -> u32 {
+    match kind {
+        PolicyKind::AdmitAll => 43,
+        PolicyKind::SecondHitExact => 48,
+        PolicyKind::Bloom => 105,
+        PolicyKind::Probation => 125,
+    }
+}
 use super::request::{SimRequest, TraceStats, key_fingerprint};
 
 /// The cache size and doorkeeper parameters of one simulated cache (run under every policy).
@@ -14,6 +25,8 @@ pub struct CacheSetup {
     pub doorkeeper: DoorkeeperConfig,
     /// How the `probation` policy splits and evicts its cache.
     pub probation: ProbationSetup,
+    /// Seeds the doorkeeper's secrets ([`super::DoorkeeperModel`]): the same seed, the same report.
+    pub seed: u64,
 }
 
 /// Replays requests through one policy simulation per setup and policy, all in one pass.
@@ -28,14 +41,28 @@ impl Simulator {
     /// # Panics
     /// Panics if a doorkeeper config is invalid (check with [`DoorkeeperConfig::validate`]).
     pub fn new(setups: &[CacheSetup]) -> Simulator {
+        Simulator::with_policies(setups, &PolicyKind::ALL)
+    }
+
+    /// A simulator running only `kinds` for each setup (to measure one policy's cost alone).
+    ///
+    /// # Panics
+    /// Panics if a doorkeeper config is invalid (check with [`DoorkeeperConfig::validate`]).
+    pub fn with_policies(setups: &[CacheSetup], kinds: &[PolicyKind]) -> Simulator {
         let policies = setups
             .iter()
             .enumerate()
             .flat_map(|(index, setup)| {
-                PolicyKind::ALL.map(|kind| {
+                kinds.iter().map(move |&kind| {
                     (
                         index,
-                        PolicySim::new(kind, setup.cache_bytes, &setup.doorkeeper, setup.probation),
+                        PolicySim::new(
+                            kind,
+                            setup.cache_bytes,
+                            &setup.doorkeeper,
+                            setup.probation,
+                            setup.seed,
+                        ),
                     )
                 })
             })
@@ -59,13 +86,8 @@ impl Simulator {
     pub fn request_all(&mut self, requests: &[SimRequest]) {
         for (index, &request) in requests.iter().enumerate() {
             if let Some(ahead) = requests.get(index + DISTANCE) {
-                for (_, policy) in &self.policies {
-                    policy.prefetch(ahead.id);
-                }
-            }
-            if let Some(ahead) = requests.get(index + DISTANCE / 2) {
-                for (_, policy) in &self.policies {
-                    policy.prefetch_neighbours(ahead.id);
+                for (_, policy) in &mut self.policies {
+                    policy.prefetch(ahead.id, ahead.fingerprint);
                 }
             }
             self.request(request);
@@ -89,26 +111,45 @@ impl Simulator {
         self.interner.stats()
     }
 
-    /// Splits off the `admit-all` policies into a simulator of their own, so that two threads can
-    /// share the work; [`Self::merge`] puts the two back together. The interner stays here.
-    pub fn split_admit_all(&mut self) -> Simulator {
-        let (admit_all, others) = std::mem::take(&mut self.policies)
-            .into_iter()
-            .partition(|(_, policy)| policy.kind() == PolicyKind::AdmitAll);
-        self.policies = others;
-        Simulator {
-            interner: Interner::default(),
-            policies: admit_all,
+    /// Splits the policies into at most `parts` simulators of about equal work, one per thread
+    /// (each policy's requests must stay in order, so a policy is never split);
+    /// [`Self::merge`] puts them back together. The interner stays with the first.
+    pub fn split(mut self, parts: usize) -> Vec<Simulator> {
+        let parts = parts.clamp(1, self.policies.len().max(1));
+        let mut policies = std::mem::take(&mut self.policies);
+        // Longest first, each to the least loaded part.
+        policies.sort_by_key(|(index, policy)| (std::cmp::Reverse(cost(policy.kind())), *index));
+        let mut split: Vec<(u32, Simulator)> = (0..parts)
+            .map(|_| {
+                let simulator = Simulator {
+                    interner: Interner::default(),
+                    policies: Vec::new(),
+                };
+                (0, simulator)
+            })
+            .collect();
+        split[0].1.interner = self.interner;
+        for (index, policy) in policies {
+            let lightest = split
+                .iter_mut()
+                .min_by_key(|(load, _)| *load)
+                .expect("at least one part");
+            lightest.0 += cost(policy.kind());
+            lightest.1.policies.push((index, policy));
         }
+        split.into_iter().map(|(_, simulator)| simulator).collect()
     }
 
-    /// Takes back the policies of a simulator split off with [`Self::split_admit_all`].
-    pub fn merge(&mut self, other: Simulator) {
-        self.policies.extend(other.policies);
-        self.policies.sort_by_key(|(index, policy)| {
+    /// Puts back together the simulators [`Self::split`] made, in their order.
+    pub fn merge(parts: Vec<Simulator>) -> Simulator {
+        let mut parts = parts.into_iter();
+        let mut merged = parts.next().unwrap_or_else(|| Simulator::new(&[]));
+        merged.policies.extend(parts.flat_map(|part| part.policies));
+        merged.policies.sort_by_key(|(index, policy)| {
             let kind = PolicyKind::ALL.iter().position(|&k| k == policy.kind());
             (*index, kind)
         });
+        merged
     }
 
     /// Per setup, one report per policy (in [`PolicyKind::ALL`] order).

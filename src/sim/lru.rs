@@ -1,37 +1,47 @@
-//! A byte-bounded LRU cache model over dense object ids: an intrusive doubly linked list in a `Vec`.
+//! A byte-bounded LRU cache model over dense object ids: a queue of uses, read lazily.
+
+use std::collections::VecDeque;
 
 use super::prefetch::prefetch;
 
-/// Marks an id that is not in the cache (as its `prev`), and the ends of the list.
-const ABSENT: u32 = u32::MAX;
-const END: u32 = u32::MAX - 1;
+/// The stamp of an id that is not in the cache.
+const ABSENT: u64 = u64::MAX;
+/// How far ahead of its front the queue's entries are prefetched while evicting.
+const EVICTION_PREFETCH: usize = 8;
+/// Stale queue entries tolerated beyond one per cached object before the queue is compacted.
+const COMPACT_SLACK: u64 = 1024;
 
 #[derive(Clone, Copy)]
 struct Node {
-    prev: u32,
-    next: u32,
     size: u64,
+    /// The queue position of this id's last use, or [`ABSENT`].
+    stamp: u64,
 }
 
 const ABSENT_NODE: Node = Node {
-    prev: ABSENT,
-    next: END,
     size: 0,
+    stamp: ABSENT,
 };
 
 /// Least-recently-used eviction by bytes: inserting evicts from the cold end until the object fits.
 ///
-/// Every operation is O(1) (plus the evictions an insert causes). Ids index a `Vec`, so they should
-/// be dense (the simulator interns keys to 0, 1, 2, ...).
+/// Every use (an insert or a hit) appends the id to a queue and stamps the id with its position;
+/// an entry whose id was used again since is stale, and eviction skips it. The live entries are
+/// therefore in order of last use, so the front live entry is the least recently used: exactly
+/// LRU. A hit writes its own node and the queue's tail, never its list neighbours, and eviction
+/// reads the queue in order, so every node the model touches can be prefetched. The queue is
+/// compacted when stale entries are three times the live ones (plus a slack). Every operation is O(1)
+/// amortised. Ids index a `Vec`, so they should be dense (the simulator interns keys to 0, 1, 2,
+/// ...).
 pub struct ByteLru {
     capacity_bytes: u64,
     used_bytes: u64,
     entries: u64,
     nodes: Vec<Node>,
-    /// Most recently used.
-    head: u32,
-    /// Least recently used: the next to be evicted.
-    tail: u32,
+    /// Ids in order of use, oldest first, stale entries included.
+    queue: VecDeque<u32>,
+    /// The position of the queue's front entry.
+    front: u64,
 }
 
 impl ByteLru {
@@ -42,8 +52,8 @@ impl ByteLru {
             used_bytes: 0,
             entries: 0,
             nodes: Vec::new(),
-            head: END,
-            tail: END,
+            queue: VecDeque::new(),
+            front: 0,
         }
     }
 
@@ -59,9 +69,9 @@ impl ByteLru {
         self.entries
     }
 
-    /// Bytes this model itself uses (its node table).
+    /// Bytes this model itself uses (its node table and queue).
     pub fn model_bytes(&self) -> usize {
-        self.nodes.capacity() * size_of::<Node>()
+        self.nodes.capacity() * size_of::<Node>() + self.queue.capacity() * size_of::<u32>()
     }
 
     /// Starts loading `id`'s node into the CPU cache, for a request a few ahead.
@@ -72,28 +82,16 @@ impl ByteLru {
         }
     }
 
-    /// Starts loading the neighbours of `id` in the list, which a touch of `id` rewrites. Call it
-    /// after [`Self::prefetch`] had time to bring in `id`'s own node.
-    #[inline]
-    pub fn prefetch_neighbours(&self, id: u32) {
-        if let Some(node) = self.nodes.get(id as usize)
-            && node.prev != ABSENT
-        {
-            for neighbour in [node.prev, node.next] {
-                if let Some(neighbour) = self.nodes.get(neighbour as usize) {
-                    prefetch(neighbour);
-                }
-            }
-        }
-    }
-
     /// Whether `id` is cached; if so it becomes the most recently used.
+    #[inline]
     pub fn touch(&mut self, id: u32) -> bool {
-        match self.nodes.get(id as usize) {
-            Some(node) if node.prev != ABSENT => {
-                if self.head != id {
-                    self.unlink(id);
-                    self.push_front(id);
+        let newest = self.front + self.queue.len() as u64;
+        match self.nodes.get_mut(id as usize) {
+            Some(node) if node.stamp != ABSENT => {
+                if node.stamp + 1 != newest {
+                    node.stamp = newest;
+                    self.queue.push_back(id);
+                    self.compact_if_stale();
                 }
                 true
             }
@@ -112,7 +110,7 @@ impl ByteLru {
     pub fn contains(&self, id: u32) -> bool {
         self.nodes
             .get(id as usize)
-            .is_some_and(|node| node.prev != ABSENT)
+            .is_some_and(|node| node.stamp != ABSENT)
     }
 
     /// [`Self::insert`], telling `evicted` the id and size of each object it evicts.
@@ -129,53 +127,64 @@ impl ByteLru {
         if index >= self.nodes.len() {
             self.nodes.resize(index + 1, ABSENT_NODE);
         }
-        debug_assert_eq!(self.nodes[index].prev, ABSENT, "insert of a cached id");
+        debug_assert_eq!(self.nodes[index].stamp, ABSENT, "insert of a cached id");
         let mut evictions = 0;
         while self.used_bytes + size > self.capacity_bytes {
-            let victim = self.tail;
-            self.unlink(victim);
-            let node = &mut self.nodes[victim as usize];
-            node.prev = ABSENT;
-            self.used_bytes -= node.size;
-            self.entries -= 1;
+            let (victim, victim_size) = self.evict_oldest();
             evictions += 1;
-            evicted(victim, node.size);
+            evicted(victim, victim_size);
         }
-        // The next eviction rewrites the node before the new tail: start loading it now.
-        if let Some(&Node { prev, .. }) = self.nodes.get(self.tail as usize)
-            && let Some(before_tail) = self.nodes.get(prev as usize)
-        {
-            prefetch(before_tail);
-        }
-        self.nodes[index].size = size;
-        self.push_front(id);
+        let node = &mut self.nodes[index];
+        node.size = size;
+        node.stamp = self.front + self.queue.len() as u64;
+        self.queue.push_back(id);
         self.used_bytes += size;
         self.entries += 1;
+        self.compact_if_stale();
         Some(evictions)
     }
 
-    fn unlink(&mut self, id: u32) {
-        let Node { prev, next, .. } = self.nodes[id as usize];
-        match prev {
-            END => self.head = next,
-            prev => self.nodes[prev as usize].next = next,
-        }
-        match next {
-            END => self.tail = prev,
-            next => self.nodes[next as usize].prev = prev,
+    /// Takes the least recently used object out, skipping stale entries; returns its id and size.
+    fn evict_oldest(&mut self) -> (u32, u64) {
+        loop {
+            let Some(id) = self.queue.pop_front() else {
+                unreachable!("bytes are in use, so a live entry is queued");
+            };
+            let position = self.front;
+            self.front += 1;
+            if let Some(&ahead) = self.queue.get(EVICTION_PREFETCH) {
+                prefetch(&self.nodes[ahead as usize]);
+            }
+            let node = &mut self.nodes[id as usize];
+            if node.stamp == position {
+                node.stamp = ABSENT;
+                self.used_bytes -= node.size;
+                self.entries -= 1;
+                return (id, node.size);
+            }
         }
     }
 
-    fn push_front(&mut self, id: u32) {
-        let old_head = self.head;
-        let node = &mut self.nodes[id as usize];
-        node.prev = END;
-        node.next = old_head;
-        match old_head {
-            END => self.tail = id,
-            old_head => self.nodes[old_head as usize].prev = id,
+    /// Drops the stale entries once they are three times the live ones, keeping the order.
+    fn compact_if_stale(&mut self) {
+        if self.queue.len() as u64 <= 4 * self.entries + COMPACT_SLACK {
+            return;
         }
-        self.head = id;
+        let queue = self.queue.make_contiguous();
+        let mut kept = 0;
+        for index in 0..queue.len() {
+            if let Some(&ahead) = queue.get(index + EVICTION_PREFETCH) {
+                prefetch(&self.nodes[ahead as usize]);
+            }
+            let id = queue[index];
+            let node = &mut self.nodes[id as usize];
+            if node.stamp == self.front + index as u64 {
+                node.stamp = self.front + kept as u64;
+                queue[kept] = id;
+                kept += 1;
+            }
+        }
+        self.queue.truncate(kept);
     }
 }
 
@@ -225,5 +234,24 @@ mod tests {
             );
             assert_eq!(lru.entries(), reference.len() as u64);
         }
+    }
+
+    #[test]
+    fn hits_alone_keep_the_queue_short_and_the_order_right() {
+        let mut lru = ByteLru::new(100);
+        for id in 0..10 {
+            lru.insert(id, 10);
+        }
+        for step in 0..100_000u32 {
+            assert!(lru.touch(step % 7));
+        }
+        assert!(lru.queue.len() as u64 <= 4 * 10 + COMPACT_SLACK + 1);
+        // 7, 8 and 9 were not used since they were stored: they go first, oldest first.
+        let mut evicted = Vec::new();
+        lru.insert_evicting(10, 30, |id, _| evicted.push(id));
+        assert_eq!(evicted, [7, 8, 9]);
+        lru.insert_evicting(11, 10, |id, _| evicted.push(id));
+        // Then the least recently touched of 0..7: the last touch was step 99,999, of id 4.
+        assert_eq!(evicted[3], 5);
     }
 }

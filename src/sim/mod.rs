@@ -3,12 +3,14 @@
 //! Every policy gets its own cache. The single-segment ones share the same eviction ([`ByteLru`]:
 //! least recently used, by bytes), so only admission differs: `admit-all` stores every miss,
 //! `second-hit-exact` stores a miss whose key it remembers exactly from the same window as the
-//! doorkeeper, and `bloom` asks the real [`crate::admission::Doorkeeper`]. `probation` asks the
-//! real doorkeeper too, and runs the proxy's store rules ([`crate::admission::probation`]) over a
+//! doorkeeper, and `bloom` asks the doorkeeper: [`DoorkeeperModel`], the proxy's
+//! [`crate::admission::Doorkeeper`] made reproducible for one thread. `probation` asks the
+//! doorkeeper too, and runs the proxy's store rules ([`crate::admission::probation`]) over a
 //! [`SegmentedCache`]: a first-seen miss goes to a probation FIFO, a seen-before one to main.
 //! Admission is consulted only on misses, as in the proxy.
 
 mod cli;
+mod doorkeeper;
 mod engine;
 mod interner;
 mod lru;
@@ -21,11 +23,12 @@ mod segmented;
 mod tiers;
 
 pub use cli::{SimulateArgs, run, simulate, simulate_tiers};
+pub use doorkeeper::DoorkeeperModel;
 pub use engine::{CacheSetup, Simulator};
 pub use interner::Interner;
 pub use lru::ByteLru;
 pub use pipeline::{Consumer, scan};
-pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, ProbationSetup, TraceClock};
+pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, ProbationSetup};
 pub(crate) use report::ratio;
 pub use report::{
     BloomVsAdmitAll, BloomVsExact, CacheReport, DoorkeeperSummary, GatedVsWriteAll,

@@ -1,12 +1,11 @@
 //! The admission policies compared by the simulator, each in front of its own byte-bounded LRU.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::admission::probation::{Budget, Mode, Placement, Segment};
-use crate::admission::{Admission, Clock, Doorkeeper, DoorkeeperConfig, RotationCounts};
+use crate::admission::{Admission, DoorkeeperConfig, RotationCounts};
 
+use super::doorkeeper::DoorkeeperModel;
 use super::lru::ByteLru;
 use super::prefetch::prefetch;
 use super::report::ratio;
@@ -24,9 +23,10 @@ pub enum PolicyKind {
     AdmitAll,
     /// Store on the second miss within the window, remembering keys exactly.
     SecondHitExact,
-    /// Store on the second miss as the real [`Doorkeeper`] decides.
+    /// Store on the second miss as the doorkeeper decides ([`DoorkeeperModel`]: the proxy's
+    /// filters and rotation rule).
     Bloom,
-    /// Store a first miss in a probation FIFO and a second one in main, as the real [`Doorkeeper`]
+    /// Store a first miss in a probation FIFO and a second one in main, as the doorkeeper
     /// decides ([`crate::admission::probation`]).
     Probation,
 }
@@ -88,49 +88,6 @@ pub struct PolicyReport {
     pub simulator_admission_bytes: u64,
     /// `second-hit-exact` only: the peak number of keys in its window (both generations).
     pub window_keys_peak: u64,
-}
-
-/// A clock driven by the trace's time column, so that `max_age` means trace seconds.
-pub struct TraceClock {
-    start: Instant,
-    first_time: AtomicU64,
-    nanos: AtomicU64,
-}
-
-impl TraceClock {
-    pub fn new() -> TraceClock {
-        TraceClock {
-            start: Instant::now(),
-            first_time: AtomicU64::new(f64::NAN.to_bits()),
-            nanos: AtomicU64::new(0),
-        }
-    }
-
-    /// Moves the clock to trace time `time` (seconds); it never goes backwards.
-    pub fn set(&self, time: f64) {
-        let mut first = f64::from_bits(self.first_time.load(Ordering::Relaxed));
-        if first.is_nan() {
-            first = time;
-            self.first_time.store(time.to_bits(), Ordering::Relaxed);
-        }
-        let elapsed = (time - first).max(0.0);
-        if elapsed.is_finite() {
-            self.nanos
-                .fetch_max((elapsed * 1e9) as u64, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Default for TraceClock {
-    fn default() -> Self {
-        TraceClock::new()
-    }
-}
-
-impl Clock for TraceClock {
-    fn now(&self) -> Instant {
-        self.start + Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
-    }
 }
 
 /// Exact "seen before" over two generations of `capacity` distinct keys each, rotating like the
@@ -209,10 +166,7 @@ impl ExactWindow {
 enum AdmissionState {
     AdmitAll,
     Exact(ExactWindow),
-    Bloom {
-        doorkeeper: Doorkeeper,
-        clock: Arc<TraceClock>,
-    },
+    Bloom(Box<DoorkeeperModel>),
 }
 
 /// The cache model a policy runs: one byte-LRU, or probation and main.
@@ -246,11 +200,13 @@ pub struct PolicySim {
 }
 
 impl PolicySim {
+    /// `seed` seeds the doorkeeper's secrets (see [`DoorkeeperModel`]).
     pub fn new(
         kind: PolicyKind,
         cache_bytes: u64,
         doorkeeper: &DoorkeeperConfig,
         probation: ProbationSetup,
+        seed: u64,
     ) -> PolicySim {
         let admission = match kind {
             PolicyKind::AdmitAll => AdmissionState::AdmitAll,
@@ -258,9 +214,7 @@ impl PolicySim {
                 AdmissionState::Exact(ExactWindow::new(doorkeeper.capacity, doorkeeper.max_age))
             }
             PolicyKind::Bloom | PolicyKind::Probation => {
-                let clock = Arc::new(TraceClock::new());
-                let doorkeeper = Doorkeeper::with_clock(doorkeeper.clone(), clock.clone());
-                AdmissionState::Bloom { doorkeeper, clock }
+                AdmissionState::Bloom(Box::new(DoorkeeperModel::new(doorkeeper, seed)))
             }
         };
         let cache = match kind {
@@ -306,23 +260,19 @@ impl PolicySim {
 
     /// Starts loading what a request for `id` will read, for a request a few ahead.
     #[inline]
-    pub fn prefetch(&self, id: u32) {
+    pub fn prefetch(&mut self, id: u32, fingerprint: u64) {
         match &self.cache {
             CacheModel::Lru(lru) => lru.prefetch(id),
             CacheModel::Segmented(cache) => cache.prefetch(id),
         }
-        if let AdmissionState::Exact(window) = &self.admission
-            && let Some(last) = window.last_seen.get(id as usize)
-        {
-            prefetch(last);
-        }
-    }
-
-    /// Starts loading the cache's list neighbours of `id`, once [`Self::prefetch`] brought `id` in.
-    #[inline]
-    pub fn prefetch_neighbours(&self, id: u32) {
-        if let CacheModel::Lru(lru) = &self.cache {
-            lru.prefetch_neighbours(id);
+        match &mut self.admission {
+            AdmissionState::AdmitAll => {}
+            AdmissionState::Exact(window) => {
+                if let Some(last) = window.last_seen.get(id as usize) {
+                    prefetch(last);
+                }
+            }
+            AdmissionState::Bloom(doorkeeper) => doorkeeper.prefetch(fingerprint),
         }
     }
 
@@ -347,10 +297,7 @@ impl PolicySim {
         let admission = match &mut self.admission {
             AdmissionState::AdmitAll => Admission::SeenBefore,
             AdmissionState::Exact(window) => window.observe(id, time),
-            AdmissionState::Bloom { doorkeeper, clock } => {
-                clock.set(time);
-                doorkeeper.observe(&fingerprint.to_le_bytes())
-            }
+            AdmissionState::Bloom(doorkeeper) => doorkeeper.observe(fingerprint, time),
         };
         match &mut self.cache {
             CacheModel::Lru(lru) => {
@@ -391,7 +338,7 @@ impl PolicySim {
         let report = &mut self.report;
         report.hit_ratio = ratio(report.hits, report.requests);
         report.byte_hit_ratio = ratio(report.hit_bytes, report.requested_bytes);
-        match &self.admission {
+        match &mut self.admission {
             AdmissionState::AdmitAll => {}
             AdmissionState::Exact(window) => {
                 report.rotations = window.rotations;
@@ -399,11 +346,10 @@ impl PolicySim {
                 report.admission_memory_bytes = window.peak_keys * NGINX_BYTES_PER_KEY;
                 report.simulator_admission_bytes = (window.last_seen.capacity() * 4) as u64;
             }
-            AdmissionState::Bloom { doorkeeper, .. } => {
-                let stats = doorkeeper.stats();
-                report.rotations = stats.rotations;
-                report.admission_memory_bytes = stats.memory_bytes as u64;
-                report.simulator_admission_bytes = stats.memory_bytes as u64;
+            AdmissionState::Bloom(doorkeeper) => {
+                report.rotations = doorkeeper.rotations();
+                report.admission_memory_bytes = doorkeeper.memory_bytes() as u64;
+                report.simulator_admission_bytes = doorkeeper.memory_bytes() as u64;
             }
         }
         self.report

@@ -12,12 +12,10 @@
 //! An object already on disk is not written again. One larger than RAM but not than the disk goes
 //! to disk directly where the rule would write it on eviction.
 
-use std::sync::Arc;
+use crate::admission::{Admission, DoorkeeperConfig, RotationCounts};
 
-use crate::admission::{Admission, Doorkeeper, DoorkeeperConfig, RotationCounts};
-
+use super::doorkeeper::DoorkeeperModel;
 use super::lru::ByteLru;
-use super::policy::TraceClock;
 use super::report::ratio;
 
 /// What the disk takes.
@@ -80,24 +78,21 @@ pub struct TierSim {
     /// Per object id: [`HIT_IN_RAM`] and [`SEEN_BEFORE`], for the RAM copy.
     flags: Vec<u8>,
     policy: DiskPolicy,
-    doorkeeper: Option<(Doorkeeper, Arc<TraceClock>)>,
+    doorkeeper: Option<DoorkeeperModel>,
     report: TierReport,
 }
 
 impl TierSim {
+    /// `seed` seeds `gated`'s doorkeeper (see [`DoorkeeperModel`]).
     pub fn new(
         policy: DiskPolicy,
         ram_bytes: u64,
         disk_bytes: u64,
         doorkeeper: &DoorkeeperConfig,
+        seed: u64,
     ) -> TierSim {
-        let doorkeeper = (policy == DiskPolicy::Gated).then(|| {
-            let clock = Arc::new(TraceClock::new());
-            (
-                Doorkeeper::with_clock(doorkeeper.clone(), clock.clone()),
-                clock,
-            )
-        });
+        let doorkeeper =
+            (policy == DiskPolicy::Gated).then(|| DoorkeeperModel::new(doorkeeper, seed));
         TierSim {
             ram: ByteLru::new(ram_bytes),
             disk: ByteLru::new(disk_bytes),
@@ -141,13 +136,10 @@ impl TierSim {
         }
         report.origin_bytes += size;
         let flags = match &mut self.doorkeeper {
-            Some((doorkeeper, clock)) => {
-                clock.set(time);
-                match doorkeeper.observe(&fingerprint.to_le_bytes()) {
-                    Admission::SeenBefore => SEEN_BEFORE,
-                    Admission::FirstSeen => 0,
-                }
-            }
+            Some(doorkeeper) => match doorkeeper.observe(fingerprint, time) {
+                Admission::SeenBefore => SEEN_BEFORE,
+                Admission::FirstSeen => 0,
+            },
             None => 0,
         };
         if self.policy == DiskPolicy::EveryMiss {
@@ -184,8 +176,8 @@ impl TierSim {
         let report = &mut self.report;
         report.hit_ratio = ratio(report.hits, report.requests);
         report.byte_hit_ratio = ratio(report.hit_bytes, report.requested_bytes);
-        if let Some((doorkeeper, _)) = &self.doorkeeper {
-            report.rotations = doorkeeper.stats().rotations;
+        if let Some(doorkeeper) = &self.doorkeeper {
+            report.rotations = doorkeeper.rotations();
         }
         self.report
     }
@@ -234,7 +226,7 @@ mod tests {
             rotate_at_fpr: 0.02,
             max_age: Duration::from_secs(3600),
         };
-        let mut sim = TierSim::new(policy, ram, disk, &config);
+        let mut sim = TierSim::new(policy, ram, disk, &config, 1);
         for (time, key) in keys.split_whitespace().enumerate() {
             let id = u32::from(key.as_bytes()[0] - b'A');
             sim.request(

@@ -127,7 +127,8 @@ pub struct TraceReader {
     input: Lines,
     layout: Layout,
     options: ReadOptions,
-    line: String,
+    /// The current line: where it sits in the block reader's buffer, without its line ending.
+    line: Range<usize>,
     /// The key of the last line, when it is not a slice of the line.
     key: String,
     line_number: u64,
@@ -188,7 +189,7 @@ impl TraceReader {
             input: Lines::new(input),
             layout: Layout::NginxCombined,
             options,
-            line: String::new(),
+            line: 0..0,
             key: String::new(),
             line_number: 0,
             replay_line: false,
@@ -246,10 +247,18 @@ impl TraceReader {
                     Err(error) => return Some(Err(error)),
                 }
             }
-            if is_blank_or_comment(&self.line) {
+            // The line is parsed where the block reader holds it, never copied.
+            let Ok(line) = std::str::from_utf8(&self.input.buffer[self.line.clone()]) else {
+                if self.options.skip_bad_lines {
+                    self.info.skipped_lines += 1;
+                    continue;
+                }
+                return Some(Err(self.field_error("line", "not valid UTF-8".to_owned())));
+            };
+            if is_blank_or_comment(line) {
                 continue;
             }
-            match parse_line(&self.layout, &self.line, &mut self.key) {
+            match parse_line(&self.layout, line, &mut self.key) {
                 Ok(Some(parsed)) => break parsed,
                 Ok(None) => self.info.ignored_lines += 1,
                 Err(_) if self.options.skip_bad_lines => self.info.skipped_lines += 1,
@@ -257,7 +266,16 @@ impl TraceReader {
             }
         };
         let key = match parsed.key {
-            Key::InLine(range) => &self.line[range],
+            Key::InLine(range) => {
+                let start = self.line.start;
+                // A slice of the line checked above, on character boundaries: it is text.
+                match std::str::from_utf8(
+                    &self.input.buffer[start + range.start..start + range.end],
+                ) {
+                    Ok(key) => key,
+                    Err(_) => return Some(Err(self.field_error("key", "not valid UTF-8".into()))),
+                }
+            }
             Key::Built => &self.key,
         };
         let size = match parsed.size {
@@ -272,30 +290,25 @@ impl TraceReader {
         Some(Ok(RequestRef { time, key, size }))
     }
 
-    /// Reads the next line into the buffer without its line ending; `false` at the end of input.
+    /// Makes the next line, without its line ending, the current one; `false` at the end of input.
     fn read_line(&mut self) -> Result<bool, TraceError> {
-        loop {
-            self.line.clear();
-            let bytes = match self.input.next_line() {
-                Ok(Some(bytes)) => bytes,
-                Ok(None) => return Ok(false),
-                Err(source) => {
-                    self.finished = true;
-                    return Err(TraceError::Read {
-                        path: self.path.clone(),
-                        line: self.line_number + 1,
-                        source,
-                    });
+        match self.input.next_line() {
+            Ok(Some(mut line)) => {
+                self.line_number += 1;
+                while line.end > line.start && self.input.buffer[line.end - 1] == b'\r' {
+                    line.end -= 1;
                 }
-            };
-            self.line_number += 1;
-            match std::str::from_utf8(bytes) {
-                Ok(line) => {
-                    self.line.push_str(line.trim_end_matches('\r'));
-                    return Ok(true);
-                }
-                Err(_) if self.options.skip_bad_lines => self.info.skipped_lines += 1,
-                Err(_) => return Err(self.field_error("line", "not valid UTF-8".to_owned())),
+                self.line = line;
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(source) => {
+                self.finished = true;
+                Err(TraceError::Read {
+                    path: self.path.clone(),
+                    line: self.line_number + 1,
+                    source,
+                })
             }
         }
     }
@@ -303,20 +316,23 @@ impl TraceReader {
     /// Reads the first meaningful line and decides between a CSV header, a bloomgate access log
     /// line (JSON or combined) and an nginx log line.
     fn detect_format(&mut self) -> Result<(), TraceError> {
-        loop {
+        let line = loop {
             if !self.read_line()? {
                 return Err(self.format_error("empty trace: no header line"));
             }
-            if !self.line.trim().is_empty() {
-                break;
+            match std::str::from_utf8(&self.input.buffer[self.line.clone()]) {
+                Ok(line) if line.trim().is_empty() => {}
+                Ok(line) => break line.to_owned(),
+                Err(_) if self.options.skip_bad_lines => self.info.skipped_lines += 1,
+                Err(_) => return Err(self.field_error("line", "not valid UTF-8".to_owned())),
             }
-        }
-        let bloomgate = if self.line.starts_with('{') {
-            access_log::read_json(&self.line, &mut self.key)
+        };
+        let bloomgate = if line.starts_with('{') {
+            access_log::read_json(&line, &mut self.key)
                 .is_ok()
                 .then_some((Layout::BloomgateJson, TraceFormat::BloomgateJson))
-        } else if parse_nginx_combined(&self.line).is_ok() {
-            Some(match access_log::read_combined(&self.line, &mut self.key) {
+        } else if parse_nginx_combined(&line).is_ok() {
+            Some(match access_log::read_combined(&line, &mut self.key) {
                 Ok(_) => (Layout::BloomgateCombined, TraceFormat::BloomgateCombined),
                 Err(_) => (Layout::NginxCombined, TraceFormat::NginxCombined),
             })
@@ -329,7 +345,7 @@ impl TraceReader {
             self.replay_line = true;
             return Ok(());
         }
-        match csv_layout(&self.line) {
+        match csv_layout(&line) {
             Some(layout) => {
                 self.layout = layout;
                 self.info.format = TraceFormat::Csv;
@@ -392,15 +408,15 @@ impl Lines {
         }
     }
 
-    /// The next line without its `\n`; `None` at the end of input. A last line without a `\n`
-    /// is a line too.
-    fn next_line(&mut self) -> std::io::Result<Option<&[u8]>> {
+    /// Where the next line sits in `buffer` (until the next call), without its `\n`; `None` at
+    /// the end of input. A last line without a `\n` is a line too.
+    fn next_line(&mut self) -> std::io::Result<Option<Range<usize>>> {
         loop {
             let unread = &self.buffer[self.start..self.end];
             if let Some(length) = memchr::memchr(b'\n', unread) {
                 let line = self.start..self.start + length;
                 self.start += length + 1;
-                return Ok(Some(&self.buffer[line]));
+                return Ok(Some(line));
             }
             if self.at_end {
                 if unread.is_empty() {
@@ -408,7 +424,7 @@ impl Lines {
                 }
                 let line = self.start..self.end;
                 self.start = self.end;
-                return Ok(Some(&self.buffer[line]));
+                return Ok(Some(line));
             }
             self.fill()?;
         }
@@ -435,9 +451,49 @@ impl Lines {
 }
 
 fn is_blank_or_comment(line: &str) -> bool {
-    let line = line.trim_start();
+    let line = trimmed(line);
     line.is_empty() || line.starts_with('#')
 }
+
+/// `text.trim()`, without looking further when both ends are visible ASCII (as trace fields are).
+#[inline]
+fn trimmed(text: &str) -> &str {
+    let visible = |byte: Option<&u8>| byte.is_some_and(|&b| b > b' ' && b < 0x7f);
+    let bytes = text.as_bytes();
+    if visible(bytes.first()) && visible(bytes.last()) {
+        text
+    } else {
+        text.trim()
+    }
+}
+
+/// A CSV time field: seconds as `str::parse::<f64>` reads them, with a fast path for the plain
+/// decimals traces hold (`12`, `0.001`).
+#[inline]
+fn parse_time(field: &str) -> Result<f64, std::num::ParseFloatError> {
+    // Up to 15 digits make an integer below 2^53, and 10^15 is exact too: the quotient of two
+    // exact doubles is correctly rounded, so it is the double nearest the decimal, as
+    // `parse` finds it (Clinger's fast path).
+    const MAX_DIGITS: usize = 15;
+    let (whole, fraction) = match field.bytes().position(|b| b == b'.') {
+        Some(dot) => (&field[..dot], &field[dot + 1..]),
+        None => (field, ""),
+    };
+    let digits = whole.len() + fraction.len();
+    let plain = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if digits == 0 || digits > MAX_DIGITS || !plain(whole) || !plain(fraction) {
+        return field.parse();
+    }
+    let mantissa = whole
+        .bytes()
+        .chain(fraction.bytes())
+        .fold(0u64, |n, digit| n * 10 + u64::from(digit - b'0'));
+    Ok(mantissa as f64 / POWERS_OF_TEN[fraction.len()])
+}
+
+const POWERS_OF_TEN: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
 
 /// The layout named by a CSV header line, or `None` if it names no key column.
 fn csv_layout(header: &str) -> Option<Layout> {
@@ -507,21 +563,21 @@ fn parse_csv(
             .map_or(line.len(), |length| start + length);
         let field = &line[start..end];
         if Some(index) == time_column {
-            let field = field.trim();
+            let field = trimmed(field);
             if !field.is_empty() {
-                let time = field.parse::<f64>().map_err(|e| ("time", e.to_string()))?;
+                let time = parse_time(field).map_err(|e| ("time", e.to_string()))?;
                 parsed.time = Some(time);
             }
         } else if index == key_column {
-            let leading = field.len() - field.trim_start().len();
-            let key = field.trim();
+            let key = trimmed(field);
+            let leading = key.as_ptr() as usize - field.as_ptr() as usize;
             if key.is_empty() {
                 return Err(("key", "empty".to_owned()));
             }
             parsed.key = Key::InLine(start + leading..start + leading + key.len());
             key_found = true;
         } else if Some(index) == size_column {
-            let field = field.trim();
+            let field = trimmed(field);
             if !field.is_empty() {
                 let size = field.parse::<u64>().map_err(|e| ("size", e.to_string()))?;
                 parsed.size = Some(size);
@@ -653,7 +709,7 @@ mod tests {
         let mut lines = Lines::new(Box::new(std::io::Cursor::new(text.into_bytes())));
         let mut seen = Vec::new();
         while let Some(line) = lines.next_line().unwrap() {
-            seen.push(String::from_utf8(line.to_vec()).unwrap());
+            seen.push(String::from_utf8(lines.buffer[line].to_vec()).unwrap());
         }
         assert_eq!(seen, ["a", long.as_str(), "", "last"]);
     }
@@ -689,6 +745,64 @@ mod tests {
         };
         assert_eq!(&line[key], "/a?b=\\x22c\\x22");
         assert_eq!((parsed.time, parsed.size), (Some(0.0), Some(512)));
+    }
+
+    #[test]
+    fn fast_time_parsing_reads_what_parse_reads() {
+        let fields = [
+            "0",
+            "12",
+            "0.001",
+            "1.5",
+            "123456.789",
+            "999999999999999",
+            "0.000000000000001",
+            "1234567890.12345",
+            "007.50",
+            "1.",
+            ".5",
+            ".",
+            "",
+            "1e3",
+            "-2.5",
+            "+1",
+            "inf",
+            "NaN",
+            "1.2.3",
+            "12345678901234567",
+            "0.1234567890123456",
+            "٣",
+        ];
+        for field in fields {
+            let fast = parse_time(field).map_err(|e| e.to_string());
+            let slow = field.parse::<f64>().map_err(|e| e.to_string());
+            match (fast, slow) {
+                (Ok(fast), Ok(slow)) => assert_eq!(fast.to_bits(), slow.to_bits(), "{field}"),
+                (fast, slow) => assert_eq!(fast, slow, "{field}"),
+            }
+        }
+        // Every millisecond of a day, as synthetic traces write them.
+        for millis in 0..86_400_000u64 / 997 {
+            let field = format!("{}.{:03}", millis * 997 / 1000, millis * 997 % 1000);
+            assert_eq!(parse_time(&field), field.parse::<f64>(), "{field}");
+        }
+    }
+
+    #[test]
+    fn trimming_reads_what_trim_reads() {
+        for field in [
+            "a",
+            " a",
+            "a ",
+            "\ta\u{a0}",
+            "\u{2003}x",
+            "",
+            " ",
+            "é",
+            "/a b/",
+        ] {
+            assert_eq!(trimmed(field), field.trim(), "{field:?}");
+        }
     }
 
     #[test]

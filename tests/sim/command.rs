@@ -7,6 +7,7 @@ use bloomgate::config::Config;
 use bloomgate::sim::{
     DiskPolicy, MainEviction, PolicyKind, SimError, SimulateArgs, simulate, simulate_tiers,
 };
+use bloomgate::trace::{Compression, SyntheticTrace, TraceWriter};
 
 fn args(trace: PathBuf) -> SimulateArgs {
     SimulateArgs {
@@ -23,6 +24,8 @@ fn args(trace: PathBuf) -> SimulateArgs {
         ram_percent: None,
         disk_bytes: None,
         disk_percent: None,
+        jobs: None,
+        seed: 1,
         json: true,
         skip_bad_lines: false,
     }
@@ -234,4 +237,57 @@ fn two_tiers_run_every_disk_rule_and_gated_spares_the_disk_one_hit_wonders() {
     };
     assert!(matches!(simulate_tiers(&half), Err(SimError::Argument(_))));
     assert!(matches!(simulate(&tiers), Err(SimError::Argument(_))));
+}
+
+/// Runs `bloomgate simulate --json` with `extra` arguments and returns its report without the
+/// timing fields, which are the only ones a run may change.
+fn simulate_json(trace: &Path, extra: &[&str]) -> serde_json::Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+        .args(["simulate", "--json"])
+        .arg("--trace")
+        .arg(trace)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let fields = report.as_object_mut().unwrap();
+    for timing in ["elapsed_seconds", "requests_per_second"] {
+        fields.remove(timing);
+    }
+    report
+}
+
+#[test]
+fn jobs_share_out_the_work_and_change_nothing_in_the_report() {
+    let trace = SyntheticTrace {
+        requests: 40_000,
+        objects: 6_000,
+        ..SyntheticTrace::default()
+    };
+    let path = std::env::temp_dir().join(format!("bloomgate-sim-{}-jobs.csv", std::process::id()));
+    let mut writer = TraceWriter::create(&path, Compression::None).unwrap();
+    for request in trace.iter() {
+        writer.write(&request).unwrap();
+    }
+    writer.finish().unwrap();
+    let sizes = ["--cache-percent", "1,5,20"];
+    let sequential = simulate_json(&path, &[&sizes[..], &["--jobs", "1"]].concat());
+    let caches = sequential["caches"].as_array().unwrap();
+    assert_eq!(caches.len(), 3);
+    let bloom_rotations = &caches[0]["policies"][2]["rotations"]["capacity"];
+    assert!(bloom_rotations.as_u64().unwrap() > 0, "{bloom_rotations}");
+    for jobs in ["2", "3", "12"] {
+        let parallel = simulate_json(&path, &[&sizes[..], &["--jobs", jobs]].concat());
+        assert_eq!(parallel, sequential, "--jobs {jobs}");
+    }
+    let tiers = ["--ram-percent", "1", "--disk-percent", "10"];
+    let sequential = simulate_json(&path, &[&tiers[..], &["--jobs", "1"]].concat());
+    assert_eq!(sequential["policies"].as_array().unwrap().len(), 3);
+    let parallel = simulate_json(&path, &[&tiers[..], &["--jobs", "3"]].concat());
+    assert_eq!(parallel, sequential);
 }

@@ -33,6 +33,7 @@ fn simulate_with(
         cache_bytes,
         doorkeeper: doorkeeper(capacity),
         probation,
+        seed: 1,
     }]);
     for (time, key) in keys.split_whitespace().enumerate() {
         simulator.request_key(key, size, time as f64);
@@ -110,6 +111,7 @@ fn exact_and_bloom_agree_when_the_filter_is_nearly_empty() {
         cache_bytes: 256 * 1024,
         doorkeeper: doorkeeper(100_000),
         probation: ProbationSetup::default(),
+        seed: 1,
     }]);
     for request in trace.iter() {
         simulator.request_key(&request.key, request.size, request.time);
@@ -137,6 +139,7 @@ fn max_age_rotates_on_trace_time() {
             ..doorkeeper(1000)
         },
         probation: ProbationSetup::default(),
+        seed: 1,
     }]);
     // A at t=0 and again at t=40, with two 10 s generations in between: first seen again.
     simulator.request_key("A", 10, 0.0);
