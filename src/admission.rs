@@ -24,9 +24,12 @@
 //! # Concurrency
 //!
 //! Readers never lock: the pair lives in an [`ArcSwap`], and a rotation builds the next pair
-//! and swaps it in. A compare-and-swap on a flag plus a check of the generation number make sure
-//! exactly one thread performs a given rotation; threads that lose the race carry on with the
-//! pair they loaded.
+//! and swaps it in with a compare-and-swap on that pointer, so exactly one thread performs a
+//! given rotation and none waits for another: every thread that finds the threshold crossed
+//! tries, and a rotating thread that is preempted cannot hold the others in a generation that
+//! is already full. The next generation's filter is zeroed ahead of time by an upkeep thread,
+//! which also frees retired filters, so a rotation costs a request no more than building the
+//! small value that describes a generation.
 //!
 //! **No lost keys.** An observe takes effect at one instant between its call and its return: the
 //! last time it reads the generation number, which it does after inserting. If the number moved
@@ -42,15 +45,17 @@
 mod clock;
 pub mod probation;
 mod snapshot;
+mod upkeep;
 
 use std::cell::Cell;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 
 use crate::bloom::{BloomFilter, Seed, Sizing};
+use upkeep::Upkeep;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use snapshot::DoorkeeperSnapshotError;
@@ -270,52 +275,104 @@ pub struct DoorkeeperStats {
     pub rotations: RotationCounts,
     /// Bytes held by both filters.
     pub memory_bytes: usize,
+    /// Bytes of the next generation's filter, zeroed ahead of its rotation; 0 until prepared.
+    pub spare_memory_bytes: usize,
     /// How long `current` has been taking inserts.
     pub current_age: Duration,
+    /// The fullest a filter has been when it left `previous`, as a multiple of the set bits at
+    /// which its generation was due to rotate: above 1.0, observes went on inserting after the
+    /// threshold was crossed. 0 until a filter that rotated by its bits has retired.
+    pub max_retired_fill: f64,
 }
 
-/// One generation: the pair of filters and when `current` must rotate.
+/// One generation: the pair of filters, when `current` must rotate, and the next `current`.
 struct Generation {
     number: u64,
     current: Arc<BloomFilter>,
     previous: Option<Arc<BloomFilter>>,
-    /// Set bits of `current` at which the lower of its fpr and capacity limits is reached.
-    rotate_at_set_bits: u64,
-    rotate_reason: RotationReason,
+    /// The set bits at which `previous`'s own generation was due to rotate, if known.
+    previous_limit: Option<u64>,
+    /// When `current` is due to rotate by its bits. Computed on first need (by the upkeep thread,
+    /// usually), not before the swap: the search takes microseconds, during which other threads
+    /// would go on inserting into the full generation.
+    limit: OnceLock<Limit>,
     started: Instant,
     expires: Option<Instant>,
+    /// The next generation's `current`, zeroed ahead of the rotation.
+    successor: OnceLock<Arc<BloomFilter>>,
+}
+
+/// Set bits of `current` at which the lower of its fpr and capacity limits is reached.
+#[derive(Debug, Clone, Copy)]
+struct Limit {
+    set_bits: u64,
+    reason: RotationReason,
 }
 
 impl Generation {
     fn new(
         number: u64,
-        current: BloomFilter,
+        current: Arc<BloomFilter>,
         previous: Option<Arc<BloomFilter>>,
+        previous_limit: Option<u64>,
         config: &DoorkeeperConfig,
         started: Instant,
     ) -> Self {
-        let previous_fpr = previous.as_ref().map_or(0.0, |p| p.estimated_fpr());
+        Self {
+            number,
+            current,
+            previous,
+            previous_limit,
+            limit: OnceLock::new(),
+            started,
+            expires: started.checked_add(config.max_age),
+            successor: OnceLock::new(),
+        }
+    }
+
+    fn limit(&self, config: &DoorkeeperConfig) -> Limit {
+        *self.limit.get_or_init(|| self.compute_limit(config))
+    }
+
+    fn compute_limit(&self, config: &DoorkeeperConfig) -> Limit {
+        let previous_fpr = self.previous.as_ref().map_or(0.0, |p| p.estimated_fpr());
         // The combined rate reaches rotate_at_fpr once fpr(current) reaches this.
         let current_fpr_limit = 1.0 - (1.0 - config.rotate_at_fpr) / (1.0 - previous_fpr);
         let fpr_limit = if current_fpr_limit > 0.0 {
-            current.set_bits_at_fpr(current_fpr_limit)
+            self.current.set_bits_at_fpr(current_fpr_limit)
         } else {
             0
         };
-        let capacity_limit = current.set_bits_at_len(config.capacity);
-        let (rotate_at_set_bits, rotate_reason) = if capacity_limit <= fpr_limit {
-            (capacity_limit, RotationReason::Capacity)
+        let capacity_limit = self.current.set_bits_at_len(config.capacity);
+        if capacity_limit <= fpr_limit {
+            Limit {
+                set_bits: capacity_limit,
+                reason: RotationReason::Capacity,
+            }
         } else {
-            (fpr_limit, RotationReason::FprThreshold)
-        };
-        Self {
-            number,
-            current: Arc::new(current),
-            previous,
-            rotate_at_set_bits,
-            rotate_reason,
-            started,
-            expires: started.checked_add(config.max_age),
+            Limit {
+                set_bits: fpr_limit,
+                reason: RotationReason::FprThreshold,
+            }
+        }
+    }
+
+    /// The next generation's filter, zeroed now if the upkeep thread has not done it yet.
+    fn successor(&self, config: &DoorkeeperConfig, sizing: Sizing) -> &Arc<BloomFilter> {
+        self.successor
+            .get_or_init(|| Arc::new(fresh_filter(config, sizing)))
+    }
+
+    /// Does ahead of time what a rotation away from this generation, and the first check of its
+    /// threshold, would otherwise do on a request. Each value is made before it is offered, so a
+    /// request thread that needs it meanwhile makes its own rather than waiting for this
+    /// low-priority caller to be scheduled.
+    fn prepare(&self, config: &DoorkeeperConfig, sizing: Sizing) {
+        if self.limit.get().is_none() {
+            let _ = self.limit.set(self.compute_limit(config));
+        }
+        if self.successor.get().is_none() {
+            let _ = self.successor.set(Arc::new(fresh_filter(config, sizing)));
         }
     }
 }
@@ -326,12 +383,16 @@ pub struct Doorkeeper {
     sizing: Sizing,
     clock: Arc<dyn Clock>,
     generation: ArcSwap<Generation>,
-    rotating: AtomicBool,
     rotations: [AtomicU64; 3],
+    /// `f64` bits of [`DoorkeeperStats::max_retired_fill`] (non-negative floats order as their bits).
+    max_retired_fill: AtomicU64,
+    upkeep: Upkeep,
 }
 
 /// Every this many observes a thread reads the clock for the max-age check (a clock read costs
 /// about as much as the rest of an observe); inserts that move the set-bit count also read it.
+/// Both also compare the set bits with the threshold: once a generation is full, inserts set no
+/// new bits, so the count alone would never be looked at again.
 const OBSERVES_PER_CLOCK_READ: u32 = 32;
 
 thread_local! {
@@ -383,7 +444,14 @@ impl Doorkeeper {
     ) -> Result<Self, DoorkeeperConfigError> {
         config.validate()?;
         let sizing = config.sizing();
-        let first = Generation::new(0, fresh_filter(&config, sizing), None, &config, clock.now());
+        let first = Generation::new(
+            0,
+            Arc::new(fresh_filter(&config, sizing)),
+            None,
+            None,
+            &config,
+            clock.now(),
+        );
         Ok(Self::from_generation(config, sizing, clock, first, [0; 3]))
     }
 
@@ -394,13 +462,17 @@ impl Doorkeeper {
         generation: Generation,
         rotations: [u64; 3],
     ) -> Self {
+        let generation = Arc::new(generation);
+        let upkeep = Upkeep::start(config.clone(), sizing);
+        upkeep.prepare(Arc::clone(&generation));
         Self {
             config,
             sizing,
             clock,
-            generation: ArcSwap::from_pointee(generation),
-            rotating: AtomicBool::new(false),
+            generation: ArcSwap::new(generation),
             rotations: rotations.map(AtomicU64::new),
+            max_retired_fill: AtomicU64::new(0),
+            upkeep,
         }
     }
 
@@ -426,7 +498,7 @@ impl Doorkeeper {
                 seen |= previous.contains(key);
             }
             if insertion.count_reported || clock_read_due() {
-                self.rotate_if_due_in(&generation, insertion.count_reported, true);
+                self.rotate_if_due_in(&generation);
             }
             let latest = self.generation.load();
             if latest.number == generation.number {
@@ -459,49 +531,47 @@ impl Doorkeeper {
     /// doorkeeper still rotates at `max_age`.
     pub fn rotate_if_due(&self) -> Option<RotationReason> {
         let generation = self.generation.load_full();
-        self.rotate_if_due_in(&generation, true, true)
+        self.rotate_if_due_in(&generation)
     }
 
-    fn rotate_if_due_in(
-        &self,
-        generation: &Generation,
-        check_bits: bool,
-        check_clock: bool,
-    ) -> Option<RotationReason> {
-        let reason = if check_bits && generation.current.set_bits() >= generation.rotate_at_set_bits
-        {
-            generation.rotate_reason
-        } else if check_clock && generation.expires.is_some_and(|e| self.clock.now() >= e) {
+    fn rotate_if_due_in(&self, generation: &Arc<Generation>) -> Option<RotationReason> {
+        let limit = generation.limit(&self.config);
+        let reason = if generation.current.set_bits() >= limit.set_bits {
+            limit.reason
+        } else if generation.expires.is_some_and(|e| self.clock.now() >= e) {
             RotationReason::MaxAge
         } else {
             return None;
         };
-        self.rotate(generation.number, reason).then_some(reason)
+        self.rotate(generation, reason).then_some(reason)
     }
 
-    /// Rotates away from generation `from`, unless another thread is rotating or already has.
-    fn rotate(&self, from: u64, reason: RotationReason) -> bool {
-        if self
-            .rotating
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return false;
-        }
-        let _release = ReleaseOnDrop(&self.rotating);
-        let old = self.generation.load_full();
-        if old.number != from {
-            return false;
-        }
-        let next = Generation::new(
-            old.number.wrapping_add(1),
-            fresh_filter(&self.config, self.sizing),
-            Some(Arc::clone(&old.current)),
+    /// Rotates away from generation `from`, unless another thread already has.
+    fn rotate(&self, from: &Arc<Generation>, reason: RotationReason) -> bool {
+        let next = Arc::new(Generation::new(
+            from.number.wrapping_add(1),
+            Arc::clone(from.successor(&self.config, self.sizing)),
+            Some(Arc::clone(&from.current)),
+            from.limit.get().map(|limit| limit.set_bits),
             &self.config,
             self.clock.now(),
-        );
-        self.generation.store(Arc::new(next));
+        ));
+        let installed = Arc::clone(&next);
+        let replaced = self.generation.compare_and_swap(from, next);
+        if !std::ptr::eq(&**replaced, &**from) {
+            return false;
+        }
+        drop(replaced);
         self.rotations[reason.index()].fetch_add(1, Ordering::Relaxed);
+        self.upkeep.prepare(installed);
+        if let Some(retired) = &from.previous {
+            if let Some(limit) = from.previous_limit.filter(|l| *l > 0) {
+                let fill = retired.set_bits() as f64 / limit as f64;
+                self.max_retired_fill
+                    .fetch_max(fill.to_bits(), Ordering::Relaxed);
+            }
+            self.upkeep.retire(Arc::clone(retired));
+        }
         true
     }
 
@@ -516,6 +586,10 @@ impl Doorkeeper {
         let current = GenerationStats::of(&generation.current);
         let previous = generation.previous.as_deref().map(GenerationStats::of);
         let previous_fpr = previous.map_or(0.0, |p| p.estimated_fpr);
+        let spare_memory_bytes = generation
+            .successor
+            .get()
+            .map_or(0, |spare| spare.memory_bytes());
         DoorkeeperStats {
             generation: generation.number,
             current,
@@ -523,10 +597,12 @@ impl Doorkeeper {
             combined_fpr: 1.0 - (1.0 - current.estimated_fpr) * (1.0 - previous_fpr),
             rotations: self.rotation_counts(),
             memory_bytes: current.memory_bytes + previous.map_or(0, |p| p.memory_bytes),
+            spare_memory_bytes,
             current_age: self
                 .clock
                 .now()
                 .saturating_duration_since(generation.started),
+            max_retired_fill: f64::from_bits(self.max_retired_fill.load(Ordering::Relaxed)),
         }
     }
 
@@ -561,12 +637,4 @@ fn fresh_filter(config: &DoorkeeperConfig, sizing: Sizing) -> BloomFilter {
         .num_hashes(sizing.num_hashes)
         .seed(Seed::random())
         .build()
-}
-
-struct ReleaseOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for ReleaseOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
 }

@@ -227,8 +227,9 @@ impl Doorkeeper {
         }
         let generation = Generation::new(
             number,
-            current,
+            Arc::new(current),
             previous.map(Arc::new),
+            None,
             &config,
             clock.now(),
         );

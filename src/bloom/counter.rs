@@ -20,6 +20,7 @@ thread_local! {
     static THREAD_INDEX: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
+#[inline]
 fn thread_index() -> usize {
     THREAD_INDEX.with(|index| match index.get() {
         Some(i) => i,

@@ -6,9 +6,9 @@
 //! - **One cache line per operation.** The bits are 512-bit blocks, one 64-byte cache line each;
 //!   a key sets all of its `k` bits inside one block, so an insert or a lookup touches one line
 //!   (a classic filter touches `k` lines).
-//! - **`&self` everywhere.** Bits are `AtomicU64`; [`BloomFilter::insert`] is a test-and-set in
-//!   one pass that reads the key's bits first and writes (`fetch_or`) only those still clear, so
-//!   repeated keys never take a line exclusive.
+//! - **`&self` everywhere.** Bits are `AtomicU64`; [`BloomFilter::insert`] reads the key's bits
+//!   first and writes (`fetch_or`) only if one is clear, so repeated keys never take a line
+//!   exclusive.
 //! - **Sized for its real false-positive rate.** Blocking costs accuracy at equal memory; the
 //!   sizing model (see [`Sizing`]) accounts for it, so the rate at `capacity` keys is at most the
 //!   target, not the unblocked formula's promise.
@@ -40,9 +40,12 @@ pub use hash::Seed;
 pub use math::{MAX_HASHES, Sizing};
 pub use snapshot::SnapshotError;
 
+/// The key's bits that are clear in `block`, folded into one word: 0 if all are set.
 #[inline]
-fn is_set(block: &[AtomicU64; BLOCK_WORDS], position: usize) -> bool {
-    block[position / 64].load(Relaxed) & (1 << (position % 64)) != 0
+fn missing_bits(block: &[AtomicU64; BLOCK_WORDS], positions: impl Iterator<Item = usize>) -> u64 {
+    positions.fold(0, |missing, position| {
+        missing | (!block[position / 64].load(Relaxed) & (1 << (position % 64)))
+    })
 }
 
 /// One cache line of bits.
@@ -204,21 +207,23 @@ impl BloomFilter {
         let probe = self.probe(key);
         let block = &self.blocks[probe.block].0;
         // Read first, so that a repeated key writes nothing and its line stays shared in every
-        // core's cache.
-        if probe.positions.clone().all(|p| is_set(block, p)) {
+        // core's cache. One test of all the bits rather than a branch per bit: each such branch
+        // waits for the block's cache miss and mispredicts, throwing away the work done under it.
+        if missing_bits(block, probe.positions.clone()) == 0 {
             return Insertion {
                 was_present: true,
                 count_reported: false,
             };
         }
-        let mut new_bits = 0;
-        for position in probe.positions {
-            let bit = 1 << (position % 64);
-            let word = &block[position / 64];
-            if word.load(Relaxed) & bit == 0 && word.fetch_or(bit, Relaxed) & bit == 0 {
-                new_bits += 1;
-            }
-        }
+        // Set every bit, without a branch per bit on whether it is already set (as above); the
+        // words' old values say which bits this call set.
+        let new_bits: u32 = probe
+            .positions
+            .map(|position| {
+                let bit = 1 << (position % 64);
+                u32::from(block[position / 64].fetch_or(bit, Relaxed) & bit == 0)
+            })
+            .sum();
         // Another thread may have set the missing bits meanwhile: then the key was present.
         if new_bits == 0 {
             return Insertion {
@@ -235,9 +240,8 @@ impl BloomFilter {
     /// True if `key` was (probably) inserted; never false for an inserted key.
     #[inline]
     pub fn contains(&self, key: &[u8]) -> bool {
-        let mut probe = self.probe(key);
-        let block = &self.blocks[probe.block].0;
-        probe.positions.all(|p| is_set(block, p))
+        let probe = self.probe(key);
+        missing_bits(&self.blocks[probe.block].0, probe.positions) == 0
     }
 
     /// Bits set, counted as they are set (exact when no insert is in flight).
