@@ -109,7 +109,8 @@ pub struct OriginConfig {
     pub idle_timeout: Duration,
     /// Idle pooled connections are closed after this. Default 90s.
     pub pool_idle_timeout: Duration,
-    /// Idle connections kept per origin host; 0 disables pooling. Default 256.
+    /// Idle connections kept to the origin in all, split evenly among the serving threads (each has
+    /// its own pool); 0 disables pooling. Default 256.
     pub pool_max_idle_per_host: usize,
     /// False: send the origin's authority as Host; true: forward the client's Host. Default false.
     pub preserve_host: bool,
