@@ -240,8 +240,13 @@ impl BloomFilter {
     /// True if `key` was (probably) inserted; never false for an inserted key.
     #[inline]
     pub fn contains(&self, key: &[u8]) -> bool {
-        let probe = self.probe(key);
-        missing_bits(&self.blocks[probe.block].0, probe.positions) == 0
+        let mut probe = self.probe(key);
+        let block = &self.blocks[probe.block].0;
+        // A branch per bit here, unlike in insert: a present key predicts them all. Folding the
+        // bits as insert does made absent lookups 16% faster but present ones 4-6% slower.
+        probe
+            .positions
+            .all(|position| block[position / 64].load(Relaxed) & (1 << (position % 64)) != 0)
     }
 
     /// Bits set, counted as they are set (exact when no insert is in flight).
