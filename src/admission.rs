@@ -488,14 +488,25 @@ impl Doorkeeper {
         let mut seen = false;
         let mut inserted_into: Option<Arc<BloomFilter>> = None;
         loop {
-            let insertion = generation.current.insert_reporting(key);
+            // A first sighting (most calls: a key seen before is usually cached by now) reads
+            // two filters, two cache lines far apart. Locate the key in both before touching
+            // either, so that the second line is on its way while the first is awaited: the
+            // insert's locked writes would otherwise hold the second read back until the first
+            // line came. The two misses then cost about one; a key found in `current` pays for
+            // the second hash, which mostly runs while its own line is awaited.
+            let in_current = generation.current.locate(key);
+            let in_previous = generation
+                .previous
+                .as_ref()
+                // Our own earlier insert is no sighting.
+                .filter(|p| !inserted_into.as_ref().is_some_and(|f| Arc::ptr_eq(f, p)))
+                .map(|previous| (previous, previous.locate(key)));
+            let insertion = generation.current.insert_probe(in_current);
             seen |= insertion.was_present;
             if !insertion.was_present
-                && let Some(previous) = &generation.previous
-                // Our own earlier insert is no sighting.
-                && !inserted_into.as_ref().is_some_and(|f| Arc::ptr_eq(f, previous))
+                && let Some((previous, probe)) = in_previous
             {
-                seen |= previous.contains(key);
+                seen |= previous.contains_probe(probe);
             }
             if insertion.count_reported || clock_read_due() {
                 self.rotate_if_due_in(&generation);
