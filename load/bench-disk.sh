@@ -206,15 +206,9 @@ end
 EOF
 }
 
-# Requests every object twice, then once more: bloomgate stores each on its second request and,
-# its RAM being small, evicts it to disk (hit while in RAM); nginx stores each on the first.
-warm() {
-  local url=$1 pass i
-  for pass in 1 2 3; do
-    for i in $(seq "$OBJECTS"); do echo "$url/obj/disk$i?size=65536"; done |
-      xargs -P 8 -n 50 curl -s >/dev/null
-  done
-}
+# bloomgate stores each object on its second request and, its RAM being small, evicts it to disk
+# (hit while in RAM); nginx stores each on the first.
+warm() { warm_objects "$1" "$OBJECTS" disk; }
 
 wrk_rps() {
   wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" -s "$WORK/random.lua" "$1" 2>&1 |

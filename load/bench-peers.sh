@@ -53,25 +53,11 @@ declare -A DISK_PORT=([bloomgate]=$((BASE_PORT + 10)) [nginx]=${PORT[nginx]} [at
 ADMIN_PORT=$((BASE_PORT + 9))
 ORIGIN="127.0.0.1:$ORIGIN_PORT"
 
-WORK=$(mktemp -d /tmp/bloomgate-bench.XXXXXX)
+# shellcheck source=load/lib.sh
+source load/lib.sh
 # Caches that live in files get a memory-backed directory, so no peer pays for a disk.
 SHM=$(mktemp -d /dev/shm/bloomgate-bench.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do
-    kill "$pid" 2>/dev/null || true
-  done
-  sleep 0.5
-  for pid in "${PIDS[@]}"; do
-    kill -9 "$pid" 2>/dev/null || true
-  done
-  rm -rf "$SHM"
-  if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-log() { echo "bench-peers: $*" >&2; }
+trap 'rm -rf "$SHM"; stop_all' EXIT
 
 install_missing() {
   local missing=()
@@ -348,14 +334,6 @@ EOF
 
 # Requests every disk object three times (second-hit admission stores each on its second request;
 # bloomgate's small RAM then evicts it to the disk tier), 8 curls at a time.
-warm_disk() {
-  local base=$1 pass i
-  for pass in 1 2 3; do
-    for i in $(seq "$DISK_OBJECTS"); do echo "$base/obj/disk-$i?size=65536"; done |
-      xargs -P 8 -n 50 curl -s >/dev/null
-  done
-}
-
 # wrk latency in ms from a value like 812.00us, 1.23ms, 1.02s.
 to_ms() {
   awk -v v="$1" 'BEGIN {
@@ -410,7 +388,7 @@ for peer in $PEERS; do
     fi
     if [[ " $WORKLOADS " == *" disk "* && -n "${DISK_PORT[$peer]:-}" ]]; then
       log "warming $DISK_OBJECTS disk objects of $peer"
-      warm_disk "http://127.0.0.1:${DISK_PORT[$peer]}"
+      warm_objects "http://127.0.0.1:${DISK_PORT[$peer]}" "$DISK_OBJECTS" disk-
     fi
   else
     log "$peer did not start; skipped (KEEP=1 keeps its log in $WORK)"

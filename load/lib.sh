@@ -119,6 +119,17 @@ stop_pid() {
 }
 
 # scrape ADMIN_URL FILE: saves the Prometheus text of a proxy.
+# warm_objects BASE_URL COUNT PREFIX: asks for the 64 KiB objects BASE_URL/obj/PREFIX1 ..PREFIXCOUNT
+# three times each, 8 clients at a time: a second-hit cache stores each on its second request and,
+# when its RAM is small, has moved most of them to its disk tier by the third.
+warm_objects() {
+  local base=$1 count=$2 prefix=$3 pass i
+  for pass in 1 2 3; do
+    for i in $(seq "$count"); do echo "$base/obj/$prefix$i?size=65536"; done |
+      xargs -P 8 -n 50 curl -s >/dev/null
+  done
+}
+
 scrape() { curl -sf --max-time 5 "$1/metrics" >"$2"; }
 
 # metric FILE NAME [LABEL_REGEX]: sum of the samples of NAME (all label sets, or those whose labels
