@@ -186,32 +186,19 @@ pub fn simulate_tiers(args: &SimulateArgs) -> Result<TierSimReport, SimError> {
         let group = index % groups.len();
         groups[group].push(sim);
     }
-    let progress = progress_bar(Some(prepass.requests), "simulating");
-    let started = Instant::now();
-    let mut feeds: Vec<_> = groups
-        .iter_mut()
-        .enumerate()
-        .map(|(index, sims)| {
-            let progress = (index == 0).then_some(&progress);
-            move |batch: &[SimRequest]| {
-                for request in batch {
-                    for sim in sims.iter_mut() {
-                        sim.request(request.id, request.fingerprint, request.size, request.time);
-                    }
-                }
-                if let Some(progress) = progress {
-                    progress.inc(batch.len() as u64);
+    let (info, stats, elapsed) = scan_into(
+        args,
+        options,
+        Some(prepass.requests),
+        &mut groups,
+        |sims, batch| {
+            for request in batch {
+                for sim in sims.iter_mut() {
+                    sim.request(request.id, request.fingerprint, request.size, request.time);
                 }
             }
-        })
-        .collect();
-    let mut consumers: Vec<Consumer<'_>> =
-        feeds.iter_mut().map(|feed| feed as Consumer<'_>).collect();
-    let (info, stats) = pipeline::scan(&args.trace, options, &mut consumers)?;
-    let elapsed = started.elapsed().as_secs_f64();
-    progress.finish_and_clear();
-    drop(consumers);
-    drop(feeds);
+        },
+    )?;
     let mut policies: Vec<TierReport> = groups.into_iter().flatten().map(TierSim::finish).collect();
     policies.sort_by_key(|p| DiskPolicy::ALL.iter().position(|&d| Some(d) == p.policy));
     let percent = |bytes: u64| 100.0 * ratio(bytes, stats.footprint_bytes);
@@ -290,29 +277,14 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
             },
         })
         .collect();
-    let progress = progress_bar(prepass.map(|s| s.requests), "simulating");
     let mut parts = Simulator::new(&setups).split(args.jobs());
-    let started = Instant::now();
-    let mut feeds: Vec<_> = parts
-        .iter_mut()
-        .enumerate()
-        .map(|(index, part)| {
-            let progress = (index == 0).then_some(&progress);
-            move |batch: &[SimRequest]| {
-                part.request_all(batch);
-                if let Some(progress) = progress {
-                    progress.inc(batch.len() as u64);
-                }
-            }
-        })
-        .collect();
-    let mut consumers: Vec<Consumer<'_>> =
-        feeds.iter_mut().map(|feed| feed as Consumer<'_>).collect();
-    let (info, stats) = pipeline::scan(&args.trace, options, &mut consumers)?;
-    let elapsed = started.elapsed().as_secs_f64();
-    progress.finish_and_clear();
-    drop(consumers);
-    drop(feeds);
+    let (info, stats, elapsed) = scan_into(
+        args,
+        options,
+        prepass.map(|s| s.requests),
+        &mut parts,
+        |part, batch| part.request_all(batch),
+    )?;
     let reports = Simulator::merge(parts).finish();
     let caches = cache_sizes
         .iter()
@@ -328,6 +300,40 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
         elapsed_seconds: elapsed,
         requests_per_second: stats.requests as f64 / elapsed.max(1e-9),
     })
+}
+
+/// Scans the trace once, each part fed every batch by `feed` in a thread of its own (the first
+/// also moves the progress bar towards `requests`, when known); returns what the scan found and
+/// the seconds it took.
+fn scan_into<P: Send>(
+    args: &SimulateArgs,
+    options: ReadOptions,
+    requests: Option<u64>,
+    parts: &mut [P],
+    feed: impl Fn(&mut P, &[SimRequest]) + Sync,
+) -> Result<(TraceInfo, TraceStats, f64), SimError> {
+    let progress = progress_bar(requests, "simulating");
+    let started = Instant::now();
+    let mut feeds: Vec<_> = parts
+        .iter_mut()
+        .enumerate()
+        .map(|(index, part)| {
+            let progress = (index == 0).then_some(&progress);
+            let feed = &feed;
+            move |batch: &[SimRequest]| {
+                feed(part, batch);
+                if let Some(progress) = progress {
+                    progress.inc(batch.len() as u64);
+                }
+            }
+        })
+        .collect();
+    let mut consumers: Vec<Consumer<'_>> =
+        feeds.iter_mut().map(|feed| feed as Consumer<'_>).collect();
+    let (info, stats) = pipeline::scan(&args.trace, options, &mut consumers)?;
+    let elapsed = started.elapsed().as_secs_f64();
+    progress.finish_and_clear();
+    Ok((info, stats, elapsed))
 }
 
 fn validate(args: &SimulateArgs) -> Result<(), SimError> {
