@@ -13,7 +13,7 @@
 //! are in README.md, "The admission filter", under "Two filters, one wait".
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bloomgate::admission::{Doorkeeper, DoorkeeperConfig};
 
@@ -47,13 +47,7 @@ fn main() {
     let capacity = setting("CAPACITY", if quick { 10_000 } else { 10_000_000 });
     let rounds = setting("ROUNDS", if quick { 3 } else { 31 });
     let batch = setting("BATCH", if quick { 1_000 } else { 200_000 });
-    // The proxy's defaults but for the capacity.
-    let door = Doorkeeper::new(DoorkeeperConfig {
-        capacity,
-        target_fpr: 0.01,
-        rotate_at_fpr: 0.02,
-        max_age: Duration::from_secs(3600),
-    });
+    let door = Doorkeeper::new(DoorkeeperConfig::with_capacity(capacity));
     let mut next = 0u64;
     while door.generation() < 1 {
         door.observe(&key(next));

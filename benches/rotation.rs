@@ -8,7 +8,7 @@
 //! Results are in README.md, "The admission filter", under "Rotation off the request path".
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bloomgate::admission::{Doorkeeper, DoorkeeperConfig};
 use hdrhistogram::Histogram;
@@ -77,12 +77,7 @@ fn main() {
     let capacity = setting("CAPACITY", 10_000_000);
     let threads = setting("THREADS", 2);
     let rotations = setting("ROTATIONS", 4);
-    let door = Arc::new(Doorkeeper::new(DoorkeeperConfig {
-        capacity,
-        target_fpr: 0.01,
-        rotate_at_fpr: 0.02,
-        max_age: Duration::from_secs(3600),
-    }));
+    let door = Arc::new(Doorkeeper::new(DoorkeeperConfig::with_capacity(capacity)));
     println!(
         "capacity {capacity}, {threads} threads, {rotations} rotations, filter {:.1} MB",
         door.stats().current.memory_bytes as f64 / 1e6

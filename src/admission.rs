@@ -122,6 +122,17 @@ impl DoorkeeperConfigError {
 }
 
 impl DoorkeeperConfig {
+    /// The shipped defaults (`config/bloomgate.toml`: `target_fpr` 0.01, `rotate_at_fpr` 0.02,
+    /// `max_age` one hour) for a doorkeeper of `capacity` keys.
+    pub fn with_capacity(capacity: u64) -> Self {
+        DoorkeeperConfig {
+            capacity,
+            target_fpr: 0.01,
+            rotate_at_fpr: 0.02,
+            max_age: Duration::from_secs(3600),
+        }
+    }
+
     /// Checks the ranges documented on each field; the error is the first of [`Self::problems`].
     pub fn validate(&self) -> Result<(), DoorkeeperConfigError> {
         match self.problems().into_iter().next() {

@@ -247,17 +247,11 @@ fn read_u64(bytes: &[u8], at: usize) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::*;
 
     fn config() -> DoorkeeperConfig {
-        DoorkeeperConfig {
-            capacity: 1000,
-            target_fpr: 0.01,
-            rotate_at_fpr: 0.02,
-            max_age: Duration::from_secs(3600),
-        }
+        DoorkeeperConfig::with_capacity(1000)
     }
 
     /// A snapshot with header bytes `at..at + value.len()` replaced and the header checksum redone,

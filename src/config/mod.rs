@@ -347,6 +347,10 @@ mod tests {
                 max_age: Duration::from_secs(3600),
             }
         );
+        assert_eq!(
+            config.admission.doorkeeper,
+            DoorkeeperConfig::with_capacity(1_000_000)
+        );
         assert_eq!(config.admission.snapshot_path, None);
         assert_eq!(config.admission.snapshot_interval, Duration::from_secs(300));
         assert_eq!(config.admin.listen, "127.0.0.1:9091".parse().unwrap());

@@ -243,12 +243,7 @@ mod tests {
     }
 
     fn door() -> Doorkeeper {
-        Doorkeeper::new(DoorkeeperConfig {
-            capacity: 1000,
-            target_fpr: 0.01,
-            rotate_at_fpr: 0.02,
-            max_age: std::time::Duration::from_secs(3600),
-        })
+        Doorkeeper::new(DoorkeeperConfig::with_capacity(1000))
     }
 
     #[test]

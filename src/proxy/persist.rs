@@ -178,17 +178,11 @@ pub(super) async fn save_periodically(proxy: Arc<Proxy>) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::*;
 
     fn config(capacity: u64) -> DoorkeeperConfig {
-        DoorkeeperConfig {
-            capacity,
-            target_fpr: 0.01,
-            rotate_at_fpr: 0.02,
-            max_age: Duration::from_secs(3600),
-        }
+        DoorkeeperConfig::with_capacity(capacity)
     }
 
     fn scratch(name: &str) -> PathBuf {

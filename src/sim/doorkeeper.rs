@@ -357,18 +357,12 @@ impl DoorkeeperModel {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::time::Duration;
 
     use super::*;
     use crate::admission::{Doorkeeper, ManualClock};
 
     fn config(capacity: u64) -> DoorkeeperConfig {
-        DoorkeeperConfig {
-            capacity,
-            target_fpr: 0.01,
-            rotate_at_fpr: 0.02,
-            max_age: Duration::from_secs(3600),
-        }
+        DoorkeeperConfig::with_capacity(capacity)
     }
 
     fn key(i: u64) -> u64 {

@@ -215,17 +215,11 @@ fn write(disk: &mut ByteLru, report: &mut TierReport, id: u32, size: u64) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::*;
 
     fn run(policy: DiskPolicy, keys: &str, ram: u64, disk: u64) -> TierReport {
-        let config = DoorkeeperConfig {
-            capacity: 1000,
-            target_fpr: 0.01,
-            rotate_at_fpr: 0.02,
-            max_age: Duration::from_secs(3600),
-        };
+        let config = DoorkeeperConfig::with_capacity(1000);
         let mut sim = TierSim::new(policy, ram, disk, &config, 1);
         for (time, key) in keys.split_whitespace().enumerate() {
             let id = u32::from(key.as_bytes()[0] - b'A');

@@ -14,12 +14,7 @@ fn url(thread: u64, i: u64) -> Vec<u8> {
 
 /// Small generations so that rotations happen every few hundred observes.
 fn small_config() -> DoorkeeperConfig {
-    DoorkeeperConfig {
-        capacity: 500,
-        target_fpr: 0.01,
-        rotate_at_fpr: 0.02,
-        max_age: Duration::from_secs(3600),
-    }
+    DoorkeeperConfig::with_capacity(500)
 }
 
 #[test]

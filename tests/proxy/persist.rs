@@ -188,12 +188,7 @@ const BIG_CAPACITY: u64 = 3_000_000;
 const KILLS: usize = 20;
 
 fn big_doorkeeper_config() -> DoorkeeperConfig {
-    DoorkeeperConfig {
-        capacity: BIG_CAPACITY,
-        target_fpr: 0.01,
-        rotate_at_fpr: 0.02,
-        max_age: Duration::from_secs(3600),
-    }
+    DoorkeeperConfig::with_capacity(BIG_CAPACITY)
 }
 
 /// A small generator for kill delays; its seed is printed so that a failure can be replayed.

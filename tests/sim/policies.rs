@@ -9,12 +9,7 @@ use bloomgate::sim::{
 use bloomgate::trace::SyntheticTrace;
 
 fn doorkeeper(capacity: u64) -> DoorkeeperConfig {
-    DoorkeeperConfig {
-        capacity,
-        target_fpr: 0.01,
-        rotate_at_fpr: 0.02,
-        max_age: Duration::from_secs(3600),
-    }
+    DoorkeeperConfig::with_capacity(capacity)
 }
 
 /// Runs `keys` (each of `size` bytes, one per trace second) and returns the reports by policy.
