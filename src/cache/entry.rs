@@ -118,14 +118,14 @@ pub fn policy_request_fields(
     request_headers: &HeaderMap,
     response_headers: &HeaderMap,
 ) -> HeaderMap {
-    let varied: Vec<String> = vary_names(response_headers).collect();
+    let varied: Vec<HeaderName> = vary_header_names(response_headers).collect();
     owned_fields(request_headers, |name| {
         policy_reads_request_field(name, &varied)
     })
 }
 
-fn policy_reads_request_field(name: &HeaderName, varied: &[String]) -> bool {
-    POLICY_REQUEST_FIELDS.contains(name) || varied.iter().any(|v| v == name.as_str())
+fn policy_reads_request_field(name: &HeaderName, varied: &[HeaderName]) -> bool {
+    POLICY_REQUEST_FIELDS.contains(name) || varied.contains(name)
 }
 
 /// The response fields a policy keeps: those its freshness, age, validators and `Vary` are read
@@ -232,7 +232,6 @@ fn weigh(
     varied_names: &[HeaderName],
     vary_selection: &[Option<HeaderValue>],
 ) -> u32 {
-    let varied: Vec<String> = vary_names(headers).collect();
     let policy = weight::header_fields(
         headers
             .iter()
@@ -240,7 +239,7 @@ fn weigh(
     ) + weight::header_fields(
         request_headers
             .iter()
-            .filter(|(name, _)| policy_reads_request_field(name, &varied)),
+            .filter(|(name, _)| policy_reads_request_field(name, varied_names)),
     );
     let selection = vary_selection
         .iter()
@@ -281,9 +280,7 @@ impl StoredResponse {
         now: SystemTime,
     ) -> StoredResponse {
         let fresh_until = now + policy.time_to_live(now);
-        let vary_names: Box<[HeaderName]> = vary_names(&headers)
-            .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
-            .collect();
+        let vary_names: Box<[HeaderName]> = vary_header_names(&headers).collect();
         // Owned: the selection lives as long as the entry (see `owned_headers`).
         let vary_selection: Box<[Option<HeaderValue>]> =
             field::selection(request_headers, &vary_names)
@@ -486,6 +483,11 @@ fn vary_names(headers: &HeaderMap) -> impl Iterator<Item = String> + '_ {
         .flat_map(|value| value.split(','))
         .map(|name| name.trim().to_ascii_lowercase())
         .filter(|name| !name.is_empty())
+}
+
+/// The `Vary` names that parse as field names: those a request's fields can be matched against.
+fn vary_header_names(headers: &HeaderMap) -> impl Iterator<Item = HeaderName> + '_ {
+    vary_names(headers).filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
 }
 
 #[cfg(test)]
