@@ -29,6 +29,7 @@ pub const CACHE_WRITTEN_BYTES_TOTAL: &str = "bloomgate_cache_written_bytes_total
 pub const CACHE_EVICTIONS_TOTAL: &str = "bloomgate_cache_evictions_total";
 pub const CACHE_EXPIRATIONS_TOTAL: &str = "bloomgate_cache_expirations_total";
 pub const CACHE_HIT_BYTES_TOTAL: &str = "bloomgate_cache_hit_bytes_total";
+pub const CACHED_ERRORS_TOTAL: &str = "bloomgate_cached_errors_total";
 pub const DISK_BYTES: &str = "bloomgate_disk_bytes";
 pub const DISK_MAX_BYTES: &str = "bloomgate_disk_max_bytes";
 pub const DISK_ENTRIES: &str = "bloomgate_disk_entries";
@@ -129,6 +130,10 @@ fn describe() {
         REQUEST_DURATION_SECONDS,
         Unit::Seconds,
         "Time from request to response headers."
+    );
+    describe_counter!(
+        CACHED_ERRORS_TOTAL,
+        "Responses with an error status (4xx, 5xx) the cache served (served=hit) or stored from the origin (served=stored)."
     );
     describe_counter!(
         ADMISSION_TOTAL,

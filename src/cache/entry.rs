@@ -3,10 +3,13 @@
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
+use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, StatusCode};
-use http_cache_semantics::{CacheOptions, CachePolicy, RequestLike};
 
+use super::control::{Delta, RequestDirectives, ResponseControl, ResponseDirectives};
+use super::freshness::{
+    Lifetime, has_explicit_freshness, heuristically_cacheable, http_date, understood,
+};
 use super::{field, weight};
 
 /// Why a response was not stored; the text is the `detail` of its `Cache-Status`.
@@ -49,136 +52,38 @@ impl NotStored {
 }
 
 /// The request as the cache policy sees it: the key has already matched, so the URI always does.
-pub struct PolicyRequest<'a> {
-    pub method: &'a Method,
-    pub headers: &'a HeaderMap,
-}
-
-impl RequestLike for PolicyRequest<'_> {
-    fn uri(&self) -> http::Uri {
-        http::Uri::from_static("/")
-    }
-    fn is_same_uri(&self, _other: &http::Uri) -> bool {
-        true
-    }
-    fn method(&self) -> &Method {
-        self.method
-    }
-    fn headers(&self) -> &HeaderMap {
-        self.headers
-    }
-}
-
-/// The response as the cache policy sees it.
-pub struct PolicyResponse<'a> {
-    pub status: StatusCode,
-    pub headers: &'a HeaderMap,
-}
-
-impl http_cache_semantics::ResponseLike for PolicyResponse<'_> {
-    fn status(&self) -> StatusCode {
-        self.status
-    }
-    fn headers(&self) -> &HeaderMap {
-        self.headers
-    }
-}
-
-pub fn policy_for(
-    method: &Method,
+/// Decides whether a shared cache may store this response (RFC 9111 section 3), and if not, why.
+///
+/// `control` holds the directives bloomgate obeys (a targeted field's, or `Cache-Control`'s);
+/// the reasons are checked in the order an operator would look for them.
+pub fn storability(
     request_headers: &HeaderMap,
     status: StatusCode,
     response_headers: &HeaderMap,
-    response_time: SystemTime,
-) -> CachePolicy {
-    CachePolicy::new_options(
-        &PolicyRequest {
-            method,
-            headers: &policy_request_fields(request_headers, response_headers),
-        },
-        &PolicyResponse {
-            status,
-            headers: &policy_response_fields(response_headers),
-        },
-        response_time,
-        CacheOptions {
-            shared: true,
-            ..CacheOptions::default()
-        },
-    )
-}
-
-/// The request fields a policy keeps: those it reads again after it is made (`Host`, which a later
-/// request must match, and the fields the response varies on), owned (see `owned_headers`).
-///
-/// Everything else would be a copy per entry of all the first requester's headers. Nor are the first requester's credentials kept: a stored entry, and its
-/// disk record, would hold them for as long as the entry lives. `storability` has already read
-/// them; only a field the response varies on stays, for the policy's own `Vary` matching.
-pub fn policy_request_fields(
-    request_headers: &HeaderMap,
-    response_headers: &HeaderMap,
-) -> HeaderMap {
-    let varied: Vec<HeaderName> = vary_header_names(response_headers).collect();
-    owned_fields(request_headers, |name| {
-        policy_reads_request_field(name, &varied)
-    })
-}
-
-fn policy_reads_request_field(name: &HeaderName, varied: &[HeaderName]) -> bool {
-    POLICY_REQUEST_FIELDS.contains(name) || varied.contains(name)
-}
-
-/// The response fields a policy keeps: those its freshness, age, validators and `Vary` are read
-/// from, owned.
-fn policy_response_fields(response_headers: &HeaderMap) -> HeaderMap {
-    owned_fields(response_headers, |name| {
-        POLICY_RESPONSE_FIELDS.contains(name)
-    })
-}
-
-/// Request fields the policy reads after it is made (`Cache-Control` is parsed as it is made).
-const POLICY_REQUEST_FIELDS: [HeaderName; 2] = [header::HOST, header::CACHE_CONTROL];
-
-/// Response fields `http-cache-semantics` reads (its `is_storable`, `time_to_live`, `age`,
-/// `before_request` and `after_response`).
-const POLICY_RESPONSE_FIELDS: [HeaderName; 10] = [
-    header::AGE,
-    header::CACHE_CONTROL,
-    header::DATE,
-    header::ETAG,
-    header::EXPIRES,
-    header::LAST_MODIFIED,
-    header::PRAGMA,
-    header::SET_COOKIE,
-    header::VARY,
-    header::WARNING,
-];
-
-/// Decides whether a shared cache may store this response (RFC 9111 section 3), and if not, why.
-///
-/// The reasons are checked in the order an operator would look for them; `http-cache-semantics`
-/// has the final word on everything it knows.
-pub fn storability(
-    request_headers: &HeaderMap,
-    response_headers: &HeaderMap,
-    policy: &CachePolicy,
-    now: SystemTime,
+    control: &ResponseControl,
 ) -> Result<(), NotStored> {
-    let response_cc = directives(response_headers);
-    let request_cc = directives(request_headers);
-    if has(&request_cc, "no-store") {
+    let directives = &control.directives;
+    if RequestDirectives::of(request_headers).no_store {
         return Err(NotStored::RequestNoStore);
     }
-    if has(&response_cc, "no-store") {
+    // 206 and 304 are never stored as the object; 1xx never reach here.
+    if matches!(status.as_u16(), 206 | 304) || status.is_informational() {
+        return Err(NotStored::Status);
+    }
+    // `must-understand` stands in for `no-store` when the cache knows the status code, and
+    // refuses storage when it does not (section 5.2.2.3).
+    if directives.must_understand {
+        if !understood(status) {
+            return Err(NotStored::Status);
+        }
+    } else if directives.no_store {
         return Err(NotStored::NoStore);
     }
-    if has(&response_cc, "private") {
+    if directives.private {
         return Err(NotStored::Private);
     }
     if request_headers.contains_key(header::AUTHORIZATION)
-        && !(has(&response_cc, "public")
-            || has(&response_cc, "s-maxage")
-            || has(&response_cc, "must-revalidate"))
+        && !(directives.public || directives.s_maxage.is_some() || directives.must_revalidate)
     {
         return Err(NotStored::Authorization);
     }
@@ -189,31 +94,53 @@ pub fn storability(
     if vary_names(response_headers).any(|name| name == "*") {
         return Err(NotStored::VaryStar);
     }
-    if !policy.is_storable() {
+    let stale_extension =
+        directives.stale_while_revalidate.is_some() || directives.stale_if_error.is_some();
+    // Any final status with explicit freshness may be stored; without it, only a heuristically
+    // cacheable one, or any with `public` (section 3).
+    if !(has_explicit_freshness(response_headers, control)
+        || directives.public
+        || stale_extension
+        || heuristically_cacheable(status))
+    {
         return Err(NotStored::Status);
     }
     let has_validator = response_headers.contains_key(header::ETAG)
         || response_headers.contains_key(header::LAST_MODIFIED);
-    if policy.time_to_live(now).is_zero()
-        && !has_validator
-        && stale_extensions(response_headers).is_zero()
-    {
+    let lifetime = Lifetime::of(status, response_headers, control, SystemTime::now());
+    let reusable = (lifetime.freshness > lifetime.initial_age && !directives.no_cache)
+        || (!directives.forbids_stale() && stale_windows(directives) > Duration::ZERO);
+    if !reusable && !has_validator {
         return Err(NotStored::NoFreshness);
     }
     Ok(())
 }
 
-/// A response held in the cache: end-to-end headers, the body shared by every hit, and its policy.
+/// The longer of the windows in which a stale copy may still be served.
+fn stale_windows(directives: &ResponseDirectives) -> Duration {
+    let seconds = |delta: Option<Delta>| delta.map_or(0, Delta::seconds);
+    Duration::from_secs(
+        seconds(directives.stale_while_revalidate).max(seconds(directives.stale_if_error)),
+    )
+}
+
+/// A response held in the cache: end-to-end headers, the body shared by every hit, and what its
+/// directives say about reusing it.
 #[derive(Debug)]
 pub struct StoredResponse {
-    pub policy: CachePolicy,
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
-    /// When the response stops being fresh.
-    pub fresh_until: SystemTime,
+    /// Its freshness lifetime and age.
+    pub lifetime: Lifetime,
+    /// Every use needs a successful validation first (`no-cache`).
+    pub always_revalidate: bool,
+    /// Whether a stale copy may be served at all (RFC 9111 section 4.2.4).
+    pub stale_allowed: bool,
     pub stale_while_revalidate: Duration,
     pub stale_if_error: Duration,
+    /// Whether a targeted field (RFC 9213) gave the directives.
+    pub targeted: bool,
     /// The request fields the response's `Vary` names, lower-cased, in the order it names them.
     pub vary_names: Box<[HeaderName]>,
     /// Those fields' combined values as the stored request had them: which requests this variant
@@ -223,24 +150,14 @@ pub struct StoredResponse {
     pub weight: u32,
 }
 
-/// What a stored response costs in memory (see [`weight`]): its body, its headers, the policy's
-/// copies of some of them, its `Vary` selection, and the structs around them.
+/// What a stored response costs in memory (see [`weight`]): its body, its headers, its `Vary`
+/// selection, and the structs around them.
 fn weigh(
     headers: &HeaderMap,
     body: &Bytes,
-    request_headers: &HeaderMap,
     varied_names: &[HeaderName],
     vary_selection: &[Option<HeaderValue>],
 ) -> u32 {
-    let policy = weight::header_fields(
-        headers
-            .iter()
-            .filter(|(name, _)| POLICY_RESPONSE_FIELDS.contains(name)),
-    ) + weight::header_fields(
-        request_headers
-            .iter()
-            .filter(|(name, _)| policy_reads_request_field(name, varied_names)),
-    );
     let selection = vary_selection
         .iter()
         .flatten()
@@ -248,21 +165,19 @@ fn weigh(
         .sum::<usize>()
         + weight::allocation(std::mem::size_of_val(vary_selection))
         + weight::allocation(std::mem::size_of_val(varied_names));
-    let bytes = weight::allocation(body.len())
-        + weight::header_fields(headers.iter())
-        + policy
-        + selection
-        + ENTRY;
+    let bytes =
+        weight::allocation(body.len()) + weight::header_fields(headers.iter()) + selection + ENTRY;
     u32::try_from(bytes).unwrap_or(u32::MAX)
 }
 
-/// What every stored response holds whatever its headers: its struct in an `Arc`, and the
-/// policy's parsed `Cache-Control` directives (a small map and its strings). Measured in
+/// What every stored response holds whatever its headers: its struct in an `Arc`. Measured in
 /// `tests/memory`.
-const ENTRY: usize = std::mem::size_of::<StoredResponse>() + 16 + 320;
+const ENTRY: usize = std::mem::size_of::<StoredResponse>() + 16;
 
 /// How a stored response can answer a request now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Freshness {
+    /// Fresh, or stale within what the request's `max-stale` accepts.
     Fresh,
     /// Stale, but within `stale-while-revalidate`: serve it and revalidate in the background.
     StaleWhileRevalidate,
@@ -271,15 +186,19 @@ pub enum Freshness {
 }
 
 impl StoredResponse {
+    /// The entry for a response received at `response_time`, for a request with
+    /// `request_headers`; `targeted` are the fields whose directives replace `Cache-Control`.
     pub fn new(
-        policy: CachePolicy,
         status: StatusCode,
         headers: HeaderMap,
         body: Bytes,
         request_headers: &HeaderMap,
-        now: SystemTime,
+        targeted: &[HeaderName],
+        response_time: SystemTime,
     ) -> StoredResponse {
-        let fresh_until = now + policy.time_to_live(now);
+        let control = ResponseControl::of(&headers, targeted);
+        let directives = &control.directives;
+        let lifetime = Lifetime::of(status, &headers, &control, response_time);
         let vary_names: Box<[HeaderName]> = vary_header_names(&headers).collect();
         // Owned: the selection lives as long as the entry (see `owned_headers`).
         let vary_selection: Box<[Option<HeaderValue>]> =
@@ -287,26 +206,82 @@ impl StoredResponse {
                 .iter()
                 .map(|value| value.as_ref().map(owned_value))
                 .collect();
-        let extensions = directives(&headers);
-        let weight = weigh(
-            &headers,
-            &body,
-            request_headers,
-            &vary_names,
-            &vary_selection,
-        );
+        let weight = weigh(&headers, &body, &vary_names, &vary_selection);
+        let window = |delta: Option<Delta>| Duration::from_secs(delta.map_or(0, Delta::seconds));
         StoredResponse {
-            stale_while_revalidate: seconds(&extensions, "stale-while-revalidate"),
-            stale_if_error: seconds(&extensions, "stale-if-error"),
-            policy,
             status,
+            lifetime,
+            always_revalidate: directives.no_cache,
+            stale_allowed: !directives.forbids_stale(),
+            stale_while_revalidate: window(directives.stale_while_revalidate),
+            stale_if_error: window(directives.stale_if_error),
+            targeted: control.is_targeted(),
             headers,
             body,
-            fresh_until,
             vary_names,
             vary_selection,
             weight,
         }
+    }
+
+    /// This entry updated by a `304 Not Modified` received at `now` (RFC 9111 section 3.2): the
+    /// 304's fields replace the stored ones, but for those describing the body; the same body.
+    pub fn refreshed(
+        &self,
+        not_modified: &HeaderMap,
+        request_headers: &HeaderMap,
+        targeted: &[HeaderName],
+        now: SystemTime,
+    ) -> StoredResponse {
+        let mut headers = self.headers.clone();
+        // The stored `Age` described the first response; the 304 brings its own, or none.
+        headers.remove(header::AGE);
+        for name in not_modified.keys() {
+            if KEPT_ON_UPDATE.contains(name) {
+                continue;
+            }
+            headers.remove(name);
+            for value in not_modified.get_all(name) {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        StoredResponse::new(
+            self.status,
+            headers,
+            self.body.clone(),
+            request_headers,
+            targeted,
+            now,
+        )
+    }
+
+    /// Whether a 304 answering a conditional request made from this entry's validators is about
+    /// this entry (RFC 9111 section 4.3.4): its strong `ETag` is this one's (strong comparison),
+    /// else its weak one matches weakly, else its `Last-Modified` is this one's; with no validator
+    /// at all, it is about this entry only when `only_stored` (the key holds no other variant).
+    pub fn validated_by(&self, not_modified: &HeaderMap, only_stored: bool) -> bool {
+        let text = |headers: &HeaderMap, name| {
+            headers
+                .get(name)
+                .and_then(|value: &HeaderValue| value.to_str().ok())
+                .map(|value| value.trim().to_owned())
+        };
+        if let Some(tag) = text(not_modified, header::ETAG) {
+            let Some(stored) = text(&self.headers, header::ETAG) else {
+                return false;
+            };
+            return match tag.strip_prefix("W/") {
+                Some(weak) => stored.trim_start_matches("W/") == weak,
+                None => !stored.starts_with("W/") && stored == tag,
+            };
+        }
+        if let Some(modified) = not_modified.get(header::LAST_MODIFIED) {
+            let stored = self.headers.get(header::LAST_MODIFIED);
+            return stored
+                .and_then(http_date)
+                .is_some_and(|stored| Some(stored) == http_date(modified));
+        }
+        only_stored
     }
 
     /// Whether this variant was stored for a request that selected the same `Vary` field values
@@ -315,30 +290,34 @@ impl StoredResponse {
         *field::selection(request_headers, &self.vary_names) == *self.vary_selection
     }
 
-    pub fn freshness(
-        &self,
-        method: &Method,
-        request_headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Freshness {
-        let simple_request = !request_headers.contains_key(header::CACHE_CONTROL)
-            && !request_headers.contains_key(header::PRAGMA);
-        let fresh = if simple_request {
-            now < self.fresh_until
-        } else {
-            self.policy
-                .before_request(
-                    &PolicyRequest {
-                        method,
-                        headers: request_headers,
-                    },
-                    now,
-                )
-                .satisfies_without_revalidation()
-        };
-        if fresh {
-            Freshness::Fresh
-        } else if simple_request && self.staleness(now) < self.stale_while_revalidate {
+    /// How this entry can answer a request with `request_headers` now (RFC 9111 section 4.2,
+    /// the request's directives of section 5.2.1, and RFC 5861's `stale-while-revalidate`).
+    pub fn freshness(&self, request_headers: &HeaderMap, now: SystemTime) -> Freshness {
+        let request = RequestDirectives::of(request_headers);
+        if self.always_revalidate || request.no_cache {
+            return Freshness::Stale;
+        }
+        let age = self.lifetime.age(now);
+        let ttl = self.lifetime.time_to_live(now);
+        let seconds = |delta: Delta| Duration::from_secs(delta.seconds());
+        // `max-age` and `min-fresh` hold for whatever is served, stale or not.
+        let acceptable = request.max_age.is_none_or(|max| age <= seconds(max))
+            && request.min_fresh.is_none_or(|min| ttl >= seconds(min));
+        if !acceptable {
+            return Freshness::Stale;
+        }
+        if !ttl.is_zero() {
+            return Freshness::Fresh;
+        }
+        if !self.stale_allowed {
+            return Freshness::Stale;
+        }
+        let staleness = self.lifetime.staleness(now);
+        let within = |limit: Option<Delta>| limit.is_none_or(|limit| staleness <= seconds(limit));
+        if request.max_stale.is_some_and(within) {
+            return Freshness::Fresh;
+        }
+        if staleness < self.stale_while_revalidate {
             Freshness::StaleWhileRevalidate
         } else {
             Freshness::Stale
@@ -347,24 +326,25 @@ impl StoredResponse {
 
     /// How long ago the response stopped being fresh (zero while fresh).
     pub fn staleness(&self, now: SystemTime) -> Duration {
-        now.duration_since(self.fresh_until).unwrap_or_default()
+        self.lifetime.staleness(now)
     }
 
     /// Whether `stale-if-error` allows serving this response when the origin fails now.
     pub fn usable_on_error(&self, now: SystemTime) -> bool {
-        self.staleness(now) < self.stale_if_error
+        self.stale_allowed && self.staleness(now) < self.stale_if_error
     }
 
     /// Seconds of freshness left; negative once stale (RFC 9211 `ttl`).
     pub fn ttl_seconds(&self, now: SystemTime) -> i64 {
-        match self.fresh_until.duration_since(now) {
-            Ok(left) => left.as_secs() as i64,
-            Err(past) => -(past.duration().as_secs() as i64),
+        let ttl = self.lifetime.time_to_live(now);
+        if ttl.is_zero() {
+            return -(self.staleness(now).as_secs() as i64);
         }
+        ttl.as_secs() as i64
     }
 
     pub fn age(&self, now: SystemTime) -> Duration {
-        self.policy.age(now)
+        self.lifetime.age(now)
     }
 
     /// How long the store should keep the entry: freshness plus the windows in which a stale copy
@@ -382,7 +362,7 @@ impl StoredResponse {
             .stale_while_revalidate
             .max(self.stale_if_error)
             .max(revalidation_window);
-        self.fresh_until.duration_since(now).unwrap_or_default() + stale_window
+        self.lifetime.time_to_live(now) + stale_window
     }
 
     pub fn etag(&self) -> Option<&HeaderValue> {
@@ -394,24 +374,14 @@ impl StoredResponse {
     }
 }
 
-fn seconds(directives: &[(String, Option<String>)], name: &str) -> Duration {
-    directives
-        .iter()
-        .find(|(directive, _)| directive == name)
-        .and_then(|(_, value)| value.as_deref())
-        .and_then(|value| value.parse::<u64>().ok())
-        .map(Duration::from_secs)
-        .unwrap_or_default()
-}
-
-fn stale_extensions(headers: &HeaderMap) -> Duration {
-    let cc = directives(headers);
-    seconds(&cc, "stale-while-revalidate").max(seconds(&cc, "stale-if-error"))
-}
-
-fn has(directives: &[(String, Option<String>)], name: &str) -> bool {
-    directives.iter().any(|(directive, _)| directive == name)
-}
+/// Stored fields a 304 does not replace: they describe the stored body, which the 304 does not
+/// carry (RFC 9111 section 3.2 names `Content-Length`; the encoding and range go with it).
+const KEPT_ON_UPDATE: [HeaderName; 4] = [
+    header::CONTENT_LENGTH,
+    header::CONTENT_ENCODING,
+    header::CONTENT_RANGE,
+    header::TRANSFER_ENCODING,
+];
 
 /// A copy of the headers that owns its memory.
 ///
@@ -421,6 +391,15 @@ fn has(directives: &[(String, Option<String>)], name: &str) -> bool {
 /// number: a stored entry's headers cost what [`weight::header_fields`] counts.
 pub fn owned_headers(headers: &HeaderMap) -> HeaderMap {
     owned_fields(headers, |_| true)
+}
+
+/// The request fields a response varies on, owned: all a stored entry needs of its request.
+pub fn varied_request_fields(
+    request_headers: &HeaderMap,
+    response_headers: &HeaderMap,
+) -> HeaderMap {
+    let varied: Vec<HeaderName> = vary_header_names(response_headers).collect();
+    owned_fields(request_headers, |name| varied.contains(name))
 }
 
 /// [`owned_headers`] of the fields `keep` selects.
@@ -454,27 +433,6 @@ fn owned_value(value: &HeaderValue) -> HeaderValue {
     copy
 }
 
-/// The directives of every `Cache-Control` field, lower-cased, with unquoted values.
-pub fn directives(headers: &HeaderMap) -> Vec<(String, Option<String>)> {
-    headers
-        .get_all(header::CACHE_CONTROL)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .filter_map(|part| {
-            let part = part.trim();
-            if part.is_empty() {
-                return None;
-            }
-            let (name, value) = match part.split_once('=') {
-                Some((name, value)) => (name, Some(value.trim().trim_matches('"').to_string())),
-                None => (part, None),
-            };
-            Some((name.trim().to_ascii_lowercase(), value))
-        })
-        .collect()
-}
-
 fn vary_names(headers: &HeaderMap) -> impl Iterator<Item = String> + '_ {
     headers
         .get_all(header::VARY)
@@ -494,51 +452,33 @@ fn vary_header_names(headers: &HeaderMap) -> impl Iterator<Item = HeaderName> + 
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_policy_keeps_no_credentials_unless_the_response_varies_on_them() {
-        let mut request = HeaderMap::new();
-        request.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer secret-token"),
-        );
-        request.insert(
-            header::COOKIE,
-            HeaderValue::from_static("session=secret-cookie"),
-        );
-        request.insert(header::ACCEPT, HeaderValue::from_static("text/html"));
-        let mut response = HeaderMap::new();
-        response.insert(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("public, max-age=60"),
-        );
-        let now = SystemTime::now();
-        let policy = policy_for(&Method::GET, &request, StatusCode::OK, &response, now);
-        let kept = serde_json::to_string(&policy).expect("serialises");
-        assert!(
-            !kept.contains("secret-token") && !kept.contains("secret-cookie"),
-            "{kept}"
-        );
-        assert!(
-            !kept.contains("text/html"),
-            "nor fields the policy never reads: {kept}"
-        );
-
-        response.insert(header::VARY, HeaderValue::from_static("Cookie"));
-        let policy = policy_for(&Method::GET, &request, StatusCode::OK, &response, now);
-        let kept = serde_json::to_string(&policy).expect("serialises");
-        assert!(
-            kept.contains("secret-cookie"),
-            "a varied-on field stays: {kept}"
-        );
-        assert!(!kept.contains("secret-token"), "{kept}");
-    }
-
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (name, value) in pairs {
             map.append(*name, HeaderValue::from_static(value));
         }
         map
+    }
+
+    fn entry(response: HeaderMap, request: &HeaderMap, now: SystemTime) -> StoredResponse {
+        StoredResponse::new(StatusCode::OK, response, Bytes::new(), request, &[], now)
+    }
+
+    #[test]
+    fn an_entry_keeps_no_request_field_but_those_it_varies_on() {
+        let request = headers(&[
+            ("authorization", "Bearer secret-token"),
+            ("cookie", "session=secret-cookie"),
+            ("accept-encoding", "gzip"),
+        ]);
+        let response = headers(&[("cache-control", "public, max-age=60"), ("vary", "Cookie")]);
+        let stored = entry(response, &request, SystemTime::now());
+        let kept = format!("{:?}", stored.vary_selection);
+        assert!(kept.contains("secret-cookie"), "{kept}");
+        assert!(
+            !kept.contains("secret-token") && !kept.contains("gzip"),
+            "{kept}"
+        );
     }
 
     #[test]
@@ -555,28 +495,26 @@ mod tests {
         let mut response = HeaderMap::new();
         response.insert(header::CACHE_CONTROL, slice(25..35));
         response.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
-        let now = SystemTime::now();
-        let policy = policy_for(&Method::GET, &request, StatusCode::OK, &response, now);
-        let entry = StoredResponse::new(
-            policy,
-            StatusCode::OK,
-            owned_headers(&response),
-            Bytes::from_static(b"body"),
-            &request,
-            now,
-        );
+        let stored = entry(owned_headers(&response), &request, SystemTime::now());
         drop((request, response));
         assert!(
             buffer.is_unique(),
             "the stored entry still holds a slice of the read buffer"
         );
-        assert!(entry.vary_matches(&headers(&[("accept-encoding", "gzip, br")])));
+        assert!(stored.vary_matches(&headers(&[("accept-encoding", "gzip, br")])));
     }
 
     fn classify(request: &HeaderMap, response: &HeaderMap) -> Result<(), NotStored> {
-        let now = SystemTime::now();
-        let policy = policy_for(&Method::GET, request, StatusCode::OK, response, now);
-        storability(request, response, &policy, now)
+        classify_status(StatusCode::OK, request, response)
+    }
+
+    fn classify_status(
+        status: StatusCode,
+        request: &HeaderMap,
+        response: &HeaderMap,
+    ) -> Result<(), NotStored> {
+        let control = ResponseControl::of(response, &[]);
+        storability(request, status, response, &control)
     }
 
     #[test]
@@ -594,11 +532,11 @@ mod tests {
     fn each_refusal_names_its_reason() {
         let none = HeaderMap::new();
         assert_eq!(
-            classify(&none, &headers(&[("cache-control", "no-store")])),
+            classify(&none, &headers(&[("cache-control", "No-Store")])),
             Err(NotStored::NoStore)
         );
         assert_eq!(
-            classify(&none, &headers(&[("cache-control", "private, max-age=60")])),
+            classify(&none, &headers(&[("cache-control", "Private, max-age=60")])),
             Err(NotStored::Private)
         );
         assert_eq!(
@@ -643,22 +581,45 @@ mod tests {
     }
 
     #[test]
+    fn any_final_status_with_explicit_freshness_is_storable_and_heuristics_are_limited() {
+        let none = HeaderMap::new();
+        let fresh = headers(&[("cache-control", "max-age=60")]);
+        let modified = headers(&[("last-modified", "Thu, 01 Jan 2015 00:00:00 GMT")]);
+        for code in [299, 400, 404, 499, 500, 502, 503, 504, 599] {
+            let status = StatusCode::from_u16(code).expect("status");
+            assert_eq!(classify_status(status, &none, &fresh), Ok(()), "{code}");
+        }
+        for code in [206, 304] {
+            let status = StatusCode::from_u16(code).expect("status");
+            assert_eq!(
+                classify_status(status, &none, &fresh),
+                Err(NotStored::Status)
+            );
+        }
+        let ok = classify_status(StatusCode::OK, &none, &modified);
+        assert_eq!(ok, Ok(()), "heuristically cacheable");
+        let error = classify_status(StatusCode::from_u16(599).expect("status"), &none, &modified);
+        assert_eq!(error, Err(NotStored::Status), "not heuristically cacheable");
+    }
+
+    #[test]
+    fn must_understand_stores_only_understood_codes_and_overrides_no_store() {
+        let none = HeaderMap::new();
+        let response = headers(&[("cache-control", "max-age=3600, no-store, must-understand")]);
+        assert_eq!(classify_status(StatusCode::OK, &none, &response), Ok(()));
+        let unknown = StatusCode::from_u16(599).expect("status");
+        let refused = classify_status(unknown, &none, &response);
+        assert_eq!(refused, Err(NotStored::Status));
+    }
+
+    #[test]
     fn vary_selects_request_headers() {
-        let now = SystemTime::now();
         let request = headers(&[("accept-encoding", "gzip")]);
         let response = headers(&[("cache-control", "max-age=60"), ("vary", "Accept-Encoding")]);
-        let policy = policy_for(&Method::GET, &request, StatusCode::OK, &response, now);
-        let entry = StoredResponse::new(
-            policy,
-            StatusCode::OK,
-            response,
-            Bytes::new(),
-            &request,
-            now,
-        );
-        assert!(entry.vary_matches(&request));
-        assert!(!entry.vary_matches(&headers(&[("accept-encoding", "br")])));
-        assert!(!entry.vary_matches(&HeaderMap::new()));
+        let stored = entry(response, &request, SystemTime::now());
+        assert!(stored.vary_matches(&request));
+        assert!(!stored.vary_matches(&headers(&[("accept-encoding", "br")])));
+        assert!(!stored.vary_matches(&HeaderMap::new()));
     }
 
     #[test]
@@ -668,32 +629,87 @@ mod tests {
             "cache-control",
             "max-age=10, stale-while-revalidate=30, stale-if-error=300",
         )]);
-        let policy = policy_for(
-            &Method::GET,
-            &HeaderMap::new(),
-            StatusCode::OK,
-            &response,
-            now,
-        );
-        let entry = StoredResponse::new(
-            policy,
-            StatusCode::OK,
-            response,
-            Bytes::new(),
-            &HeaderMap::new(),
-            now,
-        );
+        let stored = entry(response, &HeaderMap::new(), now);
         let later = now + Duration::from_secs(20);
-        assert!(matches!(
-            entry.freshness(&Method::GET, &HeaderMap::new(), now),
-            Freshness::Fresh
-        ));
-        assert!(matches!(
-            entry.freshness(&Method::GET, &HeaderMap::new(), later),
+        let plain = HeaderMap::new();
+        assert_eq!(stored.freshness(&plain, now), Freshness::Fresh);
+        assert_eq!(
+            stored.freshness(&plain, later),
             Freshness::StaleWhileRevalidate
-        ));
-        assert!(entry.usable_on_error(later));
-        assert!(!entry.usable_on_error(now + Duration::from_secs(400)));
-        assert_eq!(entry.ttl_seconds(later), -10);
+        );
+        // An unknown request directive changes nothing; `no-cache` and `max-age` do.
+        let unknown = headers(&[("cache-control", "nothing-to-see-here"), ("pragma", "foo")]);
+        assert_eq!(
+            stored.freshness(&unknown, later),
+            Freshness::StaleWhileRevalidate
+        );
+        let no_cache = headers(&[("cache-control", "no-cache")]);
+        assert_eq!(stored.freshness(&no_cache, later), Freshness::Stale);
+        let young = headers(&[("cache-control", "max-age=5")]);
+        assert_eq!(stored.freshness(&young, later), Freshness::Stale);
+        let max_stale = headers(&[("cache-control", "max-stale=15")]);
+        assert_eq!(stored.freshness(&max_stale, later), Freshness::Fresh);
+        assert!(stored.usable_on_error(later));
+        assert!(!stored.usable_on_error(now + Duration::from_secs(400)));
+        assert_eq!(stored.ttl_seconds(later), -10);
+    }
+
+    #[test]
+    fn no_cache_and_must_revalidate_forbid_every_stale_use() {
+        let now = SystemTime::now();
+        let later = now + Duration::from_secs(20);
+        let plain = HeaderMap::new();
+        for cc in [
+            "max-age=10, No-CaChE, stale-while-revalidate=30",
+            "max-age=10, must-revalidate, stale-while-revalidate=30, stale-if-error=30",
+        ] {
+            let stored = entry(
+                HeaderMap::from_iter([(header::CACHE_CONTROL, HeaderValue::from_static(cc))]),
+                &plain,
+                now,
+            );
+            assert_eq!(stored.freshness(&plain, later), Freshness::Stale, "{cc}");
+            assert!(!stored.usable_on_error(later), "{cc}");
+        }
+        let no_cache = entry(
+            headers(&[("cache-control", "max-age=60, no-cache")]),
+            &plain,
+            now,
+        );
+        assert_eq!(no_cache.freshness(&plain, now), Freshness::Stale);
+    }
+
+    #[test]
+    fn a_304_updates_only_the_entry_its_validators_name() {
+        let now = SystemTime::now();
+        let stored = entry(
+            headers(&[("cache-control", "max-age=1"), ("etag", "\"a\"")]),
+            &HeaderMap::new(),
+            now,
+        );
+        assert!(stored.validated_by(&headers(&[("etag", "\"a\"")]), false));
+        assert!(stored.validated_by(&headers(&[("etag", "W/\"a\"")]), false));
+        assert!(!stored.validated_by(&headers(&[("etag", "\"b\"")]), true));
+        assert!(stored.validated_by(&HeaderMap::new(), true));
+        assert!(!stored.validated_by(&HeaderMap::new(), false));
+        let weak = entry(
+            headers(&[("cache-control", "max-age=1"), ("etag", "W/\"a\"")]),
+            &HeaderMap::new(),
+            now,
+        );
+        assert!(!weak.validated_by(&headers(&[("etag", "\"a\"")]), true));
+
+        let refreshed = stored.refreshed(
+            &headers(&[("cache-control", "max-age=100"), ("x-new", "1")]),
+            &HeaderMap::new(),
+            &[],
+            now,
+        );
+        assert_eq!(refreshed.ttl_seconds(now), 100);
+        assert_eq!(
+            refreshed.headers.get("x-new").map(|v| v.as_bytes()),
+            Some(&b"1"[..])
+        );
+        assert_eq!(refreshed.etag(), stored.etag());
     }
 }

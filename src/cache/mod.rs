@@ -1,17 +1,20 @@
-//! The cache: keys, stored responses with their RFC 9111 policy, and the byte-bounded store.
+//! The cache: keys, stored responses with the RFC 9111 rules for storing and reusing them, and
+//! the byte-bounded store.
 
 mod authority;
+pub mod control;
 pub mod disk;
 mod entry;
 pub mod field;
+pub mod freshness;
 mod key;
 mod store;
 pub mod weight;
 
 pub use authority::{Authority, AuthorityError};
+pub use control::{RequestDirectives, ResponseControl};
 pub use entry::{
-    Freshness, NotStored, PolicyRequest, PolicyResponse, StoredResponse, directives, owned_headers,
-    policy_for, policy_request_fields, storability,
+    Freshness, NotStored, StoredResponse, owned_headers, storability, varied_request_fields,
 };
 pub use key::{CacheKey, ClientTls, KeyError, keyed_query, scheme};
 pub use store::{Evicted, EvictionListener, Proof, Store, StoreCounters, Usage, Variants};

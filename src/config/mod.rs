@@ -127,6 +127,14 @@ pub struct CacheConfig {
     pub max_object_bytes: u64,
     /// `Vary` variants kept per URL; the oldest goes. At least 1. Default 16.
     pub max_variants: usize,
+    /// Targeted cache-control fields (RFC 9213), in order: the first present with a valid,
+    /// non-empty value replaces `Cache-Control` and `Expires` for bloomgate's own storing and
+    /// freshness. Lower-cased field names; empty to obey `Cache-Control` only. Default
+    /// `["cdn-cache-control"]`.
+    pub targeted_fields: Vec<http::HeaderName>,
+    /// Whether those fields go on to the client (RFC 9213 section 3: CDNs typically forward
+    /// them for caches further down). Default true.
+    pub forward_targeted_fields: bool,
     /// `[cache.key]`
     pub key: CacheKeyConfig,
 }
@@ -330,6 +338,8 @@ mod tests {
         assert_eq!(config.origin.pool_max_idle_per_host, 256);
         assert!(!config.origin.preserve_host);
         assert!(config.origin.trusted_forwarding_headers.is_empty());
+        assert_eq!(config.cache.targeted_fields, ["cdn-cache-control"]);
+        assert!(config.cache.forward_targeted_fields);
         assert_eq!(config.cache.max_variants, 16);
         assert_eq!(config.cache.max_bytes, 512 << 20);
         assert_eq!(config.cache.max_object_bytes, 8 << 20);

@@ -212,6 +212,8 @@ fn read_cache(s: &mut Section) -> Option<CacheConfig> {
     let max_bytes = s.get("max_bytes", values::size);
     let max_object_bytes = s.get("max_object_bytes", values::size);
     let max_variants = s.get("max_variants", at_least_one);
+    let targeted_fields = s.get("targeted_fields", values::targeted_fields);
+    let forward_targeted_fields = s.get("forward_targeted_fields", values::boolean);
     let key = s.child("key", read_cache_key);
     let (max_bytes, max_object_bytes) = (max_bytes?, max_object_bytes?);
     if max_object_bytes > max_bytes {
@@ -229,6 +231,8 @@ fn read_cache(s: &mut Section) -> Option<CacheConfig> {
         max_bytes,
         max_object_bytes,
         max_variants: max_variants?,
+        targeted_fields: targeted_fields?,
+        forward_targeted_fields: forward_targeted_fields?,
         key: key?,
     })
 }

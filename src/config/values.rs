@@ -156,6 +156,34 @@ pub fn forwarding_headers(value: &Value) -> Result<Vec<http::HeaderName>, String
         .collect()
 }
 
+/// Reads targeted cache-control field names (RFC 9213): valid field names, none of them a field
+/// with a meaning of its own (`Cache-Control`, `Expires`, ...), none twice.
+pub fn targeted_fields(value: &Value) -> Result<Vec<http::HeaderName>, String> {
+    let names = list(
+        value,
+        "a list of field names like [\"CDN-Cache-Control\"]",
+        |item| item.as_str().map(|name| name.trim().to_ascii_lowercase()),
+    )?;
+    let mut fields: Vec<http::HeaderName> = Vec::with_capacity(names.len());
+    for name in names {
+        let field = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("{name:?} is not a field name"))?;
+        if RESERVED_FOR_TARGETING.contains(&name.as_str()) {
+            return Err(format!(
+                "{name:?} has a meaning of its own and cannot be a targeted field"
+            ));
+        }
+        if fields.contains(&field) {
+            return Err(format!("{name:?} is listed twice"));
+        }
+        fields.push(field);
+    }
+    Ok(fields)
+}
+
+/// Fields a targeted list must not name: they already say how to cache.
+const RESERVED_FOR_TARGETING: [&str; 5] = ["cache-control", "expires", "pragma", "age", "vary"];
+
 fn list<T>(
     value: &Value,
     expected: &str,

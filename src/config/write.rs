@@ -76,6 +76,20 @@ impl Config {
             ("max_bytes", size(cache.max_bytes)),
             ("max_object_bytes", size(cache.max_object_bytes)),
             ("max_variants", count(cache.max_variants)),
+            (
+                "targeted_fields",
+                Value::Array(
+                    cache
+                        .targeted_fields
+                        .iter()
+                        .map(|name| text(name.as_str()))
+                        .collect(),
+                ),
+            ),
+            (
+                "forward_targeted_fields",
+                Value::Boolean(cache.forward_targeted_fields),
+            ),
             ("key", key),
         ]);
         // The file says "no snapshot" with an empty path.
@@ -227,6 +241,11 @@ mod tests {
         config.cache.max_bytes = 1_500_000_000;
         config.cache.max_object_bytes = 1;
         config.cache.max_variants = 3;
+        config.cache.targeted_fields = vec![
+            http::HeaderName::from_static("bloomgate-cache-control"),
+            http::HeaderName::from_static("cdn-cache-control"),
+        ];
+        config.cache.forward_targeted_fields = false;
         config.cache.key.include_scheme = true;
         config.cache.key.sort_query = true;
         config.cache.key.drop_query_params = vec!["utm_source".into(), "a \"quoted\" name".into()];

@@ -122,10 +122,9 @@ mod tests {
     use std::time::SystemTime;
 
     use bytes::Bytes;
-    use http::{HeaderMap, Method, StatusCode};
+    use http::{HeaderMap, StatusCode};
 
     use super::*;
-    use crate::cache::policy_for;
 
     #[tokio::test]
     async fn followers_get_the_leaders_outcome_and_the_key_is_released() {
@@ -140,13 +139,12 @@ mod tests {
         let waiter = tokio::spawn(wait(slot));
         let now = SystemTime::now();
         let none = HeaderMap::new();
-        let policy = policy_for(&Method::GET, &none, StatusCode::OK, &none, now);
         let entry = StoredResponse::new(
-            policy,
             StatusCode::OK,
             HeaderMap::new(),
             Bytes::from_static(b"x"),
             &none,
+            &[],
             now,
         );
         flight.finish(FlightOutcome::Response(SharedResponse::new(

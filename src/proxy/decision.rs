@@ -5,21 +5,17 @@
 //! a storable response that the doorkeeper turns away is still shared with the requests that waited
 //! for it.
 
-use std::time::SystemTime;
-
 use http::header::HeaderMap;
-use http::{Method, response};
-use http_cache_semantics::CachePolicy;
+use http::response;
 
 use super::headers::{ResponseFraming, content_length};
 use super::status::Detail;
 use crate::admission::Doorkeeper;
 use crate::admission::probation::{Budget, Mode, Placement, Segment};
-use crate::cache::{CacheKey, NotStored, policy_for, storability};
+use crate::cache::{CacheKey, NotStored, ResponseControl, storability};
 
 /// A response a shared cache may store.
 pub struct Storable {
-    pub policy: CachePolicy,
     /// The body's length when the origin announced it.
     pub content_length: Option<u64>,
 }
@@ -27,22 +23,16 @@ pub struct Storable {
 /// Decides whether a response may be stored, from the request and the response head alone.
 ///
 /// `request_headers` are the client's; `head` has had its framing settled
-/// ([`super::headers::settle_response_framing`]).
+/// ([`super::headers::settle_response_framing`]); `control` are its directives, read with the
+/// configured targeted fields.
 pub fn storable(
     request_headers: &HeaderMap,
     head: &response::Parts,
+    control: &ResponseControl,
     framing: ResponseFraming,
     max_object_bytes: u64,
-    now: SystemTime,
 ) -> Result<Storable, NotStored> {
-    let policy = policy_for(
-        &Method::GET,
-        request_headers,
-        head.status,
-        &head.headers,
-        now,
-    );
-    storability(request_headers, &head.headers, &policy, now)?;
+    storability(request_headers, head.status, &head.headers, control)?;
     if framing == ResponseFraming::Ambiguous {
         return Err(NotStored::AmbiguousFraming);
     }
@@ -50,10 +40,7 @@ pub fn storable(
     if content_length.is_some_and(|length| length > max_object_bytes) {
         return Err(NotStored::TooLarge);
     }
-    Ok(Storable {
-        policy,
-        content_length,
-    })
+    Ok(Storable { content_length })
 }
 
 /// What became of an origin response: the label of `bloomgate_admission_total{decision}`.
@@ -185,7 +172,8 @@ mod tests {
         head: &response::Parts,
         framing: ResponseFraming,
     ) -> Result<Option<u64>, NotStored> {
-        storable(request, head, framing, 1000, SystemTime::now()).map(|s| s.content_length)
+        let control = ResponseControl::of(&head.headers, &[]);
+        storable(request, head, &control, framing, 1000).map(|s| s.content_length)
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap};
-use http::{Method, Request, Response, StatusCode, response};
+use http::{Request, Response, StatusCode, response};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 
@@ -28,7 +28,7 @@ use super::status::{CacheStatus, Detail, Fwd, OriginHead};
 use super::stream::{Capture, OriginStream, Prefix};
 use super::{Live, Proxy};
 use crate::cache::{
-    Freshness, PolicyRequest, StoredResponse, owned_headers, policy_request_fields,
+    Freshness, ResponseControl, StoredResponse, owned_headers, varied_request_fields,
 };
 
 impl Proxy {
@@ -45,11 +45,25 @@ impl Proxy {
             .access_log
             .as_ref()
             .map(|log| Entry::begin(log, &request, peer, started));
-        let (mut response, status) = self.accept(live, request, peer).await;
+        let (mut response, mut status) = self.accept(Arc::clone(&live), request, peer).await;
+        let series = series();
+        // An error status served from the cache, or stored for later: operators watch how many
+        // of their errors the cache repeats (RFC 9111 lets any final status be stored).
+        let code = response.status();
+        if (code.is_client_error() || code.is_server_error()) && (status.hit || status.stored) {
+            status.cached_error = true;
+            let served = if status.hit { "hit" } else { "stored" };
+            series.cached_error(served).increment(1);
+        }
+        let cache = &live.config.cache;
+        if !cache.forward_targeted_fields {
+            for name in &cache.targeted_fields {
+                response.headers_mut().remove(name);
+            }
+        }
         response
             .headers_mut()
             .insert("cache-status", status.header_value());
-        let series = series();
         series.request(status.outcome()).increment(1);
         series.duration.record(started.elapsed().as_secs_f64());
         if let Some(entry) = &mut entry {
@@ -101,7 +115,8 @@ impl Proxy {
         let mut from_disk = false;
         if variants.is_none()
             && let Some(disk) = &self.disk
-            && let Some(restored) = Box::pin(disk.load(&exchange.key)).await
+            && let Some(restored) =
+                Box::pin(disk.load(&exchange.key, &exchange.config().cache.targeted_fields)).await
         {
             // A disk hit goes back into RAM (main: it has been asked for again).
             variants = self.store.restore(&exchange.key, restored);
@@ -119,7 +134,7 @@ impl Proxy {
             };
             return Box::pin(self.fetch(exchange, fwd, None)).await;
         };
-        match entry.freshness(&Method::GET, &exchange.parts.headers, now) {
+        match entry.freshness(&exchange.parts.headers, now) {
             Freshness::Fresh if from_disk => {
                 let status = CacheStatus::hit(entry.ttl_seconds(now)).detail(Detail::Disk);
                 respond::stored(&exchange.parts, &entry, status, now)
@@ -209,7 +224,7 @@ impl Proxy {
                     .get(&exchange.key)
                     .and_then(|v| v.select(&parts.headers).cloned())?;
                 let now = SystemTime::now();
-                match entry.freshness(&Method::GET, &parts.headers, now) {
+                match entry.freshness(&parts.headers, now) {
                     Freshness::Fresh => Some(respond::hit(parts, &entry, now)),
                     Freshness::StaleWhileRevalidate | Freshness::Stale => None,
                 }
@@ -224,16 +239,39 @@ impl Proxy {
         exchange: Exchange,
         fwd: Fwd,
         stale: Option<Arc<StoredResponse>>,
-        flight: Option<Flight>,
+        mut flight: Option<Flight>,
     ) -> Answer {
         let usable_stale = |now| {
             stale
                 .as_ref()
                 .filter(|entry: &&Arc<StoredResponse>| entry.usable_on_error(now))
         };
-        let request = || exchange.fetch_request(stale.as_deref());
         let asked = Instant::now();
-        let response = match exchange.live.origin.send_idempotent(request).await {
+        let mut conditional = stale.is_some();
+        let mut sent = exchange
+            .live
+            .origin
+            .send_idempotent(|| exchange.fetch_request(stale.as_deref()))
+            .await;
+        if let (Ok(response), Some(entry)) = (&sent, &stale)
+            && response.status() == StatusCode::NOT_MODIFIED
+        {
+            if let Some(answer) =
+                self.not_modified(&exchange, entry, response.headers(), asked, &mut flight)
+            {
+                return answer;
+            }
+            // A 304 about nothing stored must not be used for this request: ask again without
+            // the condition (RFC 9111 section 4.3.4).
+            tracing::debug!(key = %exchange.key, "304 matches no stored response; fetching whole");
+            conditional = false;
+            sent = exchange
+                .live
+                .origin
+                .send_idempotent(|| exchange.fetch_request(None))
+                .await;
+        }
+        let response = match sent {
             Ok(response) => response,
             Err(error) => {
                 tracing::warn!(%error, key = %exchange.key, "origin request failed");
@@ -250,84 +288,86 @@ impl Proxy {
             }
         };
         let origin = OriginHead::of(&response, asked);
-        if let Some(entry) = &stale {
-            if response.status() == StatusCode::NOT_MODIFIED {
-                if let Some(refreshed) = self.refresh(&exchange, entry, response.headers()) {
-                    if let Some(flight) = flight {
-                        let shared = SharedResponse::new(Arc::clone(&refreshed), true, None);
-                        flight.finish(FlightOutcome::Response(shared));
-                    }
-                    let now = SystemTime::now();
-                    let mut status = CacheStatus::forward(Fwd::Stale);
-                    status.fwd_status = Some(304);
-                    status.stored = true;
-                    status.ttl = Some(refreshed.ttl_seconds(now));
-                    status.origin = Some(origin);
-                    return respond::stored(&exchange.parts, &refreshed, status, now);
-                }
-            } else if response.status().is_server_error()
-                && let Some(entry) = usable_stale(SystemTime::now())
-            {
-                abandon(flight);
-                let code = response.status().as_u16();
-                let answer = respond::stale_on_error(&exchange.parts, entry, code);
-                return with_origin(answer, origin);
+        if response.status() == StatusCode::NOT_MODIFIED && !conditional {
+            // A 304 to a request without a condition stands for nothing: the client never asked
+            // for one, and nothing can be stored from it.
+            tracing::warn!(key = %exchange.key, "origin answered 304 to an unconditional request");
+            if let Some(flight) = flight {
+                flight.finish(FlightOutcome::Failed(OriginFailure::Error));
             }
+            return with_origin(respond::origin_failed(OriginFailure::Error, fwd), origin);
+        }
+        if response.status().is_server_error()
+            && let Some(entry) = usable_stale(SystemTime::now())
+        {
+            abandon(flight);
+            let code = response.status().as_u16();
+            let answer = respond::stale_on_error(&exchange.parts, entry, code);
+            return with_origin(answer, origin);
         }
         self.forward_response(exchange, fwd, stale.is_some(), response, origin, flight)
             .await
     }
 
-    /// Applies a 304 from the origin to the stored entry: new headers, the same body.
+    /// The answer from a stale entry the origin's 304 is about: the entry refreshed with the 304's
+    /// fields and served, and the requests waiting on the flight answered with it. `None` when
+    /// the 304 names no stored response (its validators match none).
+    fn not_modified(
+        &self,
+        exchange: &Exchange,
+        entry: &StoredResponse,
+        not_modified: &HeaderMap,
+        asked: Instant,
+        flight: &mut Option<Flight>,
+    ) -> Option<Answer> {
+        let only_stored = self
+            .store
+            .peek(&exchange.key)
+            .is_none_or(|variants| variants.len() <= 1);
+        if !entry.validated_by(not_modified, only_stored) {
+            return None;
+        }
+        let refreshed = self.refresh(exchange, entry, not_modified);
+        if let Some(flight) = flight.take() {
+            let shared = SharedResponse::new(Arc::clone(&refreshed), true, None);
+            flight.finish(FlightOutcome::Response(shared));
+        }
+        let now = SystemTime::now();
+        let mut status = CacheStatus::forward(Fwd::Stale);
+        status.fwd_status = Some(304);
+        status.stored = true;
+        status.ttl = Some(refreshed.ttl_seconds(now));
+        status.origin = Some(OriginHead {
+            status: 304,
+            elapsed: asked.elapsed(),
+        });
+        Some(respond::stored(&exchange.parts, &refreshed, status, now))
+    }
+
+    /// Applies a 304 from the origin to the stored entry: new headers, the same body, in RAM and
+    /// on disk.
     fn refresh(
         &self,
         exchange: &Exchange,
         entry: &StoredResponse,
         not_modified: &HeaderMap,
-    ) -> Option<Arc<StoredResponse>> {
-        let now = SystemTime::now();
-        // The fields the refreshed policy keeps a copy of (see `policy_request_fields`).
-        let request_headers = policy_request_fields(&exchange.parts.headers, &entry.headers);
-        let request = PolicyRequest {
-            method: &Method::GET,
-            headers: &request_headers,
-        };
-        // Owned, as the refreshed policy keeps a copy (see `owned_headers`).
-        let not_modified = owned_headers(not_modified);
-        let response = crate::cache::PolicyResponse {
-            status: StatusCode::NOT_MODIFIED,
-            headers: &not_modified,
-        };
-        match entry.policy.after_response(&request, &response, now) {
-            http_cache_semantics::AfterResponse::NotModified(policy, _) => {
-                let mut headers = entry.headers.clone();
-                for (name, value) in &not_modified {
-                    if name != header::CONTENT_LENGTH
-                        && name != header::TRANSFER_ENCODING
-                        && name != header::CONNECTION
-                    {
-                        headers.insert(name.clone(), value.clone());
-                    }
-                }
-                strip_hop_by_hop(&mut headers);
-                let refreshed = StoredResponse::new(
-                    policy,
-                    entry.status,
-                    headers,
-                    entry.body.clone(),
-                    &request_headers,
-                    now,
-                );
-                let refreshed = self.store.refresh(exchange.key.clone(), refreshed);
-                if let Some(disk) = &self.disk
-                    && let Some(variants) = self.store.peek(&exchange.key)
-                {
-                    disk.refreshed(&exchange.key, variants);
-                }
-                Some(refreshed)
-            }
-            http_cache_semantics::AfterResponse::Modified(..) => None,
+    ) -> Arc<StoredResponse> {
+        // Owned, as the refreshed entry keeps them (see `owned_headers`).
+        let mut not_modified = owned_headers(not_modified);
+        strip_hop_by_hop(&mut not_modified);
+        let refreshed = entry.refreshed(
+            &not_modified,
+            &exchange.parts.headers,
+            &exchange.config().cache.targeted_fields,
+            SystemTime::now(),
+        );
+        let refreshed = self.store.refresh(exchange.key.clone(), refreshed);
+        if let Some(disk) = &self.disk
+            && let Some(variants) = self.store.peek(&exchange.key)
+        {
+            disk.refreshed(&exchange.key, variants);
         }
+        refreshed
     }
 
     /// Phase 5: decides whether the response is stored (storability, then admission), then sends
@@ -359,10 +399,11 @@ impl Proxy {
         strip_hop_by_hop(&mut head.headers);
         // What may be stored must not pin the connections' read buffers (see `owned_headers`).
         head.headers = owned_headers(&head.headers);
-        let (decision, storable) = self.decide(&exchange, &head, framing, revalidating);
-        let status = cache_status(fwd, decision, origin);
-
         let config = exchange.config();
+        let control = ResponseControl::of(&head.headers, &config.cache.targeted_fields);
+        let (decision, storable) = self.decide(&exchange, &head, &control, framing, revalidating);
+        let status = cache_status(fwd, decision, origin, &control);
+
         let max_object = config.cache.max_object_bytes;
         let limit = decision.size_limit(max_object, self.store.budget());
         let idle_timeout = config.origin.idle_timeout;
@@ -424,7 +465,7 @@ impl Proxy {
                         drop(body);
                         return self.pass_range(exchange, decision.detail()).await;
                     }
-                    let status = cache_status(fwd, decision, origin);
+                    let status = cache_status(fwd, decision, origin, &control);
                     (self.client_response(&exchange, head, body), status)
                 }
                 Err(error) => with_origin(respond::origin_failed(error.failure(), fwd), origin),
@@ -446,17 +487,13 @@ impl Proxy {
         &self,
         exchange: &Exchange,
         head: &response::Parts,
+        control: &ResponseControl,
         framing: ResponseFraming,
         revalidating: bool,
     ) -> (Decision, Option<decision::Storable>) {
         let max_object = exchange.config().cache.max_object_bytes;
-        let storable = decision::storable(
-            &exchange.parts.headers,
-            head,
-            framing,
-            max_object,
-            SystemTime::now(),
-        );
+        let storable =
+            decision::storable(&exchange.parts.headers, head, control, framing, max_object);
         if revalidating && storable.is_err() {
             self.forget(&exchange.key);
         }
@@ -490,7 +527,8 @@ impl Proxy {
     ) -> Capture {
         let proxy = Arc::clone(self);
         let key = exchange.key.clone();
-        let request_headers = owned_headers(&exchange.parts.headers);
+        let request_headers = varied_request_fields(&exchange.parts.headers, &head.headers);
+        let live = Arc::clone(&exchange.live);
         let response_status = head.status;
         let response_headers = head.headers.clone();
         let detail = decision.detail();
@@ -499,11 +537,11 @@ impl Proxy {
             limit,
             Box::new(move |body: Bytes| {
                 let entry = StoredResponse::new(
-                    storable.policy,
                     response_status,
                     response_headers,
                     body,
                     &request_headers,
+                    &live.config.cache.targeted_fields,
                     SystemTime::now(),
                 );
                 let shared = match decision.segment() {
@@ -690,11 +728,17 @@ fn count(decision: Decision) {
 }
 
 /// The Cache-Status of a forwarded response: `stored`, with `detail=probation` for a first
-/// request stored in probation, or why it was not stored.
-fn cache_status(fwd: Fwd, decision: Decision, origin: OriginHead) -> CacheStatus {
+/// request stored in probation, or why it was not stored, naming the targeted field that decided.
+fn cache_status(
+    fwd: Fwd,
+    decision: Decision,
+    origin: OriginHead,
+    control: &ResponseControl,
+) -> CacheStatus {
     let mut status = CacheStatus::forward(fwd);
     status.stored = decision.segment().is_some();
     status.detail = decision.detail();
+    status.targeted = control.targeted_field().cloned();
     status.decision = Some(decision);
     status.origin = Some(origin);
     status

@@ -12,8 +12,8 @@ use super::decision::Decision;
 use super::origin::OUTCOMES;
 use super::status::Outcome;
 use crate::telemetry::{
-    ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL,
-    REQUEST_DURATION_SECONDS, REQUESTS_TOTAL, recorder,
+    ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CACHED_ERRORS_TOTAL, ORIGIN_BYTES_TOTAL,
+    ORIGIN_REQUESTS_TOTAL, REQUEST_DURATION_SECONDS, REQUESTS_TOTAL, recorder,
 };
 
 pub struct Series {
@@ -27,7 +27,13 @@ pub struct Series {
     origin: [Counter; OUTCOMES.len()],
     /// Counted per body chunk.
     pub origin_bytes: Counter,
+    /// `bloomgate_cached_errors_total{served}`, in the order of [`CACHED_ERRORS`].
+    cached_errors: [Counter; CACHED_ERRORS.len()],
 }
+
+/// The labels of `bloomgate_cached_errors_total{served}`: an error status served from the cache,
+/// or stored from the origin.
+pub const CACHED_ERRORS: [&str; 2] = ["hit", "stored"];
 
 impl Series {
     pub fn request(&self, outcome: Outcome) -> &Counter {
@@ -36,6 +42,10 @@ impl Series {
 
     pub fn admission(&self, decision: Decision) -> &Counter {
         &self.admission[index_of(&Decision::LABELS, decision.label())]
+    }
+
+    pub fn cached_error(&self, served: &str) -> &Counter {
+        &self.cached_errors[index_of(&CACHED_ERRORS, served)]
     }
 
     pub fn origin(&self, outcome: &str) -> &Counter {
@@ -68,6 +78,8 @@ pub fn series() -> &'static Series {
                 |i| counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => OUTCOMES[i]),
             ),
             origin_bytes: counter!(ORIGIN_BYTES_TOTAL),
+            cached_errors: CACHED_ERRORS
+                .map(|served| counter!(CACHED_ERRORS_TOTAL, "served" => served)),
         }
     })
 }
@@ -85,7 +97,7 @@ mod tests {
 
     #[test]
     fn every_label_finds_its_own_series() {
-        for labels in [&OUTCOMES[..], &Decision::LABELS[..]] {
+        for labels in [&OUTCOMES[..], &Decision::LABELS[..], &CACHED_ERRORS[..]] {
             for (index, label) in labels.iter().enumerate() {
                 assert_eq!(index_of(labels, label), index, "{label}");
             }

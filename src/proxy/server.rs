@@ -30,9 +30,9 @@ use crate::cache::disk::DiskTier;
 use crate::config::Config;
 use crate::telemetry::{
     ACCESS_LOG_DROPPED_TOTAL, ACCESS_LOG_LINES_TOTAL, ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL,
-    CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL,
-    FILTER_SNAPSHOTS_TOTAL, ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL, REQUESTS_TOTAL,
-    TLS_HANDSHAKES_TOTAL, recorder,
+    CACHED_ERRORS_TOTAL, CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN,
+    CONNECTIONS_REFUSED_TOTAL, FILTER_SNAPSHOTS_TOTAL, ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL,
+    REQUESTS_TOTAL, TLS_HANDSHAKES_TOTAL, recorder,
 };
 use crate::tls::TlsError;
 
@@ -545,6 +545,9 @@ fn register_series() {
     }
     for decision in Decision::LABELS {
         counter!(ADMISSION_TOTAL, "decision" => decision).increment(0);
+    }
+    for served in super::series::CACHED_ERRORS {
+        counter!(CACHED_ERRORS_TOTAL, "served" => served).increment(0);
     }
     for outcome in persist::OUTCOMES {
         counter!(FILTER_SNAPSHOTS_TOTAL, "outcome" => *outcome).increment(0);

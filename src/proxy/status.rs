@@ -96,6 +96,12 @@ pub struct CacheStatus {
     pub decision: Option<Decision>,
     /// The origin's response head, when this request asked the origin and it answered.
     pub origin: Option<OriginHead>,
+    /// The targeted field (RFC 9213) whose directives decided, if one did: shown after the
+    /// detail, as `detail=probation/cdn-cache-control`.
+    pub targeted: Option<http::HeaderName>,
+    /// An error status (4xx or 5xx) served from the cache or stored: shown last in the detail,
+    /// as `detail=cached-error`.
+    pub cached_error: bool,
 }
 
 /// The origin's response head for one request: its status, and how long it took to arrive.
@@ -210,9 +216,14 @@ impl CacheStatus {
             value.push_str("; ttl=");
             value.push_str(&ttl.to_string());
         }
-        if let Some(detail) = self.detail {
-            value.push_str("; detail=");
-            value.push_str(detail.as_str());
+        let details = [
+            self.detail.map(Detail::as_str),
+            self.targeted.as_ref().map(|field| field.as_str()),
+            self.cached_error.then_some("cached-error"),
+        ];
+        for (index, part) in details.into_iter().flatten().enumerate() {
+            value.push_str(if index == 0 { "; detail=" } else { "/" });
+            value.push_str(part);
         }
         HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(CACHE_NAME))
     }
@@ -237,6 +248,23 @@ mod tests {
         assert_eq!(
             CacheStatus::hit(42).header_value(),
             "bloomgate; hit; ttl=42"
+        );
+    }
+
+    #[test]
+    fn a_targeted_field_and_a_cached_error_follow_the_detail() {
+        let mut status = CacheStatus::forward(Fwd::Miss).detail(Detail::Probation);
+        status.stored = true;
+        status.targeted = Some(http::HeaderName::from_static("cdn-cache-control"));
+        assert_eq!(
+            status.header_value(),
+            "bloomgate; fwd=miss; stored; detail=probation/cdn-cache-control"
+        );
+        let mut hit = CacheStatus::hit(5);
+        hit.cached_error = true;
+        assert_eq!(
+            hit.header_value(),
+            "bloomgate; hit; ttl=5; detail=cached-error"
         );
     }
 

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::FutureExt;
@@ -398,9 +398,14 @@ impl DiskTier {
         }
     }
 
-    /// The variants on disk for `key`, verified and decoded; `None` when there is no usable
-    /// record (a corrupt one is dropped, logged and counted).
-    pub async fn load(&self, key: &CacheKey) -> Option<Vec<StoredResponse>> {
+    /// The variants on disk for `key`, verified and decoded with `targeted` as the fields whose
+    /// directives replace `Cache-Control`; `None` when there is no usable record (a corrupt one
+    /// is dropped, logged and counted).
+    pub async fn load(
+        &self,
+        key: &CacheKey,
+        targeted: &[http::HeaderName],
+    ) -> Option<Vec<StoredResponse>> {
         let shared = &self.shared;
         let counters = &shared.counters;
         if shared.failed.load(Ordering::Relaxed)
@@ -423,7 +428,7 @@ impl DiskTier {
             }
         };
         match read {
-            Ok(Some(record)) => match record::decode(key, record, SystemTime::now()) {
+            Ok(Some(record)) => match record::decode(key, record, targeted) {
                 Ok(variants) => {
                     counters.hits.fetch_add(1, Ordering::Relaxed);
                     let bytes: usize = variants.iter().map(|v| v.body.len()).sum();

@@ -1,29 +1,29 @@
-//! The disk record of one key: every `Vary` variant stored under it, each with the RFC 9111 policy
-//! that says how old and how fresh it is, in a versioned binary layout.
+//! The disk record of one key: every `Vary` variant stored under it, each with the time its
+//! response was received, in a versioned binary layout.
 //!
 //! ```text
-//! record  = magic "BGR1" | key_len u32 | key | count u16 | variant*
-//! variant = status u16 | policy_len u32 | policy (JSON) | headers | selection | body_len u64 | body
+//! record  = magic "BGR2" | key_len u32 | key | count u16 | variant*
+//! variant = status u16 | response_time_ms u64 | headers | selection | body_len u64 | body
 //! headers = count u16 | (name_len u16 | name | value_len u32 | value)*
 //! selection = count u16 | (name_len u16 | name | present u8 | value_len u32 | value)*
 //! ```
 //!
 //! Integers are little-endian. The engine checksums the whole record; decoding still checks every
 //! length against what is left, so a record that passes the checksum but not this layout (an older
-//! version, say) is refused, never half-read. The policy keeps the response's time, so `Age` and
-//! freshness come out the same after the entry has spent a restart on disk.
+//! version, say) is refused, never half-read. With the response's time, its headers give the same
+//! `Age` and freshness after the entry has spent a restart on disk (version 1 kept an
+//! `http-cache-semantics` policy instead, and is refused as another magic).
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bytes::{Buf, Bytes};
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
-use http_cache_semantics::CachePolicy;
 
 use crate::cache::{CacheKey, StoredResponse};
 
-const MAGIC: &[u8; 4] = b"BGR1";
+const MAGIC: &[u8; 4] = b"BGR2";
 
 /// Why a record read from disk could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -36,14 +36,12 @@ pub enum RecordError {
     OtherKey { found: String },
     #[error("invalid {0} in record")]
     Invalid(&'static str),
-    #[error("stored policy does not decode: {0}")]
-    Policy(serde_json::Error),
 }
 
 /// The record of `variants` stored under `key`.
 pub fn encode(key: &CacheKey, variants: &[Arc<StoredResponse>]) -> Vec<u8> {
-    // A variant's weight counts its body, its headers and the policy's copies of them: about
-    // what its part of the record takes.
+    // A variant's weight counts its body and its headers: about what its part of the record
+    // takes.
     let size = variants
         .iter()
         .map(|v| usize::try_from(v.weight).unwrap_or(0))
@@ -54,9 +52,13 @@ pub fn encode(key: &CacheKey, variants: &[Arc<StoredResponse>]) -> Vec<u8> {
     put_u16(&mut out, variants.len());
     for variant in variants {
         out.extend_from_slice(&variant.status.as_u16().to_le_bytes());
-        // Serialising a policy (strings, numbers and header maps) into a Vec cannot fail.
-        let policy = serde_json::to_vec(&variant.policy).unwrap_or_default();
-        put_bytes32(&mut out, &policy);
+        let received = variant
+            .lifetime
+            .response_time
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        let received = u64::try_from(received.as_millis()).unwrap_or(u64::MAX);
+        out.extend_from_slice(&received.to_le_bytes());
         put_u16(&mut out, variant.headers.len());
         for (name, value) in &variant.headers {
             put_bytes16(&mut out, name.as_str().as_bytes());
@@ -78,10 +80,12 @@ pub fn encode(key: &CacheKey, variants: &[Arc<StoredResponse>]) -> Vec<u8> {
 }
 
 /// The variants in the record read for `key`; bodies share the record's buffer.
+///
+/// `targeted` are the fields whose directives replace `Cache-Control` (`cache.targeted_fields`).
 pub fn decode(
     key: &CacheKey,
     record: Bytes,
-    now: SystemTime,
+    targeted: &[HeaderName],
 ) -> Result<Vec<StoredResponse>, RecordError> {
     let mut reader = Reader { rest: record };
     if reader.take(MAGIC.len(), "magic")? != MAGIC[..] {
@@ -98,8 +102,10 @@ pub fn decode(
     for _ in 0..count {
         let status = StatusCode::from_u16(reader.u16("status")? as u16)
             .map_err(|_| RecordError::Invalid("status"))?;
-        let policy: CachePolicy =
-            serde_json::from_slice(&reader.bytes32("policy")?).map_err(RecordError::Policy)?;
+        let received = Duration::from_millis(reader.u64("response time")?);
+        let response_time = SystemTime::UNIX_EPOCH
+            .checked_add(received)
+            .ok_or(RecordError::Invalid("response time"))?;
         let header_count = reader.u16("header count")?;
         let mut headers = HeaderMap::with_capacity(header_count);
         for _ in 0..header_count {
@@ -124,12 +130,12 @@ pub fn decode(
             "body",
         )?;
         variants.push(StoredResponse::new(
-            policy,
             status,
             headers,
             body,
             &request_headers,
-            now,
+            targeted,
+            response_time,
         ));
     }
     if reader.rest.has_remaining() {
@@ -197,12 +203,7 @@ impl Reader {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use http::Method;
-
     use super::*;
-    use crate::cache::policy_for;
 
     fn key(text: &str) -> CacheKey {
         CacheKey::from_string(text.to_owned())
@@ -219,14 +220,16 @@ mod tests {
         response.append("x-twice", HeaderValue::from_static("one"));
         response.append("x-twice", HeaderValue::from_static("two"));
         response.insert("age", HeaderValue::from_static("30"));
-        let then = SystemTime::now() - Duration::from_secs(100);
-        let policy = policy_for(&Method::GET, &request, StatusCode::OK, &response, then);
+        // A whole millisecond, as the record keeps it.
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
+        let millis = now.map_or(0, |since| since.as_millis() as u64);
+        let then = SystemTime::UNIX_EPOCH + Duration::from_millis(millis - 100_000);
         Arc::new(StoredResponse::new(
-            policy,
             StatusCode::OK,
             response,
             Bytes::from_static(body),
             &request,
+            &[],
             then,
         ))
     }
@@ -236,7 +239,7 @@ mod tests {
         let stored = [variant(b"gzip body", Some("gzip")), variant(b"plain", None)];
         let record = encode(&key("/a"), &stored);
         let now = SystemTime::now();
-        let read = decode(&key("/a"), Bytes::from(record), now).expect("decodes");
+        let read = decode(&key("/a"), Bytes::from(record), &[]).expect("decodes");
         assert_eq!(read.len(), 2);
         for (before, after) in stored.iter().zip(&read) {
             assert_eq!(after.status, before.status);
@@ -248,13 +251,14 @@ mod tests {
             assert_eq!(after.age(now).as_secs(), before.age(now).as_secs());
             assert!(after.age(now).as_secs() >= 130);
             assert_eq!(after.ttl_seconds(now), before.ttl_seconds(now));
+            assert_eq!(after.lifetime, before.lifetime);
         }
     }
 
     #[test]
     fn a_record_for_another_key_is_refused() {
         let record = encode(&key("/a"), &[variant(b"x", None)]);
-        let error = decode(&key("/b"), Bytes::from(record), SystemTime::now()).unwrap_err();
+        let error = decode(&key("/b"), Bytes::from(record), &[]).unwrap_err();
         assert!(matches!(error, RecordError::OtherKey { .. }), "{error}");
     }
 
@@ -264,7 +268,7 @@ mod tests {
         for len in 0..record.len() {
             let cut = Bytes::copy_from_slice(&record[..len]);
             assert!(
-                decode(&key("/a"), cut, SystemTime::now()).is_err(),
+                decode(&key("/a"), cut, &[]).is_err(),
                 "a record cut at {len} of {} bytes was accepted",
                 record.len()
             );
@@ -272,11 +276,11 @@ mod tests {
         let mut flipped = record.clone();
         flipped[0] ^= 0xff;
         assert!(matches!(
-            decode(&key("/a"), Bytes::from(flipped), SystemTime::now()),
+            decode(&key("/a"), Bytes::from(flipped), &[]),
             Err(RecordError::Magic)
         ));
         let mut longer = record;
         longer.push(0);
-        assert!(decode(&key("/a"), Bytes::from(longer), SystemTime::now()).is_err());
+        assert!(decode(&key("/a"), Bytes::from(longer), &[]).is_err());
     }
 }
