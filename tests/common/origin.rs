@@ -48,6 +48,9 @@ pub struct Reply {
     /// Answer a request's single `Range: bytes=first-last` (or `first-`) with a 206 of those
     /// bytes, as an origin that serves ranges itself does.
     pub serves_ranges: bool,
+    /// The fields of the 304 sent, whatever its validators, to any request carrying
+    /// `If-None-Match` or `If-Modified-Since` (an origin whose 304 may name nothing stored).
+    pub conditional_304: Option<Vec<(String, String)>>,
 }
 
 impl Reply {
@@ -64,6 +67,7 @@ impl Reply {
             echo_first: false,
             raw: None,
             serves_ranges: false,
+            conditional_304: None,
         }
     }
 
@@ -127,6 +131,13 @@ impl Reply {
 
     pub fn answers_304(mut self) -> Reply {
         self.answers_304 = true;
+        self
+    }
+
+    /// Answers a conditional request with a 304 of exactly these fields.
+    pub fn conditional_304(mut self, fields: &[(&str, &str)]) -> Reply {
+        let fields = fields.iter().map(|(n, v)| (n.to_string(), v.to_string()));
+        self.conditional_304 = Some(fields.collect());
         self
     }
 
@@ -390,7 +401,17 @@ async fn serve_connection(stream: TcpStream, state: Arc<State>) {
                 Some(_) => values.join(", ").into_bytes(),
             };
         }
-        let reply = reply.for_range(request.header("range"));
+        let conditional = request.header("if-none-match").is_some()
+            || request.header("if-modified-since").is_some();
+        let reply = match (&reply.conditional_304, conditional) {
+            (Some(fields), true) => Reply {
+                status: 304,
+                headers: fields.clone(),
+                body: Vec::new(),
+                ..reply.clone()
+            },
+            _ => reply.for_range(request.header("range")),
+        };
         let close = request
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
@@ -400,9 +421,10 @@ async fn serve_connection(stream: TcpStream, state: Arc<State>) {
         if !reply.delay.is_zero() {
             tokio::time::sleep(reply.delay).await;
         }
-        let not_modified = reply.answers_304
-            && if_none_match.is_some()
-            && if_none_match.as_deref() == reply.header_value("etag");
+        let not_modified = reply.status == 304
+            || (reply.answers_304
+                && if_none_match.is_some()
+                && if_none_match.as_deref() == reply.header_value("etag"));
         if let Some(bytes) = &reply.raw {
             let _ = connection.stream.write_all(bytes).await;
             let _ = connection.stream.flush().await;

@@ -86,7 +86,7 @@ async fn synthetic_origin() -> OriginHandle {
 /// A proxy with 256 KiB of RAM (a quarter of it probation) over a 16 MiB disk tier in `dir`, in
 /// 1 MiB blocks. The cache key leaves out the Host, which names a new port after each restart,
 /// and a graceful stop has time to write RAM's proven entries to disk.
-fn tiered(origin_url: &str, dir: &Path) -> ProxyConfig {
+pub(super) fn tiered(origin_url: &str, dir: &Path) -> ProxyConfig {
     let mut config = ProxyConfig::new(origin_url);
     config
         .mode("probation")
@@ -523,10 +523,10 @@ async fn sigkill_during_disk_writes_then_restart_serves_only_whole_bodies() {
 /// `dir`; returns how many records it damaged.
 fn corrupt_body(dir: &Path, object: &Object) -> usize {
     // A bloomgate record opens with its magic and its key (see `cache::disk::record`), then
-    // headers and policy, then the body. The key alone will not do: the engine writes its own
+    // its response time and headers, then the body. The key alone will not do: the engine writes its own
     // copy after the record, and the bodies of two objects may share bytes.
     let path = object.path();
-    let mut key = b"BGR1".to_vec();
+    let mut key = b"BGR2".to_vec();
     key.extend_from_slice(&(path.len() as u32).to_le_bytes());
     key.extend_from_slice(path.as_bytes());
     let body = object.body();
@@ -542,7 +542,7 @@ fn corrupt_body(dir: &Path, object: &Object) -> usize {
             .expect("open a block file");
         let mut from = 0;
         while let Some(at) = find(&bytes[from..], &key).map(|at| from + at) {
-            // The body comes within a few KiB of its record's key (headers and policy between).
+            // The body comes within a few KiB of its record's key (the headers between).
             let end = (at + object.size + 16 * KIB).min(bytes.len());
             let Some(found) = find(&bytes[at..end], window).map(|found| at + found) else {
                 from = at + key.len();

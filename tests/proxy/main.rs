@@ -25,6 +25,7 @@ mod persist;
 mod probation;
 mod ranges;
 mod reload;
+mod rfc9111;
 mod security;
 mod service_unit;
 mod tls;
