@@ -15,6 +15,9 @@ use std::time::Duration;
 use common::{Client, ClientReply, Origin, ProxyConfig, ProxyProcess, Reply, TempDir, has_member};
 use http::{Method, StatusCode};
 
+/// Header fields, as a test lists them.
+type Fields = &'static [(&'static str, &'static str)];
+
 /// What the cache-tests.fyi client adds to every request.
 const NOISE: [(&str, &str); 2] = [("cache-control", "nothing-to-see-here"), ("pragma", "foo")];
 
@@ -55,7 +58,7 @@ async fn a_304_without_validators_refreshes_the_one_stored_response_for_every_tr
     let client = Client::new();
     // What makes the cache revalidate: the response's no-cache, must-revalidate once stale, the
     // request's no-cache, and a stale entry with a strong or a weak ETag.
-    let cases: [(&str, &str, &str, &[(&str, &str)], u64); 5] = [
+    let cases: [(&str, &str, &str, Fields, u64); 5] = [
         ("/304/no-cache", "max-age=600, no-cache", "\"a\"", &[], 0),
         (
             "/304/must-revalidate",
@@ -452,7 +455,7 @@ async fn a_targeted_field_decides_for_this_cache_and_cache_control_goes_on_uncha
     );
     let proxy = config.start();
     // (fields, served from cache the second time?, the targeted field that decided)
-    let cases: [(&[(&str, &str)], bool, Option<&str>); 7] = [
+    let cases: [(Fields, bool, Option<&str>); 7] = [
         (
             &[
                 ("cache-control", "no-store"),
