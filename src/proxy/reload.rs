@@ -61,7 +61,7 @@ impl Proxy {
         let was = &old.config;
 
         let tls_listen = |config: &Config| config.server.tls.as_ref().map(|tls| tls.listen);
-        let restart_only: [(&'static str, bool); 13] = [
+        let restart_only: [(&'static str, bool); 14] = [
             ("server.listen", was.server.listen != config.server.listen),
             ("server.tls.listen", tls_listen(was) != tls_listen(&config)),
             (
@@ -83,6 +83,10 @@ impl Proxy {
             (
                 "server.send_timeout",
                 was.server.send_timeout != config.server.send_timeout,
+            ),
+            (
+                "server.stream_send_timeout",
+                was.server.stream_send_timeout != config.server.stream_send_timeout,
             ),
             ("admin.listen", was.admin.listen != config.admin.listen),
             (
