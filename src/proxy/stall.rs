@@ -364,3 +364,109 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for SendTimeout<S> 
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::rt::Executor;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_owing_bytes_without_progress_stalls_after_the_timeout() {
+        let sending = Sending::new();
+        let mut body = BodyProgress::new(Arc::clone(&sending));
+        body.polled(true);
+        let started = Instant::now();
+        sending.stalled(Duration::from_secs(10)).await;
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_owing_nothing_never_stalls() {
+        let sending = Sending::new();
+        let mut body = BodyProgress::new(Arc::clone(&sending));
+        body.polled(true);
+        // hyper took the data and waits for the next chunk: the origin is slow, not the client.
+        body.polled(false);
+        let stalled = tokio::time::timeout(
+            Duration::from_secs(100),
+            sending.stalled(Duration::from_secs(10)),
+        );
+        assert!(stalled.await.is_err(), "stalled while owing nothing");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_poll_of_a_body_restarts_the_connection_clock() {
+        let sending = Sending::new();
+        let mut body = BodyProgress::new(Arc::clone(&sending));
+        let started = Instant::now();
+        let watcher = tokio::spawn({
+            let sending = Arc::clone(&sending);
+            async move { sending.stalled(Duration::from_secs(10)).await }
+        });
+        for _ in 0..5 {
+            body.polled(true);
+            tokio::time::sleep(Duration::from_secs(6)).await;
+        }
+        assert!(!watcher.is_finished(), "stalled although the body moved");
+        watcher.await.expect("watcher");
+        assert_eq!(started.elapsed(), Duration::from_secs(34));
+    }
+
+    /// A stream task as hyper's `H2Stream` is for the executor: its body is made and polled
+    /// inside the task's poll. It hands out data `polls` times, a second apart, then waits for
+    /// flow-control capacity that never comes; `ended` is sent when the task is dropped.
+    fn stream_task(
+        sending: Arc<Sending>,
+        polls: u32,
+        ended: tokio::sync::oneshot::Sender<Instant>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        struct OnDrop(Option<tokio::sync::oneshot::Sender<Instant>>);
+        impl Drop for OnDrop {
+            fn drop(&mut self) {
+                if let Some(ended) = self.0.take() {
+                    let _ = ended.send(Instant::now());
+                }
+            }
+        }
+        async move {
+            let _on_drop = OnDrop(Some(ended));
+            let mut body = BodyProgress::new(sending);
+            for _ in 0..polls {
+                body.polled(true);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            body.polled(true);
+            std::future::pending::<()>().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_whose_body_is_not_taken_is_dropped_after_the_timeout() {
+        let (ended, ended_at) = tokio::sync::oneshot::channel();
+        let started = Instant::now();
+        StreamExecutor::new(Duration::from_secs(10)).execute(stream_task(Sending::new(), 3, ended));
+        let ended_at = ended_at.await.expect("the stalled stream's task was dropped");
+        // Three polls a second apart, then ten seconds without one.
+        assert_eq!(ended_at - started, Duration::from_secs(13));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_owing_nothing_is_never_dropped() {
+        let (ended, mut ended_at) = tokio::sync::oneshot::channel::<()>();
+        let idle_stream = async move {
+            let _ended = ended;
+            let mut body = BodyProgress::new(Sending::new());
+            // Waiting for the origin's next chunk, not for the client.
+            body.polled(false);
+            std::future::pending::<()>().await;
+        };
+        StreamExecutor::new(Duration::from_secs(10)).execute(idle_stream);
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        assert!(ended_at.try_recv().is_err(), "a stream waiting for its origin was dropped");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_outside_a_stream_task_has_no_stream() {
+        assert!(BodyProgress::new(Sending::new()).stream.is_none());
+    }
+}
