@@ -445,7 +445,9 @@ mod tests {
         let (ended, ended_at) = tokio::sync::oneshot::channel();
         let started = Instant::now();
         StreamExecutor::new(Duration::from_secs(10)).execute(stream_task(Sending::new(), 3, ended));
-        let ended_at = ended_at.await.expect("the stalled stream's task was dropped");
+        let ended_at = ended_at
+            .await
+            .expect("the stalled stream's task was dropped");
         // Three polls a second apart, then ten seconds without one.
         assert_eq!(ended_at - started, Duration::from_secs(13));
     }
@@ -462,7 +464,10 @@ mod tests {
         };
         StreamExecutor::new(Duration::from_secs(10)).execute(idle_stream);
         tokio::time::sleep(Duration::from_secs(100)).await;
-        assert!(ended_at.try_recv().is_err(), "a stream waiting for its origin was dropped");
+        assert!(
+            ended_at.try_recv().is_err(),
+            "a stream waiting for its origin was dropped"
+        );
     }
 
     #[tokio::test(start_paused = true)]

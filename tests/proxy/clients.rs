@@ -275,7 +275,10 @@ async fn an_h2_stream_the_client_never_opens_is_reset_after_the_stream_send_time
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(released, "the stalled miss still held its origin connection");
+    assert!(
+        released,
+        "the stalled miss still held its origin connection"
+    );
     assert!(send_timeouts(&client, &proxy, "stream").await >= before + 2.0);
 }
 
@@ -302,7 +305,10 @@ async fn an_h2_connection_that_takes_no_byte_is_closed_after_the_send_timeout() 
     assert_eq!(other.text(), "served", "another client was not served");
     let closed = stalled.closed_within(Duration::from_secs(6)).await;
     let closed = closed.expect("the connection was still open 6 s after a 1 s send_timeout");
-    assert!(closed >= Duration::from_millis(800), "closed after {closed:?}");
+    assert!(
+        closed >= Duration::from_millis(800),
+        "closed after {closed:?}"
+    );
     assert!(send_timeouts(&client, &proxy, "connection").await >= before + 1.0);
 }
 

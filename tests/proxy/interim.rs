@@ -26,7 +26,10 @@ async fn early_hints_from_the_origin_are_dropped_and_never_stored_into_the_final
     let path = "/interim/early-hints";
     origin.set(
         path,
-        interim_then_ok("HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload", ""),
+        interim_then_ok(
+            "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload",
+            "",
+        ),
     );
     let proxy = ProxyConfig::new(&origin.url()).admission(false).start();
     let client = Client::new();
@@ -34,21 +37,30 @@ async fn early_hints_from_the_origin_are_dropped_and_never_stored_into_the_final
     let first = client.get(&proxy.url(path)).await;
     assert_eq!(first.status, http::StatusCode::OK);
     assert_eq!(first.text(), "hello");
-    assert!(has_member(first.cache_status(), "fwd=miss"), "{}", first.cache_status());
+    assert!(
+        has_member(first.cache_status(), "fwd=miss"),
+        "{}",
+        first.cache_status()
+    );
     assert!(first.is_stored(), "{}", first.cache_status());
     assert_eq!(first.header("link"), None, "the 103's Link reached the 200");
 
     let second = client.get(&proxy.url(path)).await;
     assert!(second.is_hit(), "{}", second.cache_status());
     assert_eq!(second.text(), "hello");
-    assert_eq!(second.header("link"), None, "the 103's Link was stored with the 200");
+    assert_eq!(
+        second.header("link"),
+        None,
+        "the 103's Link was stored with the 200"
+    );
     assert_eq!(origin.count(path), 1);
 
     // On the wire (another Host, so a miss fetched again), an HTTP/1.1 client sees the final
     // response first: no 1xx is passed on.
     let raw = raw_exchange(
         proxy.addr,
-        format!("GET {path} HTTP/1.1\r\nHost: interim.test\r\nConnection: close\r\n\r\n").as_bytes(),
+        format!("GET {path} HTTP/1.1\r\nHost: interim.test\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
         Duration::from_secs(2),
     )
     .await;
@@ -95,4 +107,3 @@ async fn a_100_continue_or_102_processing_on_a_get_is_skipped_for_the_final_resp
         assert_eq!(second.text(), "hello", "{path}");
     }
 }
-
