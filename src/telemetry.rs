@@ -52,6 +52,7 @@ pub const ORIGIN_BYTES_TOTAL: &str = "bloomgate_origin_bytes_total";
 pub const CONNECTIONS_OPEN: &str = "bloomgate_connections_open";
 pub const CONNECTIONS_REFUSED_TOTAL: &str = "bloomgate_connections_refused_total";
 pub const CONNECTIONS_IDLE_CLOSED_TOTAL: &str = "bloomgate_connections_idle_closed_total";
+pub const CLIENT_SEND_TIMEOUTS_TOTAL: &str = "bloomgate_client_send_timeouts_total";
 pub const TLS_HANDSHAKES_TOTAL: &str = "bloomgate_tls_handshakes_total";
 pub const ACCESS_LOG_LINES_TOTAL: &str = "bloomgate_access_log_lines_total";
 pub const ACCESS_LOG_DROPPED_TOTAL: &str = "bloomgate_access_log_dropped_total";
@@ -194,6 +195,10 @@ fn describe() {
     describe_counter!(
         CONNECTIONS_IDLE_CLOSED_TOTAL,
         "Client connections closed for waiting too long without a request."
+    );
+    describe_counter!(
+        CLIENT_SEND_TIMEOUTS_TOTAL,
+        "Clients given up on for taking no bytes of a response, by scope: an HTTP/2 stream reset (stream), or the connection closed (connection)."
     );
     describe_counter!(
         CONNECTIONS_REFUSED_TOTAL,

@@ -66,8 +66,12 @@ pub struct ServerConfig {
     pub header_read_timeout: Duration,
     /// A keep-alive connection with no request in progress is closed after this. Default 60s.
     pub idle_timeout: Duration,
-    /// A client that takes no byte of a response for this long is disconnected. Default 60s.
+    /// A connection that owes its client bytes and writes none for this long is closed (a socket
+    /// write that waits this long fails). Default 60s.
     pub send_timeout: Duration,
+    /// An HTTP/2 stream whose response body the client takes nothing of for this long is reset
+    /// (RST_STREAM), the connection's other streams going on. Default 60s.
+    pub stream_send_timeout: Duration,
     /// Larger request heads get 431. At least 8KiB. Default 64KiB.
     pub max_header_bytes: usize,
     /// How long graceful shutdown waits for requests in flight. Default 10s.
@@ -327,6 +331,7 @@ mod tests {
         assert_eq!(config.server.header_read_timeout, Duration::from_secs(10));
         assert_eq!(config.server.idle_timeout, Duration::from_secs(60));
         assert_eq!(config.server.send_timeout, Duration::from_secs(60));
+        assert_eq!(config.server.stream_send_timeout, Duration::from_secs(60));
         assert_eq!(config.server.max_header_bytes, 64 << 10);
         assert_eq!(config.server.shutdown_grace, Duration::from_secs(10));
         assert!(config.server.purge_allowed_networks.is_empty());

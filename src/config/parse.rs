@@ -118,6 +118,7 @@ fn read_server(s: &mut Section) -> Option<ServerConfig> {
     let header_read_timeout = s.get("header_read_timeout", values::positive_duration);
     let idle_timeout = s.get("idle_timeout", values::positive_duration);
     let send_timeout = s.get("send_timeout", values::positive_duration);
+    let stream_send_timeout = s.get("stream_send_timeout", values::positive_duration);
     let max_header_bytes = s.get("max_header_bytes", |v| {
         let bytes =
             usize::try_from(values::size(v)?).map_err(|_| format!("{} is too large", shown(v)))?;
@@ -139,6 +140,7 @@ fn read_server(s: &mut Section) -> Option<ServerConfig> {
         header_read_timeout: header_read_timeout?,
         idle_timeout: idle_timeout?,
         send_timeout: send_timeout?,
+        stream_send_timeout: stream_send_timeout?,
         max_header_bytes: max_header_bytes?,
         shutdown_grace: shutdown_grace?,
         purge_allowed_networks: purge_allowed_networks?,

@@ -34,6 +34,7 @@ impl Config {
             ("header_read_timeout", duration(server.header_read_timeout)),
             ("idle_timeout", duration(server.idle_timeout)),
             ("send_timeout", duration(server.send_timeout)),
+            ("stream_send_timeout", duration(server.stream_send_timeout)),
             ("max_header_bytes", size(server.max_header_bytes as u64)),
             ("shutdown_grace", duration(server.shutdown_grace)),
             (
@@ -224,6 +225,7 @@ mod tests {
         config.server.shutdown_grace = Duration::ZERO;
         config.server.idle_timeout = Duration::from_secs(3);
         config.server.send_timeout = Duration::from_millis(2500);
+        config.server.stream_send_timeout = Duration::from_millis(1500);
         config.server.purge_allowed_networks = vec!["10.0.0.0/8".parse().unwrap()];
         config.server.tls = Some(crate::config::TlsListenerConfig {
             listen: "0.0.0.0:8443".parse().unwrap(),

@@ -1,6 +1,6 @@
-//! Idle client connections: how long one may wait for its first request, between requests on
-//! keep-alive, and for the client to take the bytes of a response, before the proxy closes it
-//! (HTTP/1.1 and HTTP/2 alike).
+//! Idle client connections: how long one may wait for its first request, and between requests on
+//! keep-alive, before the proxy closes it (HTTP/1.1 and HTTP/2 alike). Clients that stop taking a
+//! response are `stall.rs`'s.
 //!
 //! hyper's own header-read timeout starts only at a request's first byte, and HTTP/2 has none, so a
 //! client that connects and stays silent would otherwise hold a `server.max_connections` slot for as
@@ -14,6 +14,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::watch;
+
+use super::stall::BodyProgress;
 
 /// The requests in progress on one connection.
 pub struct Activity {
@@ -67,16 +69,19 @@ impl Drop for InProgress {
     }
 }
 
-/// A response body that keeps its request in progress until hyper has sent it or dropped it.
+/// A response body that keeps its request in progress until hyper has sent it or dropped it, and
+/// tells the stall clocks when hyper takes from it.
 pub struct Tracked<B> {
     inner: B,
+    progress: BodyProgress,
     _request: InProgress,
 }
 
 impl<B> Tracked<B> {
-    pub fn new(inner: B, request: InProgress) -> Tracked<B> {
+    pub fn new(inner: B, request: InProgress, progress: BodyProgress) -> Tracked<B> {
         Tracked {
             inner,
+            progress,
             _request: request,
         }
     }
@@ -93,7 +98,12 @@ where
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        let handed_data = matches!(&polled, Poll::Ready(Some(Ok(frame))) if frame
+            .data_ref()
+            .is_some_and(|data| !data.is_empty()));
+        self.progress.polled(handed_data);
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -102,93 +112,6 @@ where
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
-    }
-}
-
-/// A client stream whose writes give up when the client has not taken a byte for `timeout`
-/// (nginx's `send_timeout`): a client that stops reading must not hold its connection, and the
-/// origin connection behind it, for ever.
-pub struct SendTimeout<S> {
-    inner: S,
-    timeout: Duration,
-    /// Set while a write is waiting for the client; reset by any progress.
-    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl<S> SendTimeout<S> {
-    pub fn new(inner: S, timeout: Duration) -> SendTimeout<S> {
-        SendTimeout {
-            inner,
-            timeout,
-            stalled: None,
-        }
-    }
-
-    /// Passes a write's result through, starting the stall clock when it waits and failing it
-    /// with `TimedOut` once the clock runs out.
-    fn watch<T>(
-        &mut self,
-        cx: &mut Context<'_>,
-        result: Poll<std::io::Result<T>>,
-    ) -> Poll<std::io::Result<T>> {
-        if result.is_ready() {
-            self.stalled = None;
-            return result;
-        }
-        let timeout = self.timeout;
-        let stalled = self
-            .stalled
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
-        if stalled.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("client took no bytes for {timeout:?}"),
-            )));
-        }
-        Poll::Pending
-    }
-}
-
-impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for SendTimeout<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for SendTimeout<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
-        self.watch(cx, result)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        self.watch(cx, result)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        let result = Pin::new(&mut self.inner).poll_flush(cx);
-        self.watch(cx, result)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

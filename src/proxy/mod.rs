@@ -18,6 +18,7 @@ mod respond;
 mod series;
 mod server;
 mod slice;
+mod stall;
 mod status;
 mod stream;
 

@@ -49,7 +49,9 @@ impl Proxy {
     /// PURGE networks, shutdown grace, the HTTPS listener's certificate and key (connections
     /// already open keep theirs), the access log (a new file that cannot be opened is logged,
     /// and the log goes on as before; the next reload tries again).
-    /// Listen addresses (adding or removing `[server.tls]` too), connection limits, header limits, the cache
+    /// Listen addresses (adding or removing `[server.tls]` too), connection limits, header limits, the
+    /// client timeouts (`server.idle_timeout`, `server.send_timeout`, `server.stream_send_timeout`:
+    /// each serving thread reads them once, at start), the cache
     /// size and its split into segments (the store's budget is fixed) and the log level need a restart and are reported as such.
     pub fn apply(&self, config: Config) -> Result<ReloadOutcome, ReloadError> {
         let _serial = self
@@ -61,7 +63,7 @@ impl Proxy {
         let was = &old.config;
 
         let tls_listen = |config: &Config| config.server.tls.as_ref().map(|tls| tls.listen);
-        let restart_only: [(&'static str, bool); 13] = [
+        let restart_only: [(&'static str, bool); 14] = [
             ("server.listen", was.server.listen != config.server.listen),
             ("server.tls.listen", tls_listen(was) != tls_listen(&config)),
             (
@@ -83,6 +85,10 @@ impl Proxy {
             (
                 "server.send_timeout",
                 was.server.send_timeout != config.server.send_timeout,
+            ),
+            (
+                "server.stream_send_timeout",
+                was.server.stream_send_timeout != config.server.stream_send_timeout,
             ),
             ("admin.listen", was.admin.listen != config.admin.listen),
             (

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulConnection;
 use metrics::{counter, gauge};
@@ -21,18 +21,19 @@ use super::Proxy;
 use super::access_log::{AccessLog, AccessLogError};
 use super::admin;
 use super::decision::Decision;
-use super::idle::{Activity, SendTimeout, Tracked};
+use super::idle::{Activity, Tracked};
 use super::origin::OUTCOMES;
 use super::persist;
+use super::stall::{BodyProgress, SendTimeout, Sending, StallScope, StreamExecutor};
 use super::status::Outcome;
 use crate::cache::ClientTls;
 use crate::cache::disk::DiskTier;
 use crate::config::Config;
 use crate::telemetry::{
     ACCESS_LOG_DROPPED_TOTAL, ACCESS_LOG_LINES_TOTAL, ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL,
-    CACHED_ERRORS_TOTAL, CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN,
-    CONNECTIONS_REFUSED_TOTAL, FILTER_SNAPSHOTS_TOTAL, ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL,
-    REQUESTS_TOTAL, TLS_HANDSHAKES_TOTAL, recorder,
+    CACHED_ERRORS_TOTAL, CLIENT_SEND_TIMEOUTS_TOTAL, CONNECTIONS_IDLE_CLOSED_TOTAL,
+    CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL, FILTER_SNAPSHOTS_TOTAL, ORIGIN_BYTES_TOTAL,
+    ORIGIN_REQUESTS_TOTAL, REQUESTS_TOTAL, TLS_HANDSHAKES_TOTAL, recorder,
 };
 use crate::tls::TlsError;
 
@@ -376,7 +377,7 @@ async fn accept_loop(
     };
     let config = proxy.config();
     let server = &config.server;
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(StreamExecutor::new(server.stream_send_timeout));
     builder
         .http1()
         .timer(TokioTimer::new())
@@ -391,8 +392,8 @@ async fn accept_loop(
     let idle = IdleLimits {
         first_request: server.header_read_timeout,
         between_requests: server.idle_timeout,
+        send: server.send_timeout,
     };
-    let send_timeout = server.send_timeout;
     let mut connections = JoinSet::new();
 
     loop {
@@ -414,12 +415,15 @@ async fn accept_loop(
                 };
                 let _ = stream.set_nodelay(true);
                 let activity = Activity::new();
+                let sending = Sending::new();
                 let secure = tls.is_some();
                 let service = service_fn({
                     let proxy = Arc::clone(&proxy);
                     let activity = Arc::clone(&activity);
+                    let sending = Arc::clone(&sending);
                     move |mut request: hyper::Request<hyper::body::Incoming>| {
                         let proxy = Arc::clone(&proxy);
+                        let sending = Arc::clone(&sending);
                         let request_in_progress = activity.begin();
                         if secure {
                             // What the connection is, not what the request claims (its scheme).
@@ -427,17 +431,19 @@ async fn accept_loop(
                         }
                         async move {
                             let response = proxy.handle(request, peer).await;
-                            Ok::<_, std::convert::Infallible>(
-                                response.map(|body| Tracked::new(body, request_in_progress)),
-                            )
+                            // Made here, in the stream's task on HTTP/2, to find its stream.
+                            let progress = BodyProgress::new(sending);
+                            Ok::<_, std::convert::Infallible>(response.map(|body| {
+                                Tracked::new(body, request_in_progress, progress)
+                            }))
                         }
                     }
                 });
-                let stream = SendTimeout::new(stream, send_timeout);
+                let stream = SendTimeout::new(stream, idle.send, Arc::clone(&sending));
                 let shutdown = shutdown.clone();
                 let Some(acceptor) = &tls else {
                     let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-                    connections.spawn(serve(connection, activity, idle, shutdown, peer, permit));
+                    connections.spawn(serve(connection, activity, sending, idle, shutdown, peer, permit));
                     continue;
                 };
                 let handshake = acceptor.accept(stream);
@@ -458,7 +464,7 @@ async fn accept_loop(
                     };
                     counter!(TLS_HANDSHAKES_TOTAL, "outcome" => "ok").increment(1);
                     let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-                    serve(connection, activity, idle, shutdown, peer, permit).await;
+                    serve(connection, activity, sending, idle, shutdown, peer, permit).await;
                 });
             }
             // Reap finished connections so the set does not grow.
@@ -478,20 +484,24 @@ async fn accept_loop(
     }
 }
 
-/// How long a connection may go without a request in progress.
+/// How long a connection may go without a request in progress, or without sending.
 #[derive(Clone, Copy)]
 struct IdleLimits {
     /// From accept to the first request (`server.header_read_timeout`).
     first_request: Duration,
     /// From the end of a response to the next request (`server.idle_timeout`).
     between_requests: Duration,
+    /// Owing the client bytes and writing none (`server.send_timeout`).
+    send: Duration,
 }
 
-/// Serves one connection until it ends, it goes idle, or the proxy shuts down; the last two close
-/// it gracefully (HTTP/1.1: at once when idle; HTTP/2: GOAWAY, then the streams in progress end).
+/// Serves one connection until it ends, it goes idle, it stalls, or the proxy shuts down; these
+/// close it gracefully (HTTP/1.1: at once when idle; HTTP/2: GOAWAY, then the streams in progress
+/// end) and cut it off if it does not let go.
 async fn serve<C>(
     connection: C,
     activity: Arc<Activity>,
+    sending: Arc<Sending>,
     idle: IdleLimits,
     mut shutdown: watch::Receiver<bool>,
     peer: SocketAddr,
@@ -504,6 +514,8 @@ async fn serve<C>(
     let mut connection = std::pin::pin!(connection);
     let went_idle = activity.idle(idle.first_request, idle.between_requests);
     let mut went_idle = std::pin::pin!(went_idle);
+    let stalled = sending.stalled(idle.send);
+    let mut stalled = std::pin::pin!(stalled);
     // A client that does not let go after GOAWAY or a close is cut off after this.
     let mut cut_off = std::pin::pin!(tokio::time::sleep(Duration::MAX));
     let mut closing = false;
@@ -523,6 +535,13 @@ async fn serve<C>(
                 connection.as_mut().graceful_shutdown();
                 closing = true;
                 cut_off.as_mut().reset(tokio::time::Instant::now() + idle.first_request);
+            }
+            () = &mut stalled, if !closing => {
+                tracing::debug!(%peer, timeout = ?idle.send, "client took no bytes; closing");
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+                // A client that took nothing for the limit gets as long again to take the GOAWAY.
+                cut_off.as_mut().reset(tokio::time::Instant::now() + idle.send);
             }
             _ = shutdown.changed(), if !closing => {
                 connection.as_mut().graceful_shutdown();
@@ -557,6 +576,9 @@ fn register_series() {
     }
     counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
     counter!(CONNECTIONS_IDLE_CLOSED_TOTAL).increment(0);
+    for scope in StallScope::ALL {
+        counter!(CLIENT_SEND_TIMEOUTS_TOTAL, "scope" => scope.as_str()).increment(0);
+    }
     counter!(ACCESS_LOG_LINES_TOTAL).increment(0);
     counter!(ACCESS_LOG_DROPPED_TOTAL).increment(0);
     counter!(CACHE_HIT_BYTES_TOTAL).increment(0);

@@ -21,6 +21,12 @@ const PING: u8 = 0x6;
 const GOAWAY: u8 = 0x7;
 const CONTINUATION: u8 = 0x9;
 
+/// The SETTINGS identifier of the initial stream flow-control window (RFC 9113 section 6.5.2).
+pub const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
+
+/// RST_STREAM's error code CANCEL (RFC 9113 section 7).
+pub const CANCEL: u32 = 0x8;
+
 const END_STREAM: u8 = 0x1;
 const ACK: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
@@ -74,9 +80,19 @@ pub struct H2Conn {
 impl H2Conn {
     /// Connects and sends the connection preface: the magic and an empty SETTINGS frame.
     pub async fn connect(addr: SocketAddr) -> H2Conn {
+        H2Conn::connect_with_settings(addr, &[]).await
+    }
+
+    /// Like [`H2Conn::connect`], with these SETTINGS (identifier, value) in the preface, e.g.
+    /// [`SETTINGS_INITIAL_WINDOW_SIZE`] at 0 for a client that takes no byte of any body.
+    pub async fn connect_with_settings(addr: SocketAddr, settings: &[(u16, u32)]) -> H2Conn {
         let mut stream = TcpStream::connect(addr).await.expect("connect for h2c");
         let mut preface = PREFACE.to_vec();
-        preface.extend_from_slice(&frame(SETTINGS, 0, 0, &[]));
+        let payload: Vec<u8> = settings
+            .iter()
+            .flat_map(|(id, value)| id.to_be_bytes().into_iter().chain(value.to_be_bytes()))
+            .collect();
+        preface.extend_from_slice(&frame(SETTINGS, 0, 0, &payload));
         stream.write_all(&preface).await.expect("send h2c preface");
         H2Conn {
             stream,

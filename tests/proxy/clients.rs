@@ -6,6 +6,7 @@ use crate::common;
 
 use std::time::Duration;
 
+use common::h2raw::{CANCEL, H2Conn, H2Outcome, SETTINGS_INITIAL_WINDOW_SIZE};
 use common::{Client, Origin, ProxyConfig, Reply};
 use http::{Method, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -182,6 +183,133 @@ async fn a_client_that_stops_reading_is_disconnected_after_the_send_timeout() {
         "a client that read nothing was still connected 6 s later (send_timeout 1 s)"
     );
     drop(stalled);
+}
+
+/// A body well past the 65,535 bytes an HTTP/2 client gets without opening its window.
+const LARGE: usize = 4 << 20;
+
+/// An HTTP/2 connection whose client takes no byte of any response body (its streams' windows
+/// are 0), with one GET sent on stream 1.
+async fn h2_get_without_window(addr: std::net::SocketAddr, path: &str) -> H2Conn {
+    let mut conn = H2Conn::connect_with_settings(addr, &[(SETTINGS_INITIAL_WINDOW_SIZE, 0)]).await;
+    conn.send_headers(
+        1,
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "stall.test"),
+            (":path", path),
+        ],
+        true,
+    )
+    .await;
+    conn
+}
+
+async fn send_timeouts(client: &Client, proxy: &common::ProxyProcess, scope: &str) -> f64 {
+    let scrape = client.get(&proxy.admin_url("/metrics")).await.text();
+    common::required_metric(
+        &scrape,
+        &format!("bloomgate_client_send_timeouts_total{{scope=\"{scope}\"}}"),
+    )
+}
+
+/// Fails without `server.stream_send_timeout`: hyper polls a body only when its stream has
+/// flow-control capacity, so an h2 client that never opened its window wrote nothing and blocked
+/// nothing, and held the stream, the miss's origin connection and the hit's body for ever.
+#[tokio::test]
+async fn an_h2_stream_the_client_never_opens_is_reset_after_the_stream_send_timeout() {
+    let origin = Origin::start();
+    let body = vec![b'h'; LARGE];
+    origin.set(
+        "/stall/hit",
+        Reply::bytes(&body).header("cache-control", "max-age=60"),
+    );
+    origin.set(
+        "/stall/miss",
+        Reply::bytes(&body).header("cache-control", "no-store"),
+    );
+    origin.set("/stall/other", Reply::ok("served"));
+    let proxy = ProxyConfig::new(&origin.url())
+        .admission(false)
+        .set("cache", "max_object_bytes", "\"8MiB\"")
+        .set("server", "stream_send_timeout", "\"1s\"")
+        .set("server", "send_timeout", "\"30s\"")
+        .set("origin", "idle_timeout", "\"30s\"")
+        .start();
+    let client = Client::new();
+    assert!(client.get(&proxy.url("/stall/hit")).await.is_stored());
+    let before = send_timeouts(&client, &proxy, "stream").await;
+
+    let started = std::time::Instant::now();
+    let mut hit = h2_get_without_window(proxy.addr, "/stall/hit").await;
+    let mut miss = h2_get_without_window(proxy.addr, "/stall/miss").await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let stalled_fds = proxy.open_fds().expect("proxy fds");
+    let other = client.get(&proxy.url("/stall/other")).await;
+    assert_eq!(
+        (other.status, other.text().as_str()),
+        (StatusCode::OK, "served"),
+        "another client was not served during the stall"
+    );
+    let (hit_outcome, miss_outcome) = tokio::join!(
+        hit.outcome(1, Duration::from_secs(6)),
+        miss.outcome(1, Duration::from_secs(6))
+    );
+    let waited = started.elapsed();
+    assert_eq!(hit_outcome, H2Outcome::Reset(CANCEL), "the stalled hit");
+    assert_eq!(miss_outcome, H2Outcome::Reset(CANCEL), "the stalled miss");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(4),
+        "reset after {waited:?} with stream_send_timeout 1 s"
+    );
+    // Only the streams: the connections stay open for other requests.
+    assert_eq!(hit.closed_within(Duration::from_millis(300)).await, None);
+    // The miss's origin connection was released with its stream (the connections to the
+    // proxy are still open, and nothing else came or went).
+    let mut released = false;
+    for _ in 0..20 {
+        if proxy.open_fds().expect("proxy fds") < stalled_fds {
+            released = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        released,
+        "the stalled miss still held its origin connection"
+    );
+    assert!(send_timeouts(&client, &proxy, "stream").await >= before + 2.0);
+}
+
+/// Fails without the connection clock of `server.send_timeout`: an h2 connection that owes its
+/// client a body it never takes writes nothing and blocks no write, so the socket-write timeout
+/// never fired and the connection stayed open for ever.
+#[tokio::test]
+async fn an_h2_connection_that_takes_no_byte_is_closed_after_the_send_timeout() {
+    let origin = Origin::start();
+    origin.set(
+        "/stall/conn",
+        Reply::bytes(&vec![b'c'; LARGE]).header("cache-control", "no-store"),
+    );
+    origin.set("/stall/conn-other", Reply::ok("served"));
+    let proxy = ProxyConfig::new(&origin.url())
+        .set("server", "send_timeout", "\"1s\"")
+        .set("server", "stream_send_timeout", "\"30s\"")
+        .set("origin", "idle_timeout", "\"30s\"")
+        .start();
+    let client = Client::new();
+    let before = send_timeouts(&client, &proxy, "connection").await;
+    let mut stalled = h2_get_without_window(proxy.addr, "/stall/conn").await;
+    let other = client.get(&proxy.url("/stall/conn-other")).await;
+    assert_eq!(other.text(), "served", "another client was not served");
+    let closed = stalled.closed_within(Duration::from_secs(6)).await;
+    let closed = closed.expect("the connection was still open 6 s after a 1 s send_timeout");
+    assert!(
+        closed >= Duration::from_millis(800),
+        "closed after {closed:?}"
+    );
+    assert!(send_timeouts(&client, &proxy, "connection").await >= before + 1.0);
 }
 
 #[test]
