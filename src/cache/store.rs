@@ -32,13 +32,14 @@ pub struct Variants {
 type Selection = Box<[Option<HeaderValue>]>;
 
 /// What a key costs the store beside its variants' own weight: the key; its slot in the index,
-/// whose tables run between half and seven eighths full; its queue node and a stale one (nodes of
-/// replaced entries wait until they outnumber the live ones); and the variants' struct, with their
-/// `Vary` names, and their selections' map and order (two copies of each selection, whose values
-/// share their buffers). Measured in `tests/memory`.
+/// whose tables run between half and seven eighths full; a queue node for each variant written
+/// and a stale one (nodes of replaced entries wait until they outnumber the live ones), in queues
+/// up to half empty after they grow; and the
+/// variants' struct, with their `Vary` names, and their selections' map and order (two copies of
+/// each selection, whose values share their buffers). Measured in `tests/memory`.
 fn bookkeeping(key: &CacheKey, names: &[HeaderName], selections: &[Selection]) -> u32 {
     let slot = 2 * size_of::<(CacheKey, Slot)>();
-    let queue = 2 * size_of::<(CacheKey, u64)>();
+    let queue = 2 * size_of::<(CacheKey, u64)>() * (selections.len() + 1);
     let variants = size_of::<Variants>() + 16 + weight::allocation(size_of_val(names));
     // hashbrown's table of at least 4 buckets with 16 control bytes more; a deque of at least 4.
     let count = selections.len();
