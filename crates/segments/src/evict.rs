@@ -7,12 +7,19 @@ use bytes::{Bytes, BytesMut};
 
 use crate::Shared;
 use crate::index::Location;
-use crate::layout::{self, FOOTER_BYTES, Footer, RecordHeader, SEGMENT_HEADER_BYTES, SummaryEntry};
+use crate::layout::{
+    self, FOOTER_BYTES, Footer, RecordHeader, SEGMENT_HEADER_BYTES, SUMMARY_ENTRY_BYTES,
+    SummaryEntry,
+};
+use crate::writer::Room;
 
 /// The share of a segment's bytes that may be re-appended when it is reclaimed (Navy's and the
 /// design note's 20%): enough to keep a hot set alive, little enough that a segment of nothing
 /// but hits still frees most of its room.
 const REINSERT_DIVISOR: u32 = 5;
+
+/// A record kept from a reclaimed segment: its key hash, where it was, and its bytes.
+type Kept = (u64, Location, BytesMut);
 
 impl Shared {
     /// Frees the oldest sealed segment, if there is one, and wakes appends waiting for room.
@@ -30,26 +37,9 @@ impl Shared {
                 Vec::new()
             }
         };
-        if !keep.is_empty() {
-            let mut log = self.log.lock();
-            for (hash, old, record) in keep {
-                // Overwritten or removed since: the newer state wins.
-                if self.index.get(hash) != Some(old) {
-                    continue;
-                }
-                match self.append(&mut log, hash, record, 0, false) {
-                    Ok(new) => {
-                        self.index.replace_if(hash, old, new);
-                        self.counters.reinserted.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(_) => {
-                        if self.index.remove_if(hash, old) {
-                            self.counters.reclaimed.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-            }
-        }
+        // They move while this segment is still readable, into the room the active segment
+        // kept for them (see `Active::reserved`).
+        self.reinsert(keep);
         self.seqs[segment as usize].store(0, Ordering::Release);
         // A zeroed header makes the segment free on disk too: after a crash it is not replayed.
         let blank = Bytes::from_static(&[0; SEGMENT_HEADER_BYTES as usize]);
@@ -61,14 +51,36 @@ impl Shared {
         self.log_changed.notify_all();
     }
 
+    /// Re-appends records kept from a reclaimed segment (where their index entries still point
+    /// at them) into the active segment's reserved room, then frees that room for puts.
+    fn reinsert(&self, keep: Vec<Kept>) {
+        let mut log = self.log.lock();
+        for (hash, old, record) in keep {
+            // Overwritten or removed since: the newer state wins.
+            if self.index.get(hash) != Some(old) {
+                continue;
+            }
+            match self.append(&mut log, hash, record, 0, Room::Reserved) {
+                Ok(new) => {
+                    self.index.replace_if(hash, old, new);
+                    self.counters.reinserted.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    if self.index.remove_if(hash, old) {
+                        self.counters.reclaimed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        if let Some(active) = log.active.as_mut() {
+            active.reserved = 0;
+        }
+    }
+
     /// Drops the entries of `segment` from the index, except those that were read since they were
     /// written and fit the re-append budget: those are read back and returned.
-    fn sort_reclaimed(
-        &self,
-        segment: u32,
-        entries: &[SummaryEntry],
-    ) -> Vec<(u64, Location, BytesMut)> {
-        let budget = self.segment_bytes / REINSERT_DIVISOR;
+    fn sort_reclaimed(&self, segment: u32, entries: &[SummaryEntry]) -> Vec<Kept> {
+        let budget = self.reinsert_budget();
         let mut kept_bytes = 0;
         let mut keep = Vec::new();
         for entry in entries
@@ -86,9 +98,11 @@ impl Shared {
             if indexed != location {
                 continue;
             }
-            if hit && kept_bytes + entry.len <= budget {
+            // A kept record takes its summary entry too.
+            let cost = entry.len + SUMMARY_ENTRY_BYTES;
+            if hit && kept_bytes + cost <= budget {
                 if let Some(record) = self.read_for_move(entry.hash, location) {
-                    kept_bytes += entry.len;
+                    kept_bytes += cost;
                     keep.push((entry.hash, location, record));
                     continue;
                 }
@@ -102,6 +116,11 @@ impl Shared {
             }
         }
         keep
+    }
+
+    /// Bytes (records and their summary entries) a reclaim may re-append.
+    pub fn reinsert_budget(&self) -> u32 {
+        self.segment_bytes / REINSERT_DIVISOR
     }
 
     /// The summary of sealed `segment`, read from its file.

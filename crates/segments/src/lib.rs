@@ -30,7 +30,7 @@ pub use read::{ColdRead, Lookup};
 use files::SegmentFile;
 use hash::KeyHasher;
 use index::Index;
-use writer::{Batch, Log, Queue};
+use writer::{Batch, Log, Queue, Room};
 
 /// The smallest segment accepted, in bytes.
 pub const MIN_SEGMENT_BYTES: u64 = 4096;
@@ -318,8 +318,8 @@ impl Engine {
             counters: Counters::default(),
         });
         if shared.log.lock().free.is_empty() {
-            // Every segment holds records: the oldest makes room (nothing is active yet to
-            // re-append into, so all its entries go).
+            // Every segment holds records: the oldest makes room (recovered entries carry no
+            // hit bit, so none is re-appended).
             shared.reclaim_oldest();
         }
         shared.rotate(&mut shared.log.lock());
@@ -366,7 +366,7 @@ impl Engine {
         // The copy and the checksum happen before taking the lock.
         let record = layout::encode_record(hash, key, value, 0);
         let mut log = shared.log.lock();
-        match shared.append(&mut log, hash, record, 0, true) {
+        match shared.append(&mut log, hash, record, 0, Room::Wait) {
             Ok(location) => {
                 shared.index.insert(hash, location);
                 Stored::Queued
@@ -405,7 +405,13 @@ impl Engine {
         if shared.index.remove(hash).is_some() {
             let tombstone = layout::encode_record(hash, key, &[], layout::FLAG_TOMBSTONE);
             // Refused only once closed; then nothing more reaches the files anyway.
-            let _ = shared.append(&mut log, hash, tombstone, layout::FLAG_TOMBSTONE, true);
+            let _ = shared.append(
+                &mut log,
+                hash,
+                tombstone,
+                layout::FLAG_TOMBSTONE,
+                Room::Wait,
+            );
         }
     }
 

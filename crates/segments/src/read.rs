@@ -30,10 +30,10 @@ pub struct ColdRead {
     shared: Arc<Shared>,
     hash: u64,
     key: Box<[u8]>,
-    location: Location,
+    pub(crate) location: Location,
     seq: u64,
-    buf: Vec<u8>,
-    filled: usize,
+    pub(crate) buf: Vec<u8>,
+    pub(crate) filled: usize,
 }
 
 impl fmt::Debug for ColdRead {
@@ -90,37 +90,49 @@ impl ColdRead {
 /// Looks `key` up and reads its record as far as it can without blocking.
 pub fn lookup(shared: &Arc<Shared>, key: &[u8]) -> Lookup {
     let hash = shared.hasher.hash(key);
-    let Some(location) = shared.index.get_marking_hit(hash) else {
-        return Lookup::Miss;
-    };
-    if let Some(record) = shared.find_in_ram(location) {
-        return match value_in(&record, key) {
-            Some(value) => Lookup::Hit(value),
-            None => Lookup::Miss,
+    // A reclaim re-appends the entries it keeps before it retires their segment, so an entry
+    // found retired under the read has moved: one more look finds it.
+    for _ in 0..2 {
+        let Some(location) = shared.index.get_marking_hit(hash) else {
+            return Lookup::Miss;
         };
-    }
-    let seq = shared.seqs[location.segment as usize].load(Ordering::Acquire);
-    let mut buf = vec![0; location.len as usize];
-    let filled = if shared.options.nowait_reads {
-        read_nowait(shared, location, &mut buf)
-    } else {
-        0
-    };
-    if filled == buf.len() {
+        if let Some(record) = shared.find_in_ram(location) {
+            return match value_in(&record, hash, key) {
+                Some(value) => Lookup::Hit(value),
+                None => Lookup::Miss,
+            };
+        }
+        let seqs = &shared.seqs[location.segment as usize];
+        let seq = seqs.load(Ordering::Acquire);
+        if seq == 0 {
+            continue;
+        }
+        let mut buf = vec![0; location.len as usize];
+        let filled = if shared.options.nowait_reads {
+            read_nowait(shared, location, &mut buf)
+        } else {
+            0
+        };
+        if filled < buf.len() {
+            return Lookup::Cold(ColdRead {
+                shared: Arc::clone(shared),
+                hash,
+                key: key.into(),
+                location,
+                seq,
+                buf,
+                filled,
+            });
+        }
+        if seqs.load(Ordering::Acquire) != seq {
+            continue;
+        }
         return match check(shared, hash, key, location, seq, buf) {
             Some(value) => Lookup::Hit(value),
             None => Lookup::Miss,
         };
     }
-    Lookup::Cold(ColdRead {
-        shared: Arc::clone(shared),
-        hash,
-        key: key.into(),
-        location,
-        seq,
-        buf,
-        filled,
-    })
+    Lookup::Miss
 }
 
 /// Reads what the page cache holds of the record into `buf`; returns how many bytes came.
@@ -146,13 +158,47 @@ fn read_nowait(shared: &Shared, location: Location, buf: &mut [u8]) -> usize {
 }
 
 /// The value of a RAM-held record if it is `key`'s (the index only knows the key's hash).
-fn value_in(record: &Bytes, key: &[u8]) -> Option<Bytes> {
+fn value_in(record: &Bytes, hash: u64, key: &[u8]) -> Option<Bytes> {
     let header = RecordHeader::parse(record)?;
-    (record.get(header.key_range())? == key).then(|| record.slice(header.value_range()))
+    let ours = header.hash == hash && record.get(header.key_range())? == key;
+    ours.then(|| record.slice(header.value_range()))
 }
 
-/// Checks a record read from its file and returns its value as a slice of `buf` (no copy).
-/// A record that fails a check is dropped from the index; one of another key is just a miss.
+/// What a record read from its file turned out to be.
+#[derive(Debug)]
+enum Verdict {
+    /// Whole and `key`'s: its value, a slice of the read buffer.
+    Value(Bytes),
+    /// Whole, but another key's (a 64-bit hash collision): a miss.
+    OtherKey,
+    /// Torn, damaged, or no longer what the index meant: dropped.
+    Broken,
+}
+
+/// Checks `buf`, a record read at `location` from a segment of sequence `seq`, for `key`.
+fn verify(hash: u64, key: &[u8], location: Location, seq: u64, buf: Vec<u8>) -> Verdict {
+    let Some(header) = RecordHeader::parse(&buf) else {
+        return Verdict::Broken;
+    };
+    let whole = header.hash == hash
+        && header.seq == seq
+        && !header.is_tombstone()
+        && header.record_bytes() == u64::from(location.len);
+    if !whole {
+        return Verdict::Broken;
+    }
+    if buf.get(header.key_range()) != Some(key) {
+        return Verdict::OtherKey;
+    }
+    if !header.payload_ok(&buf) {
+        return Verdict::Broken;
+    }
+    // No copy: the read buffer becomes the `Bytes` the value is sliced from.
+    Verdict::Value(Bytes::from(buf).slice(header.value_range()))
+}
+
+/// Checks a record read from its file and returns its value. One that fails a check is dropped
+/// from the index; one of another key is just a miss.
 fn check(
     shared: &Shared,
     hash: u64,
@@ -161,29 +207,22 @@ fn check(
     seq: u64,
     buf: Vec<u8>,
 ) -> Option<Bytes> {
-    let Some(header) = RecordHeader::parse(&buf) else {
-        drop_entry(shared, hash, location);
-        return None;
+    // A changed sequence means the segment was reclaimed (and maybe restarted) under the read:
+    // a miss, and the reclaim has dealt with the entry.
+    let current = shared.seqs[location.segment as usize].load(Ordering::Acquire);
+    let verdict = if current == seq {
+        verify(hash, key, location, seq, buf)
+    } else {
+        Verdict::OtherKey
     };
-    // A changed sequence means the segment was reclaimed (and maybe restarted) under the read.
-    let still = shared.seqs[location.segment as usize].load(Ordering::Acquire) == seq;
-    let whole = header.hash == hash
-        && header.seq == seq
-        && still
-        && !header.is_tombstone()
-        && header.record_bytes() == u64::from(location.len);
-    if !whole {
-        drop_entry(shared, hash, location);
-        return None;
+    match verdict {
+        Verdict::Value(value) => Some(value),
+        Verdict::OtherKey => None,
+        Verdict::Broken => {
+            drop_entry(shared, hash, location);
+            None
+        }
     }
-    if buf.get(header.key_range())? != key {
-        return None;
-    }
-    if !header.payload_ok(&buf) {
-        drop_entry(shared, hash, location);
-        return None;
-    }
-    Some(Bytes::from(buf).slice(header.value_range()))
 }
 
 fn drop_entry(shared: &Shared, hash: u64, location: Location) {
@@ -191,5 +230,57 @@ fn drop_entry(shared: &Shared, hash: u64, location: Location) {
         shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
         let path = &shared.files[location.segment as usize].path;
         tracing::debug!(path = %path.display(), offset = location.offset, "record failed its checks; dropped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout;
+
+    fn record(hash: u64, key: &[u8], value: &[u8], seq: u64) -> (Vec<u8>, Location) {
+        let mut record = layout::encode_record(hash, key, value, 0);
+        layout::stamp_record(&mut record, seq);
+        let location = Location {
+            segment: 0,
+            offset: 64,
+            len: record.len() as u32,
+        };
+        (record.to_vec(), location)
+    }
+
+    #[test]
+    fn value_is_a_slice_of_the_read_buffer_not_a_copy() {
+        let (buf, location) = record(9, b"k", &[7; 65536], 3);
+        let start = buf.as_ptr() as usize;
+        let Verdict::Value(value) = verify(9, b"k", location, 3, buf) else {
+            panic!("whole record must verify");
+        };
+        assert_eq!(value.len(), 65536);
+        assert_eq!(value.as_ptr() as usize, start + 40 + 1);
+    }
+
+    #[test]
+    fn another_keys_record_is_other_key_and_damage_is_broken() {
+        let (buf, location) = record(9, b"key-a", b"value", 3);
+        assert!(matches!(
+            verify(9, b"key-b", location, 3, buf.clone()),
+            Verdict::OtherKey
+        ));
+        assert!(matches!(
+            verify(9, b"key-a", location, 4, buf.clone()),
+            Verdict::Broken
+        ));
+        assert!(matches!(
+            verify(8, b"key-a", location, 3, buf.clone()),
+            Verdict::Broken
+        ));
+        let mut flipped = buf;
+        let last_value_byte = 40 + 5 + 4;
+        flipped[last_value_byte] ^= 0x80;
+        assert!(matches!(
+            verify(9, b"key-a", location, 3, flipped),
+            Verdict::Broken
+        ));
     }
 }

@@ -41,14 +41,22 @@ pub struct Active {
     pub tail: u32,
     /// The summary it will be sealed with: one entry per record so far.
     pub summary: Vec<SummaryEntry>,
+    /// Bytes at the end kept from puts for the records the pending reclaim re-appends: with
+    /// them, a reclaim never waits for room, and a re-appended entry is readable throughout.
+    pub reserved: u32,
 }
 
 impl Active {
-    /// Whether a `len`-byte record fits, leaving room for the summary (its entry included) and
-    /// the footer.
-    fn fits(&self, len: u32, segment_bytes: u32) -> bool {
+    /// Whether a `len`-byte record fits, leaving room for the summary (its entry included), the
+    /// footer, and (but for re-appends) the reserved room.
+    fn fits(&self, len: u32, segment_bytes: u32, room: Room) -> bool {
         let summary = (self.summary.len() as u64 + 1) * u64::from(SUMMARY_ENTRY_BYTES);
-        u64::from(self.tail) + u64::from(len) + summary + u64::from(FOOTER_BYTES)
+        let reserved = if room == Room::Reserved {
+            0
+        } else {
+            self.reserved
+        };
+        u64::from(self.tail) + u64::from(len) + summary + u64::from(FOOTER_BYTES + reserved)
             <= u64::from(segment_bytes)
     }
 }
@@ -110,37 +118,48 @@ pub struct Queue {
     pub stopped: bool,
 }
 
-/// Why an append did not happen.
+/// What an append may do when the active segment is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Room {
+    /// Seal it and start the next, waiting for the writer to free one if none is free.
+    Wait,
+    /// Use the room the active segment keeps for re-appends (see [`Active::reserved`]), and
+    /// refuse if that is not enough: the writer thread, which frees segments, must never wait
+    /// for itself.
+    Reserved,
+}
+
+/// Why an append did not happen.
+#[derive(Debug)]
 pub enum Refused {
     Closed,
-    /// The active segment is full and the caller may not wait for the next.
+    /// The active segment has no room, and the caller may not wait for the next.
     NoRoom,
 }
 
 impl Shared {
     /// Appends an encoded record (see [`layout::encode_record`]) to the active segment and
-    /// returns where it went. With `may_rotate`, a full segment is sealed and the next started,
-    /// waiting for the writer to free one if none is free.
+    /// returns where it went. A full segment is sealed and the next free one started; `room`
+    /// says whether to wait for one when none is free.
     pub fn append(
         &self,
         log: &mut MutexGuard<'_, Log>,
         hash: u64,
         mut record: BytesMut,
         flags: u32,
-        may_rotate: bool,
+        room: Room,
     ) -> Result<Location, Refused> {
         let len = record.len() as u32;
         loop {
             if log.closed {
                 return Err(Refused::Closed);
             }
-            if let Some(active) = &log.active {
-                if active.fits(len, self.segment_bytes) {
-                    break;
-                }
+            if let Some(active) = &log.active
+                && active.fits(len, self.segment_bytes, room)
+            {
+                break;
             }
-            if !may_rotate {
+            if room == Room::Reserved {
                 return Err(Refused::NoRoom);
             }
             if !self.rotate(log) {
@@ -195,11 +214,15 @@ impl Shared {
         log.next_seq += 1;
         // Before any index entry points into the segment: readers check records against it.
         self.seqs[next as usize].store(seq, Ordering::Release);
+        // No segment left free: the writer reclaims one now, so the next rotation need not wait
+        // for it, and this segment keeps room for what that reclaim re-appends.
+        let reclaim = log.free.is_empty();
         log.active = Some(Active {
             segment: next,
             seq,
             tail: SEGMENT_HEADER_BYTES,
             summary: Vec::new(),
+            reserved: if reclaim { self.reinsert_budget() } else { 0 },
         });
         log.open = Batch::new(next);
         let header = SegmentHeader {
@@ -207,8 +230,7 @@ impl Shared {
             segment_bytes: u64::from(self.segment_bytes),
         };
         self.push_write(log, 0, header.encode(), None);
-        if log.free.is_empty() {
-            // Free the next segment now, so the next rotation need not wait for it.
+        if reclaim {
             self.want_reclaim();
         }
         true
