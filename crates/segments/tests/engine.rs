@@ -306,3 +306,35 @@ fn threads_putting_and_getting_at_once_never_see_a_wrong_value() {
     assert_eq!(engine.stats().dropped, 0);
     assert_eq!(engine.stats().write_errors, 0);
 }
+
+/// Median time of a warm `get` of a 64 KiB value through `preadv2(RWF_NOWAIT)` after the flush.
+/// Run: `cargo test -p bloomgate-segments --release --test engine -- --ignored --nocapture`.
+#[test]
+#[ignore = "a timing, not a check: run in release by hand"]
+fn warm_get_of_64_kib_timing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let engine = open(Options::new(dir.path(), 256 << 20).segment_bytes(64 << 20));
+    let keys: Vec<String> = (0..256)
+        .map(|n| format!("https://example.test/object/{n}"))
+        .collect();
+    for key in &keys {
+        engine.put(key.as_bytes(), &value(key, 0, 64 << 10));
+    }
+    engine.wait();
+    let mut samples = Vec::with_capacity(20_000);
+    for round in 0..20_000 {
+        let key = &keys[round % keys.len()];
+        let started = std::time::Instant::now();
+        let Lookup::Hit(found) = engine.get(key.as_bytes()) else {
+            panic!("a warm record must be served without blocking");
+        };
+        samples.push(started.elapsed().as_nanos());
+        assert_eq!(found.len(), 64 << 10);
+    }
+    samples.sort_unstable();
+    println!(
+        "warm 64 KiB get: median {} ns, p99 {} ns",
+        samples[samples.len() / 2],
+        samples[samples.len() * 99 / 100]
+    );
+}
