@@ -36,7 +36,7 @@ pub struct Location {
 
 impl Location {
     fn pack(self) -> u64 {
-        debug_assert!(self.offset % 8 == 0 && self.len % 8 == 0);
+        debug_assert!(self.offset.is_multiple_of(8) && self.len.is_multiple_of(8));
         debug_assert!(u64::from(self.segment) < MAX_SEGMENTS);
         u64::from(self.len / 8)
             | u64::from(self.offset / 8) << LEN_BITS

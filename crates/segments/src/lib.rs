@@ -101,7 +101,7 @@ impl Options {
             value,
             requirement,
         };
-        if self.segment_bytes % 8 != 0
+        if !self.segment_bytes.is_multiple_of(8)
             || !(MIN_SEGMENT_BYTES..=MAX_SEGMENT_BYTES).contains(&self.segment_bytes)
         {
             return Err(invalid(
@@ -451,10 +451,10 @@ impl Engine {
             queue.shutdown = true;
             self.shared.queue_changed.notify_all();
         }
-        if let Some(writer) = self.writer.lock().take() {
-            if writer.join().is_err() {
-                tracing::error!("segments writer thread panicked");
-            }
+        if let Some(writer) = self.writer.lock().take()
+            && writer.join().is_err()
+        {
+            tracing::error!("segments writer thread panicked");
         }
     }
 

@@ -186,8 +186,8 @@ fn read_seal(
     };
     let in_bounds = entries.iter().all(|entry| {
         entry.offset >= SEGMENT_HEADER_BYTES
-            && entry.offset % 8 == 0
-            && entry.len % 8 == 0
+            && entry.offset.is_multiple_of(8)
+            && entry.len.is_multiple_of(8)
             && u64::from(entry.offset) + u64::from(entry.len) <= footer.summary_offset
     });
     Ok(in_bounds.then_some(entries))

@@ -274,7 +274,7 @@ fn threads_putting_and_getting_at_once_never_see_a_wrong_value() {
                     state ^= state >> 17;
                     state ^= state << 5;
                     let key = format!("key{}", state % 300);
-                    if state % 4 == 0 {
+                    if state.is_multiple_of(4) {
                         engine.put(
                             key.as_bytes(),
                             &value(&key, step, 200 + (state % 3000) as usize),
