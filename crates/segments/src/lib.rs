@@ -32,6 +32,9 @@ use hash::KeyHasher;
 use index::Index;
 use writer::{Batch, Log, Queue, Room};
 
+/// What `engine.meta` may take on the file system: one block.
+const META_RESERVE: u64 = 4096;
+
 /// The smallest segment accepted, in bytes.
 pub const MIN_SEGMENT_BYTES: u64 = 4096;
 
@@ -110,7 +113,9 @@ impl Options {
                 format!("must be a multiple of 8 in [{MIN_SEGMENT_BYTES}, {MAX_SEGMENT_BYTES}]"),
             ));
         }
-        let segments = self.max_bytes / self.segment_bytes;
+        // `max_bytes` bounds every file of the engine: the segments and `engine.meta`, which
+        // takes one file-system block.
+        let segments = self.max_bytes.saturating_sub(META_RESERVE) / self.segment_bytes;
         if !(2..=MAX_SEGMENTS).contains(&segments) {
             return Err(invalid(
                 "max_bytes",

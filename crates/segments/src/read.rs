@@ -229,7 +229,7 @@ fn drop_entry(shared: &Shared, hash: u64, location: Location) {
     if shared.index.remove_if(hash, location) {
         shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
         let path = &shared.files[location.segment as usize].path;
-        tracing::debug!(path = %path.display(), offset = location.offset, "record failed its checks; dropped");
+        tracing::warn!(path = %path.display(), offset = location.offset, "disk record dropped: it failed its checks (header, key or checksum)");
     }
 }
 

@@ -1,24 +1,21 @@
 //! The storage engine under the disk tier, behind the crate's own trait: the request path sees
 //! keyed records, never the engine.
 //!
-//! [`FoyerEngine`] is foyer's block engine (pinned): records are appended to large blocks written
-//! sequentially, each entry checksummed, the index rebuilt from the blocks at start, whole blocks
-//! reclaimed oldest first when the device is full, and deletions kept in a tombstone log so a
-//! purged entry does not come back after a restart.
+//! [`SegmentEngine`] is bloomgate's own (`crates/segments`): records packed byte to byte into
+//! preallocated segment files through a RAM batch, a compact index, reads of page-cached records
+//! on the calling thread (`preadv2` with `RWF_NOWAIT`) and only cold ones on the blocking pool,
+//! eviction by whole segment with reinsertion of records read since they were written, and an
+//! index rebuilt at start from sealed segments' summaries and a scan of the others.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 use bytes::Bytes;
-use foyer::{
-    BlockEngineConfig, Cache, CacheBuilder, CacheProperties, DefaultHasher, DeviceBuilder,
-    FsDeviceBuilder, Load, PsyncIoEngineConfig, RecoverMode, Statistics, StorageFilter,
-    StorageFilterCondition, StorageFilterResult, Store, StoreBuilder,
-};
+use segments::{Engine, Lookup, Options, Stored};
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -67,136 +64,117 @@ pub struct Recovery {
     pub elapsed: Duration,
 }
 
-/// foyer's block engine over files in one directory.
-pub struct FoyerEngine {
-    store: Store<String, Bytes, DefaultHasher, CacheProperties>,
-    /// foyer hands the engine "pieces" of in-memory cache entries; this cache only makes them
-    /// (each entry is removed as soon as its piece is queued).
-    pieces: Cache<String, Bytes>,
+/// bloomgate's segment engine over files in one directory.
+pub struct SegmentEngine {
+    engine: Arc<Engine>,
     counters: Arc<EngineCounters>,
 }
 
-impl FoyerEngine {
-    /// Opens (creating if needed) the engine in `options.dir`, recovering its index from the
-    /// blocks there; torn or corrupt entries are skipped.
+impl SegmentEngine {
+    /// Opens (creating if needed) the engine in `options.dir`, rebuilding its index from the
+    /// segments there; torn or corrupt records are skipped. Opening reads every sealed segment's
+    /// summary, so it runs on the blocking pool.
     pub async fn open(
         options: &EngineOptions,
         counters: Arc<EngineCounters>,
-    ) -> Result<(FoyerEngine, Recovery), foyer::Error> {
-        let started = Instant::now();
-        let device = FsDeviceBuilder::new(&options.dir)
-            .with_capacity(to_usize(options.max_bytes))
-            .build()?;
-        let pieces: Cache<String, Bytes> = CacheBuilder::new(1024).build();
-        let metrics = Arc::new(foyer_common::metrics::Metrics::noop());
-        let engine = BlockEngineConfig::new(device)
-            .with_block_size(to_usize(options.block_bytes))
-            .with_buffer_pool_size(to_usize(options.write_buffer))
-            .with_submit_queue_size_threshold(to_usize(options.write_buffer))
-            .with_tombstone_log(true)
-            .with_reinsertion_filter(
-                StorageFilter::new().with_condition(CountReclaimed(Arc::clone(&counters))),
-            );
-        let (store, recovered) = recovery::counting(
-            StoreBuilder::new("bloomgate-disk", pieces.clone(), metrics)
-                .with_io_engine_config(PsyncIoEngineConfig::new())
-                .with_engine_config(engine)
-                .with_recover_mode(RecoverMode::Quiet)
-                .build(),
-        )
-        .await;
-        let store = store?;
+    ) -> Result<(SegmentEngine, Recovery), segments::OpenError> {
+        let options = Options::new(&options.dir, options.max_bytes)
+            .segment_bytes(options.block_bytes)
+            .write_buffer(options.write_buffer);
+        let opened = tokio::task::spawn_blocking(move || Engine::open(options))
+            .await
+            .map_err(|error| segments::OpenError::Io {
+                path: PathBuf::new(),
+                source: std::io::Error::other(error),
+            })??;
+        let (engine, found) = opened;
         let recovery = Recovery {
-            entries: recovered,
-            elapsed: started.elapsed(),
+            entries: found.entries,
+            elapsed: found.elapsed,
         };
-        Ok((
-            FoyerEngine {
-                store,
-                pieces,
-                counters,
-            },
-            recovery,
-        ))
+        let engine = SegmentEngine {
+            engine: Arc::new(engine),
+            counters,
+        };
+        engine.sync_counters();
+        Ok((engine, recovery))
+    }
+
+    /// Copies the engine's own counts of reclaimed and dropped records into the tier's.
+    fn sync_counters(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let stats = self.engine.stats();
+        self.counters.reclaimed.store(stats.reclaimed, Relaxed);
+        self.counters.dropped.store(stats.dropped, Relaxed);
     }
 }
 
-impl DiskEngine for FoyerEngine {
+impl DiskEngine for SegmentEngine {
     fn put(&self, key: &str, record: Bytes) {
-        let entry = self.pieces.insert(key.to_owned(), record);
-        let piece = entry.piece();
-        drop(entry);
-        self.pieces.remove(key);
-        self.store.enqueue(piece, true);
+        match self.engine.put(key.as_bytes(), &record) {
+            Stored::Queued => {}
+            // The engine removed the key's older record: nothing stale is served.
+            refused => tracing::debug!(key, outcome = refused.as_str(), "disk record not written"),
+        }
+        self.sync_counters();
     }
 
     fn get(&self, key: &str) -> BoxFuture<std::io::Result<Option<Bytes>>> {
-        let store = self.store.clone();
-        let counters = Arc::clone(&self.counters);
-        let key = key.to_owned();
-        Box::pin(async move {
-            let indexed = store.may_contains(&key);
-            match store.load(&key).await {
-                Ok(Load::Entry { value, .. }) => Ok(Some(value)),
-                Ok(Load::Piece { piece, .. }) => Ok(Some(piece.value().clone())),
-                Ok(Load::Miss) | Ok(Load::Throttled) => {
-                    // The index named an entry and the engine refused it: a torn or corrupt
-                    // entry, dropped by the engine (also counted: a record whose block was
-                    // reclaimed between the two looks, and a 64-bit hash collision).
-                    if indexed {
-                        counters.dropped.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(None)
-                }
-                Err(error) => Err(std::io::Error::other(error)),
+        let lookup = self.engine.get(key.as_bytes());
+        self.sync_counters();
+        match lookup {
+            Lookup::Miss => Box::pin(std::future::ready(Ok(None))),
+            Lookup::Hit(value) => Box::pin(std::future::ready(Ok(Some(value)))),
+            // Only a record not in the page cache leaves this thread.
+            Lookup::Cold(read) => {
+                let counters = Arc::clone(&self.counters);
+                let engine = Arc::clone(&self.engine);
+                Box::pin(async move {
+                    let read = tokio::task::spawn_blocking(move || read.finish())
+                        .await
+                        .map_err(std::io::Error::other)?;
+                    counters
+                        .dropped
+                        .store(engine.stats().dropped, std::sync::atomic::Ordering::Relaxed);
+                    read
+                })
             }
-        })
+        }
     }
 
     fn remove(&self, key: &str) {
-        self.store.delete(key);
+        self.engine.remove(key.as_bytes());
     }
 
     fn may_contain(&self, key: &str) -> bool {
-        self.store.may_contains(key)
+        self.engine.may_contain(key.as_bytes())
     }
 
     fn written_bytes(&self) -> u64 {
-        self.store.device().statistics().disk_write_bytes() as u64
+        self.engine.stats().written_bytes
     }
 
     fn wait(&self) -> BoxFuture<()> {
-        let store = self.store.clone();
-        Box::pin(async move { store.wait().await })
+        let engine = Arc::clone(&self.engine);
+        Box::pin(async move {
+            let _ = tokio::task::spawn_blocking(move || engine.wait()).await;
+        })
     }
 
     fn close(&self) -> BoxFuture<()> {
-        let store = self.store.clone();
+        let engine = Arc::clone(&self.engine);
         Box::pin(async move {
-            if let Err(error) = store.close().await {
-                tracing::warn!(%error, "disk tier did not close cleanly");
+            if tokio::task::spawn_blocking(move || engine.close())
+                .await
+                .is_err()
+            {
+                tracing::warn!("disk tier did not close cleanly");
             }
         })
     }
 }
 
-/// Sees every entry of a block being reclaimed (foyer asks whether to reinsert it) and counts
-/// it; reinserts none.
-#[derive(Debug)]
-struct CountReclaimed(Arc<EngineCounters>);
-
-impl StorageFilterCondition for CountReclaimed {
-    fn filter(&self, _: &Arc<Statistics>, _hash: u64, _size: usize) -> StorageFilterResult {
-        self.0.reclaimed.fetch_add(1, Ordering::Relaxed);
-        StorageFilterResult::Reject
-    }
-}
-
-fn to_usize(bytes: u64) -> usize {
-    usize::try_from(bytes).unwrap_or(usize::MAX)
-}
-
-/// The files the engine keeps in `dir` (its blocks and tombstone log), for disk usage.
+/// The files the engine keeps in `dir` (its segment files and its key file), for disk usage.
 pub fn engine_files(dir: &Path) -> impl Iterator<Item = PathBuf> {
     std::fs::read_dir(dir)
         .into_iter()
@@ -206,97 +184,6 @@ pub fn engine_files(dir: &Path) -> impl Iterator<Item = PathBuf> {
         .filter(|path| {
             path.file_name()
                 .and_then(|name| name.to_str())
-                .is_some_and(|name| name.starts_with("foyer-storage-"))
+                .is_some_and(|name| name.starts_with("segment-") || name == "engine.meta")
         })
-}
-
-mod recovery {
-    //! foyer reports how many entries it recovered only in a log line; this listens for that line
-    //! while the engine opens, and passes every event on to the subscriber in force.
-
-    use std::future::Future;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering};
-
-    use tracing::field::{Field, Visit};
-    use tracing::instrument::WithSubscriber;
-    use tracing::span::{Attributes, Id, Record};
-    use tracing::{Dispatch, Event, Metadata, Subscriber};
-
-    /// Runs `open` and returns its output with the number of entries foyer said it recovered.
-    pub async fn counting<T>(open: impl Future<Output = T>) -> (T, u64) {
-        let outer = tracing::dispatcher::get_default(Dispatch::clone);
-        let recovered = Arc::new(AtomicU64::new(0));
-        let listener = Listener {
-            outer,
-            recovered: Arc::clone(&recovered),
-        };
-        let output = open.with_subscriber(listener).await;
-        (output, recovered.load(Ordering::Relaxed))
-    }
-
-    struct Listener {
-        outer: Dispatch,
-        recovered: Arc<AtomicU64>,
-    }
-
-    /// Finds "... N total entries ..." in an event's message.
-    struct TotalEntries(Option<u64>);
-
-    impl Visit for TotalEntries {
-        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-            if field.name() != "message" {
-                return;
-            }
-            let message = format!("{value:?}");
-            let Some(before) = message.split(" total entries").next() else {
-                return;
-            };
-            if before.len() < message.len() {
-                self.0 = before
-                    .rsplit(' ')
-                    .next()
-                    .and_then(|count| count.parse().ok());
-            }
-        }
-    }
-
-    impl Subscriber for Listener {
-        fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-            metadata.target().starts_with("foyer_storage") || self.outer.enabled(metadata)
-        }
-        fn new_span(&self, span: &Attributes<'_>) -> Id {
-            self.outer.new_span(span)
-        }
-        fn record(&self, span: &Id, values: &Record<'_>) {
-            self.outer.record(span, values)
-        }
-        fn record_follows_from(&self, span: &Id, follows: &Id) {
-            self.outer.record_follows_from(span, follows)
-        }
-        fn event(&self, event: &Event<'_>) {
-            if event.metadata().target().starts_with("foyer_storage") {
-                let mut total = TotalEntries(None);
-                event.record(&mut total);
-                if let Some(count) = total.0 {
-                    self.recovered.store(count, Ordering::Relaxed);
-                }
-            }
-            if self.outer.enabled(event.metadata()) {
-                self.outer.event(event);
-            }
-        }
-        fn enter(&self, span: &Id) {
-            self.outer.enter(span)
-        }
-        fn exit(&self, span: &Id) {
-            self.outer.exit(span)
-        }
-        fn clone_span(&self, id: &Id) -> Id {
-            self.outer.clone_span(id)
-        }
-        fn try_close(&self, id: Id) -> bool {
-            self.outer.try_close(id)
-        }
-    }
 }

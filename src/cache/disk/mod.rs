@@ -31,7 +31,7 @@ use super::{CacheKey, Evicted, Proof, Store, StoredResponse, Variants};
 use crate::config::DiskConfig;
 
 pub use engine::{
-    BoxFuture, DiskEngine, EngineCounters, EngineOptions, FoyerEngine, Recovery, engine_files,
+    BoxFuture, DiskEngine, EngineCounters, EngineOptions, Recovery, SegmentEngine, engine_files,
 };
 pub use record::{RecordError, decode, encode};
 
@@ -272,7 +272,7 @@ impl DiskTier {
             write_buffer: config.write_buffer,
         };
         let engine_counters = Arc::new(EngineCounters::default());
-        let (engine, recovery) = FoyerEngine::open(&options, Arc::clone(&engine_counters))
+        let (engine, recovery) = SegmentEngine::open(&options, Arc::clone(&engine_counters))
             .await
             .map_err(|error| failed(error.to_string()))?;
         Ok(DiskTier::with_engine(
@@ -284,7 +284,7 @@ impl DiskTier {
         ))
     }
 
-    /// The tier over any engine behind [`DiskEngine`] (`open` uses foyer's).
+    /// The tier over any engine behind [`DiskEngine`] (`open` uses bloomgate's own, [`SegmentEngine`]).
     pub fn with_engine(
         engine: Arc<dyn DiskEngine>,
         engine_counters: Arc<EngineCounters>,
