@@ -311,9 +311,10 @@ fn read_disk(s: &mut Section) -> Option<DiskConfig> {
     });
     let block_bytes = s.get("block_bytes", |v| {
         let bytes = values::size(v)?;
-        if bytes == 0 || bytes % DISK_PAGE != 0 {
+        if bytes == 0 || bytes % DISK_PAGE != 0 || bytes > segments::MAX_SEGMENT_BYTES {
             return Err(format!(
-                "must be a positive multiple of 4KiB, got {}",
+                "must be a positive multiple of 4KiB, at most {}, got {}",
+                format_size(segments::MAX_SEGMENT_BYTES),
                 shown(v)
             ));
         }
@@ -329,6 +330,18 @@ fn read_disk(s: &mut Section) -> Option<DiskConfig> {
             format!(
                 "{} is less than four blocks of disk.block_bytes ({})",
                 format_size(max_bytes),
+                format_size(block_bytes)
+            ),
+        );
+        return None;
+    }
+    if max_bytes / block_bytes > segments::MAX_SEGMENTS {
+        s.report(
+            "max_bytes",
+            format!(
+                "{} is more than {} segments of disk.block_bytes ({}): raise block_bytes",
+                format_size(max_bytes),
+                segments::MAX_SEGMENTS,
                 format_size(block_bytes)
             ),
         );

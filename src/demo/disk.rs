@@ -19,8 +19,17 @@ use crate::traffic::{OriginHandle, ReplayOptions, ReplayReport, replay};
 const RAM_SHARE: f64 = 0.02;
 const DISK_PER_RAM: u64 = 10;
 
-/// The engine's write and reclaim unit.
+/// The engine's segment size, at least: large enough that a trace's disk fits the engine's 8,192
+/// segments (see [`block_bytes`]).
 const BLOCK_BYTES: u64 = 1 << 20;
+
+/// The segment size for a disk of `disk_bytes`: [`BLOCK_BYTES`], or the power of two that keeps
+/// the segments within the engine's limit.
+fn block_bytes(disk_bytes: u64) -> u64 {
+    (disk_bytes / 4096)
+        .next_power_of_two()
+        .clamp(BLOCK_BYTES, segments::MAX_SEGMENT_BYTES)
+}
 
 /// Objects over this are not cached by the disk proxies, so that every record fits in a block;
 /// the trace's sizes (log-normal, median 8 KiB, sigma 1) pass it about once in 60,000.
@@ -143,8 +152,11 @@ impl Tiers {
         config.cache.max_object_bytes = MAX_OBJECT_BYTES.min(self.ram_bytes);
         config.disk.path = Some(self.dir.join(name));
         config.disk.max_bytes = self.disk_bytes;
-        config.disk.block_bytes = BLOCK_BYTES;
-        config.disk.write_buffer = 8 * BLOCK_BYTES;
+        config.disk.block_bytes = block_bytes(self.disk_bytes);
+        // Eight segments' worth, but no more RAM than a large segment.
+        config.disk.write_buffer = (8 * config.disk.block_bytes)
+            .min(segments::MAX_SEGMENT_BYTES)
+            .max(config.disk.block_bytes);
         config
     }
 }

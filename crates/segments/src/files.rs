@@ -45,11 +45,17 @@ impl SegmentFile {
         if len > segment_bytes {
             file.set_len(segment_bytes)?;
         }
-        if len < segment_bytes
-            && rustix::fs::fallocate(&file, FallocateFlags::empty(), 0, segment_bytes).is_err()
-        {
-            // Filesystems without fallocate get a sparse file; its blocks come with the writes.
-            file.set_len(segment_bytes)?;
+        if len < segment_bytes {
+            match rustix::fs::fallocate(&file, FallocateFlags::empty(), 0, segment_bytes) {
+                Ok(()) => {}
+                // No room for the whole segment: the caller decides (see `Engine::open`).
+                Err(rustix::io::Errno::NOSPC) => {
+                    return Err(io::Error::from(io::ErrorKind::StorageFull));
+                }
+                // File systems without fallocate get a sparse file; its blocks come with the
+                // writes, which may then meet a full disk (counted as write errors).
+                Err(_) => file.set_len(segment_bytes)?,
+            }
         }
         // Reads are of single records at scattered offsets: readahead would only evict.
         if let Err(error) = rustix::fs::fadvise(&file, 0, None, Advice::Random) {

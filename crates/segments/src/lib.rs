@@ -171,6 +171,11 @@ pub struct Recovery {
     pub records_skipped: u64,
     /// How long opening took, recovery included.
     pub elapsed: Duration,
+    /// Segments in use: fewer than [`Recovery::configured_segments`] when the file system could
+    /// not hold them all.
+    pub segments: u32,
+    /// Segments `max_bytes` asked for.
+    pub configured_segments: u32,
 }
 
 /// The engine's counters and sizes at one moment.
@@ -284,12 +289,29 @@ impl Engine {
             meta::write(&dir, &meta).map_err(io_at(&meta_path))?;
         }
         let hasher = hasher.masked(hash_mask);
-        let files = (0..segments)
-            .map(|segment| {
-                SegmentFile::open(&dir, segment, options.segment_bytes)
-                    .map_err(io_at(&dir.join(files::segment_name(segment))))
-            })
-            .collect::<Result<Box<[_]>, _>>()?;
+        let configured = segments;
+        let mut opened = Vec::with_capacity(segments as usize);
+        for segment in 0..segments {
+            match SegmentFile::open(&dir, segment, options.segment_bytes) {
+                Ok(file) => opened.push(file),
+                // The file system holds fewer segments than `max_bytes` asks for: run with those
+                // (all preallocated, so no write meets a full disk), and remove the others so
+                // that they hold no space.
+                Err(error)
+                    if error.kind() == std::io::ErrorKind::StorageFull && opened.len() >= 2 =>
+                {
+                    for extra in segment..segments {
+                        let _ = std::fs::remove_file(dir.join(files::segment_name(extra)));
+                    }
+                    tracing::warn!(dir = %dir.display(), configured, allocated = opened.len(),
+                        "file system full: the disk cache runs with the segments it could allocate");
+                    break;
+                }
+                Err(error) => return Err(io_at(&dir.join(files::segment_name(segment)))(error)),
+            }
+        }
+        let files: Box<[SegmentFile]> = opened.into();
+        let segments = files.len() as u32;
         let seqs: Box<[AtomicU64]> = (0..segments).map(|_| AtomicU64::new(0)).collect();
         let index = Index::default();
         let segment_bytes = options.segment_bytes as u32;
@@ -341,6 +363,8 @@ impl Engine {
             segments_scanned: recovered.segments_scanned,
             records_skipped: recovered.records_skipped,
             elapsed: started.elapsed(),
+            segments,
+            configured_segments: configured,
         };
         tracing::info!(dir = %shared.options.dir.display(), entries = recovery.entries, scanned = recovery.segments_scanned, elapsed = ?recovery.elapsed, "disk cache opened");
         let engine = Engine {
@@ -478,6 +502,12 @@ impl Engine {
             write_errors: counter(&shared.counters.write_errors),
             skipped: counter(&shared.counters.skipped),
         }
+    }
+
+    /// Bytes the engine's files take on the file system at most: its segments, preallocated, and
+    /// `engine.meta`'s block.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.shared.files.len() as u64 * u64::from(self.shared.segment_bytes) + META_RESERVE
     }
 
     /// The paths of the engine's files (segments and `engine.meta`), for disk usage.

@@ -338,3 +338,49 @@ fn warm_get_of_64_kib_timing() {
         samples[samples.len() * 99 / 100]
     );
 }
+
+/// Time to reopen a full 1 GiB engine (64 MiB segments, 16 KiB values), after a clean close and
+/// after a drop without one (the active segment then scanned record by record).
+/// Run: `cargo test -p bloomgate-segments --release --test engine -- --ignored --nocapture`.
+#[test]
+#[ignore = "a timing, not a check: run in release by hand"]
+fn reopen_of_a_full_gibibyte_timing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = || Options::new(dir.path(), (1 << 30) + 4096).segment_bytes(64 << 20);
+    let engine = open(options());
+    let mut written = 0u64;
+    let mut n = 0u64;
+    // Past the capacity once, so every segment is full and the oldest have been reclaimed.
+    while written < 1_200 << 20 {
+        let key = format!("https://example.test/object/{n}");
+        if engine.put(key.as_bytes(), &value(&key, 0, 16 << 10)) == Stored::Queued {
+            written += 16 << 10;
+        }
+        n += 1;
+        if n.is_multiple_of(1024) {
+            engine.wait();
+        }
+    }
+    engine.close();
+    drop(engine);
+    for clean in [true, false] {
+        let started = std::time::Instant::now();
+        let (engine, recovery) = Engine::open(options()).expect("reopen");
+        println!(
+            "reopen after {} stop: {} entries, {} summaries read, {} segments scanned, in {:?} ({:?} wall)",
+            if clean { "a clean" } else { "an unclean" },
+            recovery.entries,
+            recovery.summaries_read,
+            recovery.segments_scanned,
+            recovery.elapsed,
+            started.elapsed()
+        );
+        // Leave the active segment unsealed for the next round: a drop without close.
+        for extra in 0..512u64 {
+            let key = format!("https://example.test/extra/{extra}");
+            engine.put(key.as_bytes(), &value(&key, 0, 16 << 10));
+        }
+        engine.wait();
+        drop(engine);
+    }
+}

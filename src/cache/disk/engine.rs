@@ -33,6 +33,8 @@ pub trait DiskEngine: Send + Sync + 'static {
     fn may_contain(&self, key: &str) -> bool;
     /// Bytes the engine has written to its files since it opened, by its own count.
     fn written_bytes(&self) -> u64;
+    /// Bytes the engine's files may take on the file system, at most.
+    fn capacity(&self) -> u64;
     /// Waits for the writes queued so far to reach the files.
     fn wait(&self) -> BoxFuture<()>;
     /// Waits for queued writes, then refuses new ones.
@@ -152,6 +154,10 @@ impl DiskEngine for SegmentEngine {
 
     fn written_bytes(&self) -> u64 {
         self.engine.stats().written_bytes
+    }
+
+    fn capacity(&self) -> u64 {
+        self.engine.capacity_bytes()
     }
 
     fn wait(&self) -> BoxFuture<()> {

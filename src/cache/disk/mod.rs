@@ -658,11 +658,11 @@ impl Writer {
     }
 
     /// Whether a write could run the file system out of space. Asked before every write (one
-    /// `statvfs`): the engine does not survive a failed block write (foyer 0.22.6 panics in its
-    /// flusher and tombstone log), so it must never meet ENOSPC. Writes stop while the free space
-    /// is under what may still be in flight (two blocks and the write buffer) and under what the
-    /// tier's files may still claim (they are sparse: a block written once takes its space for
-    /// good, and writing it again needs none). A change either way is logged.
+    /// `statvfs`): the segment engine preallocates its files, so its writes need no new space,
+    /// but on a file system without `fallocate` its files are sparse and a write can meet a full
+    /// disk, which loses the records of that write. Writes stop while the free space is under
+    /// what may still be in flight (two segments and the write buffer) and under what the
+    /// engine's files may still claim. A change either way is logged.
     fn disk_full(&mut self) -> bool {
         let shared = Arc::clone(&self.shared);
         let free = match rustix::fs::statvfs(&shared.dir) {
@@ -685,8 +685,8 @@ impl Writer {
         full
     }
 
-    /// Bytes the tier's files may still take on the file system (`disk.max_bytes` less what they
-    /// take now), read at most every [`SPACE_CHECK_EVERY`].
+    /// Bytes the tier's files may still take on the file system (the engine's capacity less what
+    /// they take now), read at most every [`SPACE_CHECK_EVERY`].
     fn unclaimed(&mut self) -> u64 {
         let fresh = self
             .space_checked
@@ -696,7 +696,7 @@ impl Writer {
             self.space_checked = Some((Instant::now(), taken));
         }
         let taken = self.space_checked.map_or(0, |(_, taken)| taken);
-        self.shared.max_bytes.saturating_sub(taken)
+        self.shared.engine.capacity().saturating_sub(taken)
     }
 }
 
