@@ -1,9 +1,10 @@
 //! bloomgate: an HTTP caching reverse proxy that admits an object on its second request.
 //!
-//! The admission filter (`bloom`, `admission`) has no HTTP in it and can be embedded by other proxies.
+//! The admission filter is a crate of its own (`crates/doorkeeper`, library `doorkeeper`), which
+//! other proxies embed; `bloom` and `admission` re-export it here.
 
 pub mod admission;
-pub mod bloom;
+pub use doorkeeper::bloom;
 pub mod cache;
 pub mod config;
 pub mod demo;

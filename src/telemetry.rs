@@ -9,17 +9,14 @@ use crate::admission::DoorkeeperStats;
 use crate::admission::probation::Segment;
 use crate::cache::disk::{DiskStats, Rejection, WriteReason};
 
+/// The doorkeeper's metrics, named by its crate so that the Pingora plugin exports them alike.
+pub use doorkeeper::metrics::{
+    ADMISSION_TOTAL, FILTER_BYTES, FILTER_CAPACITY, FILTER_ESTIMATED_FPR, FILTER_ESTIMATED_ITEMS,
+    FILTER_FILL_RATIO, FILTER_GENERATION, FILTER_ROTATE_AT_FPR, FILTER_ROTATIONS_TOTAL, help,
+};
+
 pub const REQUESTS_TOTAL: &str = "bloomgate_requests_total";
 pub const REQUEST_DURATION_SECONDS: &str = "bloomgate_request_duration_seconds";
-pub const ADMISSION_TOTAL: &str = "bloomgate_admission_total";
-pub const FILTER_FILL_RATIO: &str = "bloomgate_filter_fill_ratio";
-pub const FILTER_ESTIMATED_ITEMS: &str = "bloomgate_filter_estimated_items";
-pub const FILTER_ESTIMATED_FPR: &str = "bloomgate_filter_estimated_fpr";
-pub const FILTER_ROTATE_AT_FPR: &str = "bloomgate_filter_rotate_at_fpr";
-pub const FILTER_CAPACITY: &str = "bloomgate_filter_capacity";
-pub const FILTER_BYTES: &str = "bloomgate_filter_bytes";
-pub const FILTER_GENERATION: &str = "bloomgate_filter_generation";
-pub const FILTER_ROTATIONS_TOTAL: &str = "bloomgate_filter_rotations_total";
 pub const FILTER_SNAPSHOTS_TOTAL: &str = "bloomgate_filter_snapshots_total";
 pub const CACHE_ENTRIES: &str = "bloomgate_cache_entries";
 pub const CACHE_BYTES: &str = "bloomgate_cache_bytes";
@@ -56,23 +53,6 @@ pub const CLIENT_SEND_TIMEOUTS_TOTAL: &str = "bloomgate_client_send_timeouts_tot
 pub const TLS_HANDSHAKES_TOTAL: &str = "bloomgate_tls_handshakes_total";
 pub const ACCESS_LOG_LINES_TOTAL: &str = "bloomgate_access_log_lines_total";
 pub const ACCESS_LOG_DROPPED_TOTAL: &str = "bloomgate_access_log_dropped_total";
-
-/// Help texts of the doorkeeper's metrics, shared with the Pingora plugin's collector so that
-/// both exporters describe them alike.
-pub mod help {
-    pub const FILTER_FILL_RATIO: &str =
-        "Share of the doorkeeper filter's bits that are set, by generation.";
-    pub const FILTER_ESTIMATED_ITEMS: &str =
-        "Distinct keys in the doorkeeper filter (Swamidass-Baldi estimate), by generation.";
-    pub const FILTER_ESTIMATED_FPR: &str =
-        "Estimated false-positive rate of the doorkeeper (both generations combined).";
-    pub const FILTER_ROTATE_AT_FPR: &str =
-        "Combined false-positive rate at which the filters rotate.";
-    pub const FILTER_CAPACITY: &str = "Keys one doorkeeper generation is sized for.";
-    pub const FILTER_BYTES: &str = "Memory held by the doorkeeper filters.";
-    pub const FILTER_GENERATION: &str = "Number of the doorkeeper's current generation.";
-    pub const FILTER_ROTATIONS_TOTAL: &str = "Doorkeeper rotations, by reason.";
-}
 
 /// Latency buckets in seconds: from a fast hit (100 µs) to the origin timeouts (30 s).
 const DURATION_BUCKETS: &[f64] = &[

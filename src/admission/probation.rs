@@ -14,6 +14,8 @@
 //! probation is empty; probation otherwise. So probation is held to its share once main is full, and
 //! until then may use what main does not (as libCacheSim's S3-FIFO does).
 
+pub use doorkeeper::Mode;
+
 use super::Admission;
 
 /// The most uses an entry of main remembers (S3-FIFO's 2-bit counter).
@@ -40,36 +42,6 @@ impl Segment {
     /// Its index in per-segment arrays (`[probation, main]`).
     pub fn index(self) -> usize {
         self as usize
-    }
-}
-
-/// How a storable miss is admitted: `admission.mode` in the configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Mode {
-    /// First seen: stored in probation; seen before: stored in main.
-    #[default]
-    Probation,
-    /// First seen: not stored; seen before: stored in main.
-    SecondHit,
-    /// Every storable response is stored in main; the doorkeeper is not consulted.
-    Off,
-}
-
-impl Mode {
-    pub const ALL: [Mode; 3] = [Mode::Probation, Mode::SecondHit, Mode::Off];
-
-    /// Its name in the configuration file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Probation => "probation",
-            Mode::SecondHit => "second-hit",
-            Mode::Off => "off",
-        }
-    }
-
-    /// Whether this mode asks the doorkeeper.
-    pub fn uses_doorkeeper(self) -> bool {
-        self != Mode::Off
     }
 }
 

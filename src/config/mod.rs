@@ -366,6 +366,12 @@ mod tests {
             config.admission.doorkeeper,
             DoorkeeperConfig::with_capacity(1_000_000)
         );
+        // The Pingora plugin reads [admission] with the doorkeeper crate's defaults, not this file.
+        let shared = doorkeeper::table::AdmissionTable::default();
+        assert_eq!(
+            (shared.mode, &shared.doorkeeper),
+            (config.admission.mode, &config.admission.doorkeeper)
+        );
         assert_eq!(config.admission.snapshot_path, None);
         assert_eq!(config.admission.snapshot_interval, Duration::from_secs(300));
         assert_eq!(config.admin.listen, "127.0.0.1:9091".parse().unwrap());
@@ -378,6 +384,24 @@ mod tests {
                 buffer: 8 << 20,
             }
         );
+    }
+
+    #[test]
+    fn the_plugin_knows_every_admission_key_of_the_defaults() {
+        // The Pingora plugin rejects an [admission] key outside these two lists: a key added here
+        // without its line there would make the plugin refuse a bloomgate.toml.
+        use doorkeeper::table::{KEYS, PROXY_KEYS};
+        let defaults: toml::Table = DEFAULT_TOML.parse().expect("valid TOML");
+        let mut keys: Vec<&str> = defaults["admission"]
+            .as_table()
+            .expect("a table")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut known: Vec<&str> = KEYS.iter().chain(&PROXY_KEYS).copied().collect();
+        keys.sort_unstable();
+        known.sort_unstable();
+        assert_eq!(keys, known);
     }
 
     #[test]

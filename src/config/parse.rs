@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use toml::{Table, Value};
 
-use crate::admission::DoorkeeperConfig;
+use doorkeeper::table::{self, AdmissionTable};
+
 use crate::admission::probation::Mode;
 
 use super::error::ConfigError;
@@ -255,7 +256,14 @@ fn read_cache_key(s: &mut Section) -> Option<CacheKeyConfig> {
 }
 
 fn read_admission(s: &mut Section) -> Option<AdmissionConfig> {
-    let mode = s.get("mode", |v| values::one_of(v, &Mode::ALL, Mode::as_str));
+    // The mode and the doorkeeper's keys are read by the doorkeeper crate, as the Pingora plugin
+    // reads them: one parser, one set of messages.
+    s.read.extend(table::KEYS);
+    let shared = AdmissionTable::read(s.table).map_err(|errors| {
+        for error in errors {
+            s.report(error.key, error.problem);
+        }
+    });
     let probation_share = s.get("probation_share", |v| {
         let share = values::number(v)?;
         if share > 0.0 && share < 1.0 {
@@ -266,39 +274,19 @@ fn read_admission(s: &mut Section) -> Option<AdmissionConfig> {
             ))
         }
     });
-    let doorkeeper = read_doorkeeper(s);
     let snapshot_path = s.get("snapshot_path", |v| {
         let path = values::string(v)?;
         Ok((!path.is_empty()).then(|| PathBuf::from(path)))
     });
     let snapshot_interval = s.get("snapshot_interval", values::positive_duration);
+    let shared = shared.ok()?;
     Some(AdmissionConfig {
-        mode: mode?,
+        mode: shared.mode,
         probation_share: probation_share?,
-        doorkeeper: doorkeeper?,
+        doorkeeper: shared.doorkeeper,
         snapshot_path: snapshot_path?,
         snapshot_interval: snapshot_interval?,
     })
-}
-
-/// The doorkeeper's keys, which sit directly in `[admission]`: read here, range-checked by the
-/// doorkeeper itself, each problem reported against its key.
-fn read_doorkeeper(s: &mut Section) -> Option<DoorkeeperConfig> {
-    let capacity = s.get("capacity", values::count);
-    let target_fpr = s.get("target_fpr", values::number);
-    let rotate_at_fpr = s.get("rotate_at_fpr", values::number);
-    let max_age = s.get("max_age", values::duration);
-    let doorkeeper = DoorkeeperConfig {
-        capacity: capacity?,
-        target_fpr: target_fpr?,
-        rotate_at_fpr: rotate_at_fpr?,
-        max_age: max_age?,
-    };
-    let problems = doorkeeper.problems();
-    for problem in &problems {
-        s.report(problem.field(), problem.problem());
-    }
-    problems.is_empty().then_some(doorkeeper)
 }
 
 /// Pages the disk engine aligns its blocks to.

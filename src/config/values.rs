@@ -11,29 +11,17 @@ use toml::Value;
 
 use super::size::parse_size;
 
+// The readers the `[admission]` table's keys are read with live in the doorkeeper crate, which the
+// Pingora plugin reads that table with; every other key is read with the same ones, so that all
+// messages read alike.
+pub use doorkeeper::table::{count, duration, number, one_of, shown, string};
+
 /// Reads a byte size: an integer (bytes) or a string that [`parse_size`] reads, such as `"512MiB"`.
 pub fn size(value: &Value) -> Result<u64, String> {
     let expected = || format!("expected a size like \"512MiB\", got {}", shown(value));
     match value {
         Value::Integer(bytes) => u64::try_from(*bytes).map_err(|_| expected()),
         Value::String(text) => parse_size(text).map_err(|_| expected()),
-        _ => Err(expected()),
-    }
-}
-
-/// Reads a duration string such as `"2s"`, `"150ms"` or `"1h 30m"` (humantime syntax).
-pub fn duration(value: &Value) -> Result<Duration, String> {
-    let expected = || {
-        format!(
-            "expected a duration like \"10s\" or \"150ms\", got {}",
-            shown(value)
-        )
-    };
-    match value {
-        Value::String(text) => humantime::parse_duration(text.trim()).map_err(|_| expected()),
-        Value::Integer(_) | Value::Float(_) => {
-            Err(format!("{} (a duration needs a unit)", expected()))
-        }
         _ => Err(expected()),
     }
 }
@@ -71,26 +59,6 @@ pub fn networks(value: &Value) -> Result<Vec<IpNet>, String> {
                 .or_else(|| text.parse::<IpAddr>().ok().map(IpNet::from))
         },
     )
-}
-
-/// Reads one of a fixed set of names (`admission.mode`, `log.access.format`): the item of `all`
-/// whose `name` it is.
-pub fn one_of<T: Copy>(
-    value: &Value,
-    all: &[T],
-    name: impl Fn(T) -> &'static str,
-) -> Result<T, String> {
-    let text = string(value)?;
-    all.iter()
-        .copied()
-        .find(|item| name(*item) == text)
-        .ok_or_else(|| {
-            let names: Vec<String> = all
-                .iter()
-                .map(|item| format!("\"{}\"", name(*item)))
-                .collect();
-            format!("expected one of {}, got \"{text}\"", names.join(", "))
-        })
 }
 
 /// Reads a list of non-empty strings.
@@ -243,44 +211,10 @@ pub fn boolean(value: &Value) -> Result<bool, String> {
         .ok_or_else(|| format!("expected true or false, got {}", shown(value)))
 }
 
-/// Reads a non-negative integer that fits a `u64`.
-pub fn count(value: &Value) -> Result<u64, String> {
-    value
-        .as_integer()
-        .and_then(|n| u64::try_from(n).ok())
-        .ok_or_else(|| format!("expected a non-negative integer, got {}", shown(value)))
-}
-
 /// Reads a non-negative integer that fits a `usize`.
 pub fn count_usize(value: &Value) -> Result<usize, String> {
     let n = count(value)?;
     usize::try_from(n).map_err(|_| format!("{n} is too large"))
-}
-
-/// Reads a number, written as a float or an integer.
-pub fn number(value: &Value) -> Result<f64, String> {
-    match value {
-        Value::Float(x) => Ok(*x),
-        Value::Integer(n) => Ok(*n as f64),
-        _ => Err(format!("expected a number like 0.01, got {}", shown(value))),
-    }
-}
-
-/// Reads a string.
-pub fn string(value: &Value) -> Result<String, String> {
-    value
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| format!("expected a string, got {}", shown(value)))
-}
-
-/// Shows a value as the user wrote it (`"lots"`, `1.5`), or its kind when it is a table or array.
-pub fn shown(value: &Value) -> String {
-    match value {
-        Value::Table(_) => "a table".to_owned(),
-        Value::Array(_) => "an array".to_owned(),
-        _ => value.to_string(),
-    }
 }
 
 #[cfg(test)]

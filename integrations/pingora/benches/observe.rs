@@ -18,9 +18,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
-use bloomgate::admission::DoorkeeperConfig;
 use bloomgate_pingora::DoorkeeperPolicy;
 use criterion::{BenchmarkId, Criterion};
+use doorkeeper::DoorkeeperConfig;
 use pingora_cache::CacheKey;
 use pingora_cache::admission::{AdmissionPolicy, Decision};
 use pingora_cache::key::CompactCacheKey;

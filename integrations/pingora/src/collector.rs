@@ -4,8 +4,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use bloomgate::admission::Doorkeeper;
-use bloomgate::telemetry::{
+use doorkeeper::Doorkeeper;
+use doorkeeper::metrics::{
     ADMISSION_TOTAL, FILTER_BYTES, FILTER_CAPACITY, FILTER_ESTIMATED_FPR, FILTER_ESTIMATED_ITEMS,
     FILTER_FILL_RATIO, FILTER_GENERATION, FILTER_ROTATE_AT_FPR, FILTER_ROTATIONS_TOTAL, help,
 };
@@ -51,7 +51,7 @@ impl DoorkeeperCollector {
         rotate_at_fpr: f64,
         counts: Arc<DecisionCounts>,
     ) -> DoorkeeperCollector {
-        // Help texts as bloomgate's exporter gives them (`bloomgate::telemetry::help`).
+        // Help texts as bloomgate's exporter gives them (`doorkeeper::metrics::help`).
         DoorkeeperCollector {
             doorkeeper,
             counts,
@@ -180,7 +180,7 @@ impl Collector for DoorkeeperCollector {
 mod tests {
     use std::time::Duration;
 
-    use bloomgate::admission::DoorkeeperConfig;
+    use doorkeeper::DoorkeeperConfig;
     use pingora_cache::CacheKey;
     use pingora_cache::admission::AdmissionPolicy;
     use prometheus::{Encoder, Registry, TextEncoder};

@@ -29,9 +29,8 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use bloomgate::admission::probation::Mode;
-use bloomgate::admission::{Admission, Doorkeeper, DoorkeeperConfig};
-use bloomgate::config::{AdmissionConfig, Config, ConfigErrors};
+use doorkeeper::table::{AdmissionTable, TableErrors};
+use doorkeeper::{Admission, Doorkeeper, DoorkeeperConfig, Mode};
 use pingora_cache::CacheKey;
 use pingora_cache::admission::{AdmissionPolicy, Decision};
 use pingora_cache::key::CacheHashKey;
@@ -73,21 +72,23 @@ impl DoorkeeperPolicy {
         }
     }
 
-    /// The policy an `[admission]` table describes, read by bloomgate's own parser: the same keys,
-    /// defaults, ranges and error messages as `bloomgate.toml` (`capacity`, `target_fpr`,
-    /// `rotate_at_fpr`, `max_age`, `mode`). The text may be a whole `bloomgate.toml`; its other
-    /// tables are checked and ignored.
+    /// The policy an `[admission]` table describes, read by the parser bloomgate reads it with
+    /// (the doorkeeper crate's [`AdmissionTable`]): the same keys, defaults, ranges and error
+    /// messages as `bloomgate.toml` (`capacity`, `target_fpr`, `rotate_at_fpr`, `max_age`,
+    /// `mode`). The text may be a whole `bloomgate.toml`: its other tables, and the `[admission]`
+    /// keys only the proxy uses (`probation_share`, `snapshot_*`), are ignored; any other key in
+    /// `[admission]` is an error.
     ///
     /// `mode = "off"` admits every key. Pingora's hook can only defer or admit, so it has no
     /// probation segment: `"probation"` (the default) and `"second-hit"` both mean second-hit here.
-    pub fn from_toml(text: &str) -> Result<DoorkeeperPolicy, ConfigErrors> {
-        Ok(DoorkeeperPolicy::from_config(
-            &Config::from_toml_str(text)?.admission,
-        ))
+    pub fn from_toml(text: &str) -> Result<DoorkeeperPolicy, TableErrors> {
+        Ok(DoorkeeperPolicy::from_table(&AdmissionTable::from_toml(
+            text,
+        )?))
     }
 
-    /// The policy for an already parsed `[admission]` table (see [`Self::from_toml`]).
-    pub fn from_config(admission: &AdmissionConfig) -> DoorkeeperPolicy {
+    /// The policy for an already read `[admission]` table (see [`Self::from_toml`]).
+    pub fn from_table(admission: &AdmissionTable) -> DoorkeeperPolicy {
         match admission.mode {
             Mode::Off => DoorkeeperPolicy {
                 doorkeeper: None,
@@ -244,7 +245,7 @@ mod tests {
     }
 
     #[test]
-    fn the_admission_table_is_read_by_bloomgates_parser() {
+    fn the_admission_table_is_read_as_bloomgate_reads_it() {
         let policy = DoorkeeperPolicy::from_toml(
             "[admission]\ncapacity = 5000\nrotate_at_fpr = 0.05\nmax_age = \"30m\"\n",
         )
@@ -258,6 +259,8 @@ mod tests {
         let text = errors.to_string();
         assert!(text.contains("admission.capacity"), "{text}");
         assert!(text.contains("admission.flavour"), "{text}");
+        let proxy_only = "[admission]\nprobation_share = 0.2\nsnapshot_interval = \"1m\"\n";
+        assert!(DoorkeeperPolicy::from_toml(proxy_only).is_ok());
         let off = DoorkeeperPolicy::from_toml("[admission]\nmode = \"off\"\n").expect("valid");
         let key = CacheKey::new("k", "");
         assert_eq!(off.observe(&key), Decision::Ready { observed: 2 });

@@ -7,14 +7,15 @@
 //! Criterion runs one filter's case for seconds, then the other's, so on a shared machine a change
 //! of load between the two moves their ratio. After criterion, a paired pass makes the filters take
 //! turns chunk by chunk and prints, per case, the median over chunks of bloomgate's time over
-//! fastbloom's for the same chunk: the figure to quote. Run with `cargo bench --bench filter`;
-//! results and the machine are in README.md, "The admission filter", under "Measured".
+//! fastbloom's for the same chunk: the figure to quote. Run with
+//! `cargo bench -p bloomgate-doorkeeper --bench filter`; results and the machine are in this
+//! crate's README.md, under "Measured".
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use bloomgate::bloom::BloomFilter;
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
+use doorkeeper::bloom::BloomFilter;
 use fastbloom::AtomicBloomFilter;
 
 const KEY_LEN: usize = 48;

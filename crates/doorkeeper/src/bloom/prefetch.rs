@@ -2,8 +2,11 @@
 
 /// Starts loading the cache line holding `value` into every cache level. A hint only: it never
 /// faults and does nothing on targets without a prefetch instruction.
+///
+/// The filter's own; public so that a model of it (bloomgate's single-threaded simulator, which
+/// keeps the same blocks in plain words) prefetches them alike.
 #[inline(always)]
-pub(crate) fn prefetch<T>(value: &T) {
+pub fn prefetch<T>(value: &T) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};

@@ -24,7 +24,7 @@ impl Clock for SystemClock {
 /// # Examples
 /// ```
 /// use std::time::Duration;
-/// use bloomgate::admission::{Clock, ManualClock};
+/// use doorkeeper::{Clock, ManualClock};
 ///
 /// let clock = ManualClock::new();
 /// let start = clock.now();

@@ -3,9 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bloomgate::admission::{
-    Admission, Doorkeeper, DoorkeeperConfig, DoorkeeperSnapshotError, ManualClock,
-};
+use doorkeeper::{Admission, Doorkeeper, DoorkeeperConfig, DoorkeeperSnapshotError, ManualClock};
 
 fn config() -> DoorkeeperConfig {
     DoorkeeperConfig {

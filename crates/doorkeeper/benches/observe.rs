@@ -9,13 +9,13 @@
 //! - `repeat`: keys from the last `first` round, found in `current` at once.
 //!
 //! Prints the median over `ROUNDS` rounds of nanoseconds per call. Run with
-//! `cargo bench --bench observe`; `CAPACITY`, `ROUNDS` and `BATCH` override the defaults. Results
-//! are in README.md, "The admission filter", under "Two filters, one wait".
+//! `cargo bench -p bloomgate-doorkeeper --bench observe`; `CAPACITY`, `ROUNDS` and `BATCH` override
+//! the defaults. Results are in this crate's README.md, under "Measured".
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use bloomgate::admission::{Doorkeeper, DoorkeeperConfig};
+use doorkeeper::{Doorkeeper, DoorkeeperConfig};
 
 fn setting(name: &str, default: u64) -> u64 {
     std::env::var(name)

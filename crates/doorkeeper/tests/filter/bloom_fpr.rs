@@ -1,6 +1,6 @@
 //! Measured false-positive rates and cardinality estimates against the sizing model.
 
-use bloomgate::bloom::BloomFilter;
+use doorkeeper::bloom::BloomFilter;
 
 /// 48-byte URL keys; `salt` separates inserted keys from probes.
 fn url(salt: u8, i: u64) -> [u8; 48] {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use bloomgate::bloom::{BloomFilter, IncompatibleFilters, SnapshotError};
+use doorkeeper::bloom::{BloomFilter, IncompatibleFilters, SnapshotError};
 use proptest::prelude::*;
 
 fn keys(prefix: &str, n: u64) -> Vec<Vec<u8>> {

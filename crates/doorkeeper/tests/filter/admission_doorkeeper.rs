@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bloomgate::admission::{
+use doorkeeper::{
     Admission, Doorkeeper, DoorkeeperConfig, DoorkeeperConfigError, ManualClock, RotationReason,
 };
 use proptest::prelude::*;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use bloomgate::admission::{Admission, Doorkeeper, DoorkeeperConfig, ManualClock};
+use doorkeeper::{Admission, Doorkeeper, DoorkeeperConfig, ManualClock};
 
 fn url(thread: u64, i: u64) -> Vec<u8> {
     format!("https://example.com/t{thread}/{i}.jpg").into_bytes()

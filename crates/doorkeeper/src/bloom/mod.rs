@@ -16,7 +16,7 @@
 //!
 //! # Examples
 //! ```
-//! use bloomgate::bloom::BloomFilter;
+//! use doorkeeper::bloom::BloomFilter;
 //!
 //! let filter = BloomFilter::with_capacity(1_000_000, 0.01);
 //! assert!(!filter.insert(b"https://example.com/a.jpg"));
@@ -27,7 +27,7 @@
 mod counter;
 mod hash;
 mod math;
-pub(crate) mod prefetch;
+mod prefetch;
 pub(crate) mod snapshot;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -39,6 +39,7 @@ use math::{BLOCK_BITS, BlockModel};
 
 pub use hash::Seed;
 pub use math::{MAX_HASHES, Sizing};
+pub use prefetch::prefetch;
 pub use snapshot::SnapshotError;
 
 /// The key's bits that are clear in `block`, folded into one word: 0 if all are set.
@@ -131,7 +132,7 @@ impl BloomFilter {
     ///
     /// # Examples
     /// ```
-    /// use bloomgate::bloom::BloomFilter;
+    /// use doorkeeper::bloom::BloomFilter;
     ///
     /// let filter = BloomFilter::with_capacity(10_000, 0.001);
     /// assert!(filter.num_bits() >= 10_000 * 14);
@@ -145,7 +146,7 @@ impl BloomFilter {
     ///
     /// # Examples
     /// ```
-    /// use bloomgate::bloom::BloomFilter;
+    /// use doorkeeper::bloom::BloomFilter;
     ///
     /// let a = BloomFilter::builder(1000, 0.01).seed(42).build();
     /// let b = BloomFilter::builder(1000, 0.01).seed(42).build();
@@ -200,7 +201,7 @@ impl BloomFilter {
     ///
     /// # Examples
     /// ```
-    /// use bloomgate::bloom::BloomFilter;
+    /// use doorkeeper::bloom::BloomFilter;
     ///
     /// let filter = BloomFilter::with_capacity(100, 0.01);
     /// assert!(!filter.insert(b"a"));
@@ -300,7 +301,10 @@ impl BloomFilter {
         self.fpr_at_set_bits(self.set_bits())
     }
 
-    pub(crate) fn fpr_at_set_bits(&self, set_bits: u64) -> f64 {
+    /// The estimated false-positive rate of this filter's shape once `set_bits` of its bits are
+    /// set: [`Self::estimated_fpr`] for a count other than its own (a model of the filter, such as
+    /// a simulator's, keeps its own count).
+    pub fn fpr_at_set_bits(&self, set_bits: u64) -> f64 {
         let fill = set_bits as f64 / self.num_bits() as f64;
         self.model
             .false_positive_rate(self.model.keys_per_block(fill))
@@ -308,13 +312,13 @@ impl BloomFilter {
 
     /// The fewest set bits at which the estimated false-positive rate reaches `fpr`
     /// ([`Self::estimated_fpr`] is a monotone function of the set-bit count).
-    pub(crate) fn set_bits_at_fpr(&self, fpr: f64) -> u64 {
+    pub fn set_bits_at_fpr(&self, fpr: f64) -> u64 {
         let load = self.model.max_keys_per_block(fpr);
         (self.model.fill_ratio(load) * self.num_bits() as f64).ceil() as u64
     }
 
     /// The fewest set bits at which [`Self::estimated_len`] reaches `len`.
-    pub(crate) fn set_bits_at_len(&self, len: u64) -> u64 {
+    pub fn set_bits_at_len(&self, len: u64) -> u64 {
         let load = len as f64 / self.blocks.len() as f64;
         (self.model.fill_ratio(load) * self.num_bits() as f64).ceil() as u64
     }
@@ -404,7 +408,7 @@ impl BloomFilter {
     ///
     /// # Examples
     /// ```
-    /// use bloomgate::bloom::BloomFilter;
+    /// use doorkeeper::bloom::BloomFilter;
     ///
     /// let a = BloomFilter::builder(100, 0.01).seed(1).build();
     /// let b = BloomFilter::builder(100, 0.01).seed(1).build();
@@ -412,7 +416,7 @@ impl BloomFilter {
     /// b.insert(b"y");
     /// let both = a.union(&b)?;
     /// assert!(both.contains(b"x") && both.contains(b"y"));
-    /// # Ok::<(), bloomgate::bloom::IncompatibleFilters>(())
+    /// # Ok::<(), doorkeeper::bloom::IncompatibleFilters>(())
     /// ```
     pub fn union(&self, other: &Self) -> Result<Self, IncompatibleFilters> {
         self.check_compatible(other)?;

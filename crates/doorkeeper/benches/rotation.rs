@@ -4,13 +4,14 @@
 //! fills in about `capacity` observes; each observe is timed on its own, and the run stops after
 //! `ROTATIONS` rotations. Prints the latency distribution of all observes and of the observes
 //! during which the generation moved (the rotating thread's and its racers'). Run with
-//! `cargo bench --bench rotation`; `CAPACITY`, `THREADS` and `ROTATIONS` override the defaults.
-//! Results are in README.md, "The admission filter", under "Rotation off the request path".
+//! `cargo bench -p bloomgate-doorkeeper --bench rotation`; `CAPACITY`, `THREADS` and `ROTATIONS`
+//! override the defaults. No run is recorded yet: paste one, with the machine, under "Measured" in
+//! this crate's README.md.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use bloomgate::admission::{Doorkeeper, DoorkeeperConfig};
+use doorkeeper::{Doorkeeper, DoorkeeperConfig};
 use hdrhistogram::Histogram;
 
 fn setting(name: &str, default: u64) -> u64 {

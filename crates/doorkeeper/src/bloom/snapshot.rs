@@ -100,13 +100,13 @@ impl BloomFilter {
     ///
     /// # Examples
     /// ```
-    /// use bloomgate::bloom::BloomFilter;
+    /// use doorkeeper::bloom::BloomFilter;
     ///
     /// let filter = BloomFilter::with_capacity(1000, 0.01);
     /// filter.insert(b"a");
     /// let copy = BloomFilter::from_bytes(&filter.to_bytes())?;
     /// assert_eq!(copy, filter);
-    /// # Ok::<(), bloomgate::bloom::SnapshotError>(())
+    /// # Ok::<(), doorkeeper::bloom::SnapshotError>(())
     /// ```
     pub fn to_bytes(&self) -> Vec<u8> {
         let body_len = self.blocks.len() * BLOCK_BYTES;
