@@ -11,7 +11,6 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -25,14 +24,14 @@ pub trait DiskEngine: Send + Sync + 'static {
     /// Queues `record` to be written under `key`, replacing any older one.
     fn put(&self, key: &str, record: Bytes);
     /// The record under `key`: `Ok(None)` when there is none, or when the one there failed its
-    /// checksum (the engine drops it; see [`EngineCounters::dropped`]).
+    /// checksum (the engine drops it; see [`EngineCounts::dropped`]).
     fn get(&self, key: &str) -> BoxFuture<std::io::Result<Option<Bytes>>>;
     /// Removes the record under `key`, now and across restarts.
     fn remove(&self, key: &str);
     /// Whether a record may be stored under `key` (no false negatives).
     fn may_contain(&self, key: &str) -> bool;
-    /// Bytes the engine has written to its files since it opened, by its own count.
-    fn written_bytes(&self) -> u64;
+    /// The engine's own counts since it opened; read at scrape time, not per request.
+    fn counts(&self) -> EngineCounts;
     /// Bytes the engine's files may take on the file system, at most.
     fn capacity(&self) -> u64;
     /// Waits for the writes queued so far to reach the files.
@@ -50,13 +49,15 @@ pub struct EngineOptions {
     pub write_buffer: u64,
 }
 
-/// Counters the engine keeps that its own API does not report.
-#[derive(Debug, Default)]
-pub struct EngineCounters {
-    /// Entries in blocks reclaimed to make room.
-    pub reclaimed: AtomicU64,
-    /// Entries the index named but that failed their checksum or would not decode when read.
-    pub dropped: AtomicU64,
+/// What the engine counts of itself.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EngineCounts {
+    /// Bytes written to its files, by its own count.
+    pub written_bytes: u64,
+    /// Entries in segments reclaimed to make room (and not re-appended).
+    pub reclaimed: u64,
+    /// Entries the index named that failed their checks when read.
+    pub dropped: u64,
 }
 
 /// What opening the engine found.
@@ -69,7 +70,6 @@ pub struct Recovery {
 /// bloomgate's segment engine over files in one directory.
 pub struct SegmentEngine {
     engine: Arc<Engine>,
-    counters: Arc<EngineCounters>,
 }
 
 impl SegmentEngine {
@@ -78,7 +78,6 @@ impl SegmentEngine {
     /// summary, so it runs on the blocking pool.
     pub async fn open(
         options: &EngineOptions,
-        counters: Arc<EngineCounters>,
     ) -> Result<(SegmentEngine, Recovery), segments::OpenError> {
         let options = Options::new(&options.dir, options.max_bytes)
             .segment_bytes(options.block_bytes)
@@ -96,18 +95,8 @@ impl SegmentEngine {
         };
         let engine = SegmentEngine {
             engine: Arc::new(engine),
-            counters,
         };
-        engine.sync_counters();
         Ok((engine, recovery))
-    }
-
-    /// Copies the engine's own counts of reclaimed and dropped records into the tier's.
-    fn sync_counters(&self) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let stats = self.engine.stats();
-        self.counters.reclaimed.store(stats.reclaimed, Relaxed);
-        self.counters.dropped.store(stats.dropped, Relaxed);
     }
 }
 
@@ -118,29 +107,18 @@ impl DiskEngine for SegmentEngine {
             // The engine removed the key's older record: nothing stale is served.
             refused => tracing::debug!(key, outcome = refused.as_str(), "disk record not written"),
         }
-        self.sync_counters();
     }
 
     fn get(&self, key: &str) -> BoxFuture<std::io::Result<Option<Bytes>>> {
-        let lookup = self.engine.get(key.as_bytes());
-        self.sync_counters();
-        match lookup {
+        match self.engine.get(key.as_bytes()) {
             Lookup::Miss => Box::pin(std::future::ready(Ok(None))),
             Lookup::Hit(value) => Box::pin(std::future::ready(Ok(Some(value)))),
             // Only a record not in the page cache leaves this thread.
-            Lookup::Cold(read) => {
-                let counters = Arc::clone(&self.counters);
-                let engine = Arc::clone(&self.engine);
-                Box::pin(async move {
-                    let read = tokio::task::spawn_blocking(move || read.finish())
-                        .await
-                        .map_err(std::io::Error::other)?;
-                    counters
-                        .dropped
-                        .store(engine.stats().dropped, std::sync::atomic::Ordering::Relaxed);
-                    read
-                })
-            }
+            Lookup::Cold(read) => Box::pin(async move {
+                tokio::task::spawn_blocking(move || read.finish())
+                    .await
+                    .map_err(std::io::Error::other)?
+            }),
         }
     }
 
@@ -152,8 +130,13 @@ impl DiskEngine for SegmentEngine {
         self.engine.may_contain(key.as_bytes())
     }
 
-    fn written_bytes(&self) -> u64 {
-        self.engine.stats().written_bytes
+    fn counts(&self) -> EngineCounts {
+        let stats = self.engine.stats();
+        EngineCounts {
+            written_bytes: stats.written_bytes,
+            reclaimed: stats.reclaimed,
+            dropped: stats.dropped,
+        }
     }
 
     fn capacity(&self) -> u64 {

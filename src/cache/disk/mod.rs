@@ -30,9 +30,7 @@ use futures_util::FutureExt;
 use super::{CacheKey, Evicted, Proof, Store, StoredResponse, Variants};
 use crate::config::DiskConfig;
 
-pub use engine::{
-    BoxFuture, DiskEngine, EngineCounters, EngineOptions, Recovery, SegmentEngine, engine_files,
-};
+pub use engine::{BoxFuture, DiskEngine, EngineOptions, Recovery, SegmentEngine, engine_files};
 pub use record::{RecordError, decode, encode};
 
 /// Why a record was written to disk.
@@ -125,6 +123,8 @@ pub struct DiskCounters {
     pub skipped: AtomicU64,
     /// New keys written (a record replacing one on disk is not counted): for the entry estimate.
     new_keys: AtomicU64,
+    /// Records that passed the engine's checks but did not decode (dropped like the engine's).
+    undecodable: AtomicU64,
 }
 
 /// The tier's state at scrape time.
@@ -232,7 +232,6 @@ struct Shared {
     block_bytes: u64,
     write_buffer: u64,
     counters: DiskCounters,
-    engine_counters: Arc<EngineCounters>,
     purges: Purges,
     /// Bytes of entries queued for the writer thread.
     queued: AtomicU64,
@@ -271,13 +270,11 @@ impl DiskTier {
             block_bytes: config.block_bytes,
             write_buffer: config.write_buffer,
         };
-        let engine_counters = Arc::new(EngineCounters::default());
-        let (engine, recovery) = SegmentEngine::open(&options, Arc::clone(&engine_counters))
+        let (engine, recovery) = SegmentEngine::open(&options)
             .await
             .map_err(|error| failed(error.to_string()))?;
         Ok(DiskTier::with_engine(
             Arc::new(engine),
-            engine_counters,
             recovery,
             config,
             dir,
@@ -287,7 +284,6 @@ impl DiskTier {
     /// The tier over any engine behind [`DiskEngine`] (`open` uses bloomgate's own, [`SegmentEngine`]).
     pub fn with_engine(
         engine: Arc<dyn DiskEngine>,
-        engine_counters: Arc<EngineCounters>,
         recovery: Recovery,
         config: &DiskConfig,
         dir: PathBuf,
@@ -299,7 +295,6 @@ impl DiskTier {
             block_bytes: config.block_bytes,
             write_buffer: config.write_buffer,
             counters: DiskCounters::default(),
-            engine_counters,
             purges: Purges::default(),
             queued: AtomicU64::new(0),
             full: AtomicBool::new(false),
@@ -440,10 +435,7 @@ impl DiskTier {
                 Err(error) => {
                     tracing::warn!(%error, %key, dir = %shared.dir.display(),
                         "disk record dropped: it passed the engine's checksum but does not decode");
-                    shared
-                        .engine_counters
-                        .dropped
-                        .fetch_add(1, Ordering::Relaxed);
+                    counters.undecodable.fetch_add(1, Ordering::Relaxed);
                     // A miss, as one the engine's checksum caught is.
                     counters.misses.fetch_add(1, Ordering::Relaxed);
                     shared.engine.remove(key.as_str());
@@ -515,10 +507,10 @@ impl DiskTier {
         let shared = &self.shared;
         let counters = &shared.counters;
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        let dropped = load(&shared.engine_counters.dropped);
-        let entries = (shared.recovery.entries + load(&counters.new_keys)).saturating_sub(
-            load(&counters.removed) + load(&shared.engine_counters.reclaimed) + dropped,
-        );
+        let engine = shared.engine.counts();
+        let dropped = engine.dropped + load(&counters.undecodable);
+        let entries = (shared.recovery.entries + load(&counters.new_keys))
+            .saturating_sub(load(&counters.removed) + engine.reclaimed + dropped);
         let bytes = allocated(&shared.dir);
         DiskStats {
             bytes,
@@ -526,7 +518,7 @@ impl DiskTier {
             entries,
             writes: counters.writes.each_ref().map(load),
             written_bytes: counters.written_bytes.each_ref().map(load),
-            engine_written_bytes: shared.engine.written_bytes(),
+            engine_written_bytes: engine.written_bytes,
             rejected: counters.rejected.each_ref().map(load),
             hits: load(&counters.hits),
             hit_bytes: load(&counters.hit_bytes),
