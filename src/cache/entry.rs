@@ -199,8 +199,28 @@ impl StoredResponse {
         response_time: SystemTime,
     ) -> StoredResponse {
         let control = ResponseControl::of(&headers, targeted);
+        StoredResponse::with_control(
+            status,
+            headers,
+            body,
+            request_headers,
+            &control,
+            response_time,
+        )
+    }
+
+    /// [`StoredResponse::new`] for a response whose directives were already read (`control`,
+    /// from these `headers`).
+    pub fn with_control(
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+        request_headers: &HeaderMap,
+        control: &ResponseControl,
+        response_time: SystemTime,
+    ) -> StoredResponse {
         let directives = &control.directives;
-        let lifetime = Lifetime::of(status, &headers, &control, response_time);
+        let lifetime = Lifetime::of(status, &headers, control, response_time);
         let vary_names: Box<[HeaderName]> = vary_header_names(&headers).collect();
         // Owned: the selection lives as long as the entry (see `owned_headers`).
         let vary_selection: Box<[Option<HeaderValue>]> =

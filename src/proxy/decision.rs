@@ -18,6 +18,8 @@ use crate::cache::{CacheKey, NotStored, ResponseControl, storability};
 pub struct Storable {
     /// The body's length when the origin announced it.
     pub content_length: Option<u64>,
+    /// The response's directives, as storability read them: the stored entry's freshness.
+    pub control: ResponseControl,
 }
 
 /// Decides whether a response may be stored, from the request and the response head alone.
@@ -40,7 +42,10 @@ pub fn storable(
     if content_length.is_some_and(|length| length > max_object_bytes) {
         return Err(NotStored::TooLarge);
     }
-    Ok(Storable { content_length })
+    Ok(Storable {
+        content_length,
+        control: control.clone(),
+    })
 }
 
 /// What became of an origin response: the label of `bloomgate_admission_total{decision}`.

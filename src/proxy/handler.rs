@@ -528,7 +528,6 @@ impl Proxy {
         let proxy = Arc::clone(self);
         let key = exchange.key.clone();
         let request_headers = varied_request_fields(&exchange.parts.headers, &head.headers);
-        let live = Arc::clone(&exchange.live);
         let response_status = head.status;
         let response_headers = head.headers.clone();
         let detail = decision.detail();
@@ -536,12 +535,12 @@ impl Proxy {
             storable.content_length,
             limit,
             Box::new(move |body: Bytes| {
-                let entry = StoredResponse::new(
+                let entry = StoredResponse::with_control(
                     response_status,
                     response_headers,
                     body,
                     &request_headers,
-                    &live.config.cache.targeted_fields,
+                    &storable.control,
                     SystemTime::now(),
                 );
                 let shared = match decision.segment() {
