@@ -46,6 +46,22 @@ fn storing(origin: &Origin) -> ProxyProcess {
     ProxyConfig::new(&origin.url()).mode("off").start()
 }
 
+/// What the second of two requests for `path` gets, `pause` after the first, the origin
+/// answering both with `reply`: whether the first stored something reusable.
+async fn asked_again(
+    client: &Client,
+    proxy: &ProxyProcess,
+    origin: &Origin,
+    path: &str,
+    reply: Reply,
+    pause: Duration,
+) -> ClientReply {
+    origin.set(path, reply);
+    get(client, proxy, path).await;
+    tokio::time::sleep(pause).await;
+    get(client, proxy, path).await
+}
+
 /// Whether the reply was served from the cache without asking the origin.
 fn is_hit(reply: &ClientReply) -> bool {
     has_member(reply.cache_status(), "hit")
@@ -180,10 +196,9 @@ async fn cache_control_directive_names_are_case_insensitive() {
     ];
     for (index, (cc, cached)) in cases.into_iter().enumerate() {
         let path = format!("/case/{index}");
-        origin.set(&path, Reply::ok("body").header("cache-control", cc));
-        get(&client, &proxy, &path).await;
-        tokio::time::sleep(Duration::from_millis(1100)).await;
-        let second = get(&client, &proxy, &path).await;
+        let reply = Reply::ok("body").header("cache-control", cc);
+        let pause = Duration::from_millis(1100);
+        let second = asked_again(&client, &proxy, &origin, &path, reply, pause).await;
         assert_eq!(is_hit(&second), cached, "{cc}: {}", second.cache_status());
     }
 }
@@ -205,14 +220,10 @@ async fn expires_is_read_in_three_forms_and_any_other_is_already_expired() {
     ];
     for (index, (expires, cached)) in cases.into_iter().enumerate() {
         let path = format!("/expires/{index}");
-        origin.set(
-            &path,
-            Reply::ok("body")
-                .header("expires", expires)
-                .header("etag", "\"e\""),
-        );
-        get(&client, &proxy, &path).await;
-        let second = get(&client, &proxy, &path).await;
+        let reply = Reply::ok("body")
+            .header("expires", expires)
+            .header("etag", "\"e\"");
+        let second = asked_again(&client, &proxy, &origin, &path, reply, Duration::ZERO).await;
         assert_eq!(
             is_hit(&second),
             cached,
@@ -235,15 +246,11 @@ async fn the_first_member_of_age_counts() {
     ];
     for (index, (age, cached)) in cases.into_iter().enumerate() {
         let path = format!("/age/{index}");
-        origin.set(
-            &path,
-            Reply::ok("body")
-                .header("cache-control", "max-age=3600")
-                .header("age", age)
-                .header("etag", "\"a\""),
-        );
-        get(&client, &proxy, &path).await;
-        let second = get(&client, &proxy, &path).await;
+        let reply = Reply::ok("body")
+            .header("cache-control", "max-age=3600")
+            .header("age", age)
+            .header("etag", "\"a\"");
+        let second = asked_again(&client, &proxy, &origin, &path, reply, Duration::ZERO).await;
         assert_eq!(
             is_hit(&second),
             cached,
@@ -391,14 +398,13 @@ async fn any_final_status_with_explicit_freshness_is_stored_and_counted_as_a_cac
         assert_eq!(origin.count(&path), 1, "{code}");
     }
     // 299 is no error, and stored just the same.
-    origin.set(
-        "/status/299",
-        Reply::ok("fine")
-            .status(299)
-            .header("cache-control", "max-age=600"),
-    );
-    get(&client, &proxy, "/status/299").await;
-    assert!(is_hit(&get(&client, &proxy, "/status/299").await));
+    let again = |path: &'static str, reply: Reply| {
+        asked_again(&client, &proxy, &origin, path, reply, Duration::ZERO)
+    };
+    let fine = Reply::ok("fine")
+        .status(299)
+        .header("cache-control", "max-age=600");
+    assert!(is_hit(&again("/status/299", fine).await));
     let n = errors.len() as f64;
     assert_eq!(admin_metric(&client, &proxy, hits).await - hits_before, n);
     assert_eq!(
@@ -418,29 +424,15 @@ async fn any_final_status_with_explicit_freshness_is_stored_and_counted_as_a_cac
         "{}",
         not.cache_status()
     );
-    origin.set(
-        "/status/heuristic-404",
-        Reply::ok("x").status(404).header("last-modified", modified),
-    );
-    get(&client, &proxy, "/status/heuristic-404").await;
-    assert!(is_hit(&get(&client, &proxy, "/status/heuristic-404").await));
+    let not_found = Reply::ok("x").status(404).header("last-modified", modified);
+    assert!(is_hit(&again("/status/heuristic-404", not_found).await));
 
     // must-understand: stored despite no-store for a code the cache knows, never for another.
     let cc = "max-age=3600, no-store, must-understand";
-    origin.set(
-        "/status/understood",
-        Reply::ok("x").header("cache-control", cc),
-    );
-    get(&client, &proxy, "/status/understood").await;
-    assert!(is_hit(&get(&client, &proxy, "/status/understood").await));
-    origin.set(
-        "/status/not-understood",
-        Reply::ok("x").status(599).header("cache-control", cc),
-    );
-    get(&client, &proxy, "/status/not-understood").await;
-    assert!(!is_hit(
-        &get(&client, &proxy, "/status/not-understood").await
-    ));
+    let understood = Reply::ok("x").header("cache-control", cc);
+    assert!(is_hit(&again("/status/understood", understood).await));
+    let unknown = Reply::ok("x").status(599).header("cache-control", cc);
+    assert!(!is_hit(&again("/status/not-understood", unknown).await));
 }
 
 #[tokio::test]
