@@ -318,15 +318,8 @@ fn unquote(argument: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::field::lines as headers;
     use http::HeaderValue;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(*name, HeaderValue::from_static(value));
-        }
-        map
-    }
 
     fn response(pairs: &[(&'static str, &'static str)]) -> ResponseDirectives {
         ResponseControl::of(&headers(pairs), &[]).directives

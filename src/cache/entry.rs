@@ -473,14 +473,7 @@ fn vary_header_names(headers: &HeaderMap) -> impl Iterator<Item = HeaderName> + 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(*name, HeaderValue::from_static(value));
-        }
-        map
-    }
+    use crate::cache::field::lines as headers;
 
     fn entry(response: HeaderMap, request: &HeaderMap, now: SystemTime) -> StoredResponse {
         StoredResponse::new(StatusCode::OK, response, Bytes::new(), request, &[], now)

@@ -31,6 +31,16 @@ pub fn selection(headers: &HeaderMap, names: &[HeaderName]) -> Box<[Option<Heade
     names.iter().map(|name| combined(headers, name)).collect()
 }
 
+/// A header map of `pairs`, in order, each pair its own line: how unit tests write fields.
+#[cfg(test)]
+pub fn lines(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        map.append(*name, HeaderValue::from_static(value));
+    }
+    map
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -244,14 +244,7 @@ pub fn not_modified_headers(full: &HeaderMap) -> HeaderMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(*name, HeaderValue::from_static(value));
-        }
-        headers
-    }
+    use crate::cache::field::lines as map;
 
     #[test]
     fn connection_named_fields_are_stripped() {

@@ -326,6 +326,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::cache::field::lines as headers;
 
     fn select(value: &str, length: u64) -> Selection {
         Ranges::parse(value.as_bytes())
@@ -467,14 +468,6 @@ mod tests {
                  \r\n--{boundary}--\r\n"
             )
         );
-    }
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(*name, HeaderValue::from_static(value));
-        }
-        headers
     }
 
     #[test]
