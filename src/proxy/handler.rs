@@ -256,8 +256,9 @@ impl Proxy {
         if let (Ok(response), Some(entry)) = (&sent, &stale)
             && response.status() == StatusCode::NOT_MODIFIED
         {
+            let origin = OriginHead::of(response, asked);
             if let Some(answer) =
-                self.not_modified(&exchange, entry, response.headers(), asked, &mut flight)
+                self.not_modified(&exchange, entry, response.headers(), origin, &mut flight)
             {
                 return answer;
             }
@@ -317,7 +318,7 @@ impl Proxy {
         exchange: &Exchange,
         entry: &StoredResponse,
         not_modified: &HeaderMap,
-        asked: Instant,
+        origin: OriginHead,
         flight: &mut Option<Flight>,
     ) -> Option<Answer> {
         let only_stored = self
@@ -337,10 +338,7 @@ impl Proxy {
         status.fwd_status = Some(304);
         status.stored = true;
         status.ttl = Some(refreshed.ttl_seconds(now));
-        status.origin = Some(OriginHead {
-            status: 304,
-            elapsed: asked.elapsed(),
-        });
+        status.origin = Some(origin);
         Some(respond::stored(&exchange.parts, &refreshed, status, now))
     }
 
