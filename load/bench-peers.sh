@@ -7,9 +7,13 @@
 # 64 KiB cached object, and a mix of popular objects and one-hit misses; then, for the peers that
 # serve HTTPS here (bloomgate and nginx, one ECDSA P-256 certificate made for the run), the 1 KiB hit
 # over TLS with keep-alive ("https") and with a new connection and full handshake per request
-# ("tls-hs", `Connection: close`); and 64 KiB hits read from a disk cache ("disk": bloomgate runs a
-# second instance with 4 MiB of RAM over a disk tier in the work directory, nginx and ATS serve from
-# their file caches; DISK_OBJECTS objects at random, page cache warm). Prints requests/s, p50, p99,
+# ("tls-hs", `Connection: close`); and hits read from a disk cache: bloomgate runs a second instance
+# with 4 MiB of RAM over a disk tier, nginx and ATS serve from their file caches, all three under
+# DISK_DIR (one file system for all), page cache warm, objects at random: "disk" (DISK_OBJECTS of
+# 64 KiB), "disk1k" (DISK_SMALL_OBJECTS of 1 KiB, more than the 4 MiB of RAM holds), "disk1m"
+# (DISK_OBJECTS / 10 of 1 MiB) and "disk-tls" (the 64 KiB ones over HTTPS, bloomgate and nginx);
+# "ram64" asks bloomgate's main instance (and Varnish's memory) for the same 64 KiB objects, the
+# memory hits a disk hit is measured against. Prints requests/s, p50, p99,
 # requests that reached the origin, CPU time per request (the proxy's utime + stime from
 # /proc/PID/stat over the run, summed over its processes, divided by the requests wrk completed:
 # steadier than requests/s on a shared machine), and each proxy's peak memory (VmHWM summed over
@@ -27,9 +31,16 @@
 #                                         `admission.enabled = true`, which every version reads
 #   BASELINE_ADMISSION='mode = "probation"'  the baseline's [admission] line instead (for a
 #                                         version that reads `mode`: then both run the same mode)
-#   WORKLOADS="1KiB 64KiB mix https tls-hs disk"   which workloads to run, in this order
-#   DISK_OBJECTS=2000                     objects of 64 KiB in the "disk" workload
-#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+11 on 127.0.0.1
+#   WORKLOADS="1KiB 64KiB mix https tls-hs disk"   which workloads to run, in this order (also:
+#                                         disk1k disk1m disk-tls ram64)
+#   DISK_OBJECTS=2000                     objects of 64 KiB in the disk workloads (a tenth as many
+#                                         of 1 MiB in "disk1m")
+#   DISK_SMALL_OBJECTS=20000              objects of 1 KiB in "disk1k"
+#   DISK_MIB=1024                         the size of each peer's disk cache (bloomgate's disk tier,
+#                                         nginx's proxy_cache_path max_size, ATS's storage)
+#   DISK_DIR=/dev/shm                     the file system every peer's disk cache lives on (tmpfs
+#                                         unless given; e.g. DISK_DIR=/var/tmp for the machine's disk)
+#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+13 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
 set -euo pipefail
 
@@ -44,19 +55,23 @@ BASE_PORT=${BASE_PORT:-18100}
 ORIGIN_PORT=$BASE_PORT
 WORKLOADS=${WORKLOADS:-"1KiB 64KiB mix https tls-hs disk"}
 DISK_OBJECTS=${DISK_OBJECTS:-2000}
+DISK_SMALL_OBJECTS=${DISK_SMALL_OBJECTS:-20000}
+DISK_MIB=${DISK_MIB:-1024}
 declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)))
 # The HTTPS listeners of the peers that have one here.
 declare -A TLS_PORT=([bloomgate]=$((BASE_PORT + 6)) [nginx]=$((BASE_PORT + 7)))
-# Where each peer serves hits from its disk cache: bloomgate's second instance (small RAM, a disk
-# tier); nginx and ATS keep every cached body in files anyway. Varnish here caches in memory only.
-declare -A DISK_PORT=([bloomgate]=$((BASE_PORT + 10)) [nginx]=${PORT[nginx]} [ats]=${PORT[ats]})
+DISK_TLS_PORT=$((BASE_PORT + 12))
+# Where each peer serves hits from its disk cache: bloomgate's and ATS's second instances (small
+# RAM over their disk); nginx keeps every cached body in files anyway. Varnish caches in memory only.
+declare -A DISK_PORT=([bloomgate]=$((BASE_PORT + 10)) [nginx]=${PORT[nginx]} [ats]=$((BASE_PORT + 13)))
 ADMIN_PORT=$((BASE_PORT + 9))
 ORIGIN="127.0.0.1:$ORIGIN_PORT"
 
 # shellcheck source=load/lib.sh
 source load/lib.sh
-# Caches that live in files get a memory-backed directory, so no peer pays for a disk.
-SHM=$(mktemp -d /dev/shm/bloomgate-bench.XXXXXX)
+# Caches that live in files get a directory on one file system for all: memory-backed unless
+# DISK_DIR names another.
+SHM=$(mktemp -d "${DISK_DIR:-/dev/shm}/bloomgate-bench.XXXXXX")
 trap 'rm -rf "$SHM"; stop_all' EXIT
 
 install_missing() {
@@ -117,6 +132,11 @@ cpu_ticks() {
 }
 CLOCK_TICKS=$(getconf CLK_TCK)
 
+# Hits bloomgate's disk-tier instance read from its disk tier so far (0 when it does not run).
+disk_hits() {
+  curl -s "http://127.0.0.1:$((BASE_PORT + 11))/metrics" | awk '/^bloomgate_disk_hits_total/ {n += $2} END {printf "%d", n}'
+}
+
 origin_requests() { curl -s "http://$ORIGIN/_origin/stats" | sed -E 's/.*"requests": ?([0-9]+).*/\1/'; }
 
 start_origin() {
@@ -168,19 +188,23 @@ start_bloomgate() {
 }
 
 # The instance for disk hits: 4 MiB of RAM (so nearly every hit is read from the disk tier), a
-# 1 GiB disk tier in the work directory (on the machine's disk, not tmpfs), probation admission.
+# disk tier of DISK_MIB beside the peers' file caches, probation admission, HTTP and HTTPS.
 start_bloomgate_disk() {
   cat >"$WORK/bloomgate-disk.toml" <<EOF
 [server]
 listen = "127.0.0.1:${DISK_PORT[bloomgate]}"
+[server.tls]
+listen = "127.0.0.1:$DISK_TLS_PORT"
+cert_file = "$WORK/cert.pem"
+key_file = "$WORK/key.pem"
 [origin]
 url = "http://$ORIGIN"
 [cache]
 max_bytes = "4MiB"
-max_object_bytes = "1MiB"
+max_object_bytes = "2MiB"
 [disk]
-path = "$WORK/bloomgate-disk"
-max_bytes = "1GiB"
+path = "$SHM/bloomgate-disk"
+max_bytes = "${DISK_MIB}MiB"
 block_bytes = "16MiB"
 write_buffer = "64MiB"
 [admin]
@@ -219,7 +243,7 @@ http {
   fastcgi_temp_path $dir/temp/fastcgi;
   uwsgi_temp_path $dir/temp/uwsgi;
   scgi_temp_path $dir/temp/scgi;
-  proxy_cache_path $SHM/nginx levels=1:2 keys_zone=bench:32m max_size=${CACHE_MIB}m inactive=1h use_temp_path=off;
+  proxy_cache_path $SHM/nginx levels=1:2 keys_zone=bench:32m max_size=${DISK_MIB}m inactive=1h use_temp_path=off;
   upstream origin { server $ORIGIN; keepalive 128; }
   ssl_certificate $WORK/cert.pem;
   ssl_certificate_key $WORK/key.pem;
@@ -254,23 +278,34 @@ start_varnish() {
   PIDS+=("$SERVER_PID")
 }
 
-start_ats() {
-  local dir="$WORK/ats"
-  mkdir -p "$dir/etc" "$dir/log" "$dir/run" "$SHM/ats"
+start_ats() { start_ats_instance ats "${PORT[ats]}" "$CACHE_MIB"; }
+
+# ATS for disk hits: a RAM cache of 4 MiB, as bloomgate's disk-tier instance, so its hits are read
+# from its storage file.
+start_ats_disk() {
+  start_ats_instance ats-disk "${DISK_PORT[ats]}" 4
+  DISK_PID=$SERVER_PID
+}
+
+# start_ats_instance NAME PORT RAM_MIB: an ATS of its own directories and DISK_MIB of storage.
+start_ats_instance() {
+  local name=$1 port=$2 ram=$3
+  local dir="$WORK/$name"
+  mkdir -p "$dir/etc" "$dir/log" "$dir/run" "$SHM/$name"
   cp -r /etc/trafficserver/. "$dir/etc/"
-  echo "$SHM/ats ${CACHE_MIB}M" >"$dir/etc/storage.config"
-  echo "map http://127.0.0.1:${PORT[ats]}/ http://$ORIGIN/ @plugin=cache_promote.so @pparam=--policy=lru @pparam=--hits=2" \
+  echo "$SHM/$name ${DISK_MIB}M" >"$dir/etc/storage.config"
+  echo "map http://127.0.0.1:$port/ http://$ORIGIN/ @plugin=cache_promote.so @pparam=--policy=lru @pparam=--hits=2" \
     >"$dir/etc/remap.config"
   : >"$dir/etc/plugin.config"
   local overrides=(
-    "proxy.config.http.server_ports STRING ${PORT[ats]}"
+    "proxy.config.http.server_ports STRING $port"
     "proxy.config.admin.user_id STRING #-1"
     "proxy.config.log.logfile_dir STRING $dir/log"
     "proxy.config.local_state_dir STRING $dir/run"
     "proxy.config.log.logging_enabled INT 0"
     "proxy.config.reverse_proxy.enabled INT 1"
     "proxy.config.url_remap.remap_required INT 1"
-    "proxy.config.cache.ram_cache.size INT ${CACHE_MIB}M"
+    "proxy.config.cache.ram_cache.size INT ${ram}M"
     "proxy.config.http.cache.required_headers INT 0"
     "proxy.config.http.insert_response_via_str INT 0"
     "proxy.config.exec_thread.autoconfig INT 1"
@@ -281,7 +316,7 @@ start_ats() {
   names=$(printf '%s\n' "${overrides[@]}" | awk '{print $1}' | paste -sd'|')
   grep -vE "^CONFIG ($names) " /etc/trafficserver/records.config >"$dir/etc/records.config" || true
   printf 'CONFIG %s\n' "${overrides[@]}" >>"$dir/etc/records.config"
-  PROXY_CONFIG_CONFIG_DIR="$dir/etc" traffic_server >"$WORK/ats.log" 2>&1 &
+  PROXY_CONFIG_CONFIG_DIR="$dir/etc" traffic_server >"$WORK/$name.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
 }
@@ -325,12 +360,31 @@ request = function()
 end
 EOF
 
-# The disk workload: 64 KiB objects at random among DISK_OBJECTS, every one of them cached.
-cat >"$WORK/disk.lua" <<EOF
+# The disk workloads: objects at random among those warmed, every one of them cached.
+# disk_script NAME PREFIX COUNT SIZE
+disk_script() {
+  cat >"$WORK/$1.lua" <<EOF
 request = function()
-  return wrk.format("GET", "/obj/disk-" .. math.random($DISK_OBJECTS) .. "?size=65536")
+  return wrk.format("GET", "/obj/$2" .. math.random($3) .. "?size=$4")
 end
 EOF
+}
+disk_script disk disk- "$DISK_OBJECTS" 65536
+disk_script disk1k disk-1k- "$DISK_SMALL_OBJECTS" 1024
+disk_script disk1m disk-1m- "$((DISK_OBJECTS / 10))" 1048576
+
+# Warms the objects the disk workloads in WORKLOADS ask for, at BASE (plain HTTP) and SECURE.
+warm_disk() {
+  local base=$1 secure=${2:-}
+  [[ " $WORKLOADS " == *" disk "* || " $WORKLOADS " == *" disk-tls "* ]] && warm_objects "$base" "$DISK_OBJECTS" disk-
+  [[ " $WORKLOADS " == *" disk1k "* ]] && warm_objects "$base" "$DISK_SMALL_OBJECTS" disk-1k- 1024
+  [[ " $WORKLOADS " == *" disk1m "* ]] && warm_objects "$base" "$((DISK_OBJECTS / 10))" disk-1m- 1048576
+  # nginx keys on the scheme: its HTTPS objects are other entries.
+  if [[ -n "$secure" && " $WORKLOADS " == *" disk-tls "* ]]; then
+    warm_objects "$secure" "$DISK_OBJECTS" disk-
+  fi
+  return 0
+}
 
 # Requests every disk object three times (second-hit admission stores each on its second request;
 # bloomgate's small RAM then evicts it to the disk tier), 8 curls at a time.
@@ -366,11 +420,18 @@ if [[ -z "${BLOOMGATE:-}" ]]; then
 fi
 
 start_origin
-if [[ " $WORKLOADS " == *" disk "* && " $PEERS " == *" bloomgate "* ]]; then
-  log "starting bloomgate's disk-tier instance on port ${DISK_PORT[bloomgate]}"
-  start_bloomgate_disk
-  wait_for_http "${DISK_PORT[bloomgate]}"
-fi
+DISK_WORKLOAD=0
+[[ " $WORKLOADS " == *" disk"* ]] && DISK_WORKLOAD=1
+# The second instance of each peer that has one for the disk loads, and its PID.
+declare -A DISK_SERVER
+for peer in bloomgate ats; do
+  if ((DISK_WORKLOAD)) && [[ " $PEERS " == *" $peer "* ]]; then
+    log "starting $peer's disk instance on port ${DISK_PORT[$peer]}"
+    "start_${peer}_disk"
+    DISK_SERVER[$peer]=$DISK_PID
+    wait_for_http "${DISK_PORT[$peer]}"
+  fi
+done
 # All peers run at once and take turns per workload, so that load from elsewhere on the machine
 # hits them alike; an idle peer costs next to nothing.
 declare -A SERVER
@@ -386,9 +447,16 @@ for peer in $PEERS; do
     if [[ -n "${TLS_PORT[$peer]:-}" ]]; then
       warm "https://127.0.0.1:${TLS_PORT[$peer]}/obj/small?size=1024"
     fi
-    if [[ " $WORKLOADS " == *" disk "* && -n "${DISK_PORT[$peer]:-}" ]]; then
-      log "warming $DISK_OBJECTS disk objects of $peer"
-      warm_objects "http://127.0.0.1:${DISK_PORT[$peer]}" "$DISK_OBJECTS" disk-
+    if ((DISK_WORKLOAD)) && [[ -n "${DISK_PORT[$peer]:-}" ]]; then
+      log "warming the disk objects of $peer"
+      secure=
+      [[ $peer == bloomgate ]] && secure="https://127.0.0.1:$DISK_TLS_PORT"
+      [[ $peer == nginx ]] && secure="https://127.0.0.1:${TLS_PORT[nginx]}"
+      warm_disk "http://127.0.0.1:${DISK_PORT[$peer]}" "$secure"
+    fi
+    if [[ " $WORKLOADS " == *" ram64 "* && ($peer == bloomgate || $peer == varnish) ]]; then
+      log "warming the 64 KiB objects in $peer's memory"
+      warm_objects "http://127.0.0.1:${PORT[$peer]}" "$DISK_OBJECTS" disk-
     fi
   else
     log "$peer did not start; skipped (KEEP=1 keeps its log in $WORK)"
@@ -405,24 +473,34 @@ for round in $(seq "$ROUNDS"); do
       if [[ $workload == https || $workload == tls-hs ]] && [[ -z "${TLS_PORT[$peer]:-}" ]]; then
         continue
       fi
-      [[ $workload == disk && -z "${DISK_PORT[$peer]:-}" ]] && continue
-      # The process whose CPU time is counted: bloomgate's disk-tier instance serves "disk".
+      [[ $workload == disk* && -z "${DISK_PORT[$peer]:-}" ]] && continue
+      [[ $workload == disk-tls && -z "${TLS_PORT[$peer]:-}" ]] && continue
+      [[ $workload == ram64 && $peer != bloomgate && $peer != varnish ]] && continue
+      # The process whose CPU time is counted: bloomgate's disk-tier instance serves the disk loads.
       server=${SERVER[$peer]}
-      [[ $workload == disk && $peer == bloomgate ]] && server=$DISK_PID
+      [[ $workload == disk* && -n "${DISK_SERVER[$peer]:-}" ]] && server=${DISK_SERVER[$peer]}
+      disk_secure="https://127.0.0.1:${TLS_PORT[$peer]:-0}"
+      [[ $peer == bloomgate ]] && disk_secure="https://127.0.0.1:$DISK_TLS_PORT"
       case $workload in
         1KiB) args=("$base/obj/small?size=1024") ;;
         64KiB) args=("$base/obj/large?size=65536") ;;
         mix) args=(-s "$WORK/mix.lua" "$base" -- "$round") ;;
         https) args=("$secure/obj/small?size=1024") ;;
         tls-hs) args=(-H "Connection: close" "$secure/obj/small?size=1024") ;;
-        disk) args=(-s "$WORK/disk.lua" "http://127.0.0.1:${DISK_PORT[$peer]}") ;;
+        disk | disk1k | disk1m) args=(-s "$WORK/$workload.lua" "http://127.0.0.1:${DISK_PORT[$peer]}") ;;
+        disk-tls) args=(-s "$WORK/disk.lua" "$disk_secure") ;;
+        ram64) args=(-s "$WORK/disk.lua" "$base") ;;
         *) log "unknown workload $workload"; exit 2 ;;
       esac
       before=$(origin_requests)
+      disk_hits_before=$(disk_hits)
       cpu_before=$(cpu_ticks "$server")
       read -r rps p50 p99 errors requests < <(drive "${args[@]}")
       cpu_after=$(cpu_ticks "$server")
       after=$(origin_requests)
+      if [[ $workload == disk* && $peer == bloomgate ]]; then
+        log "round $round, bloomgate $workload: $(($(disk_hits) - disk_hits_before)) of $requests requests read from the disk tier"
+      fi
       # CPU microseconds per request.
       cpu=$(awk -v t=$((cpu_after - cpu_before)) -v hz="$CLOCK_TICKS" -v n="$requests" 'BEGIN { printf "%.2f", (n > 0 ? t * 1e6 / hz / n : 0) }')
       echo "$peer $workload $rps $p50 $p99 $errors $((after - before)) $cpu" >>"$RESULTS"
@@ -474,6 +552,7 @@ awk -v duration="$DURATION" -v rounds="$ROUNDS" -v connections="$CONNECTIONS" -v
     print "\nvs bg: requests/s relative to bloomgate. origin: requests that reached the origin during the run."
     print "cpu us: the proxy'"'"'s CPU time (user + system, all its processes) per request, median of the rounds;"
     print "cpu/bg: that relative to bloomgate'"'"'s (above 1: the peer spends more CPU per request)."
-    print "disk: bloomgate'"'"'s second instance (4 MiB RAM over a disk tier); nginx and ATS from their file caches."
+    print "disk*: bloomgate'"'"'s and ATS'"'"'s second instances (4 MiB of RAM over their disk); nginx from its files."
+    print "ram64: the disk load'"'"'s 64 KiB objects from bloomgate'"'"'s main instance (memory hits)."
     print "peak MiB: VmHWM summed over the peer'"'"'s processes (nginx and ATS keep cached bodies in files under /dev/shm, not counted)."
   }' "$RESULTS"

@@ -119,14 +119,15 @@ stop_pid() {
 }
 
 # scrape ADMIN_URL FILE: saves the Prometheus text of a proxy.
-# warm_objects BASE_URL COUNT PREFIX: asks for the 64 KiB objects BASE_URL/obj/PREFIX1 ..PREFIXCOUNT
-# three times each, 8 clients at a time: a second-hit cache stores each on its second request and,
-# when its RAM is small, has moved most of them to its disk tier by the third.
+# warm_objects BASE_URL COUNT PREFIX [SIZE]: asks for the objects of SIZE bytes (64 KiB unless
+# given) BASE_URL/obj/PREFIX1 ..PREFIXCOUNT three times each, 8 clients at a time: a second-hit
+# cache stores each on its second request and, when its RAM is small, has moved most of them to
+# its disk tier by the third. HTTPS URLs are fetched without checking the certificate (-k).
 warm_objects() {
-  local base=$1 count=$2 prefix=$3 pass i
+  local base=$1 count=$2 prefix=$3 size=${4:-65536} pass i
   for pass in 1 2 3; do
-    for i in $(seq "$count"); do echo "$base/obj/$prefix$i?size=65536"; done |
-      xargs -P 8 -n 50 curl -s >/dev/null
+    for i in $(seq "$count"); do echo "$base/obj/$prefix$i?size=$size"; done |
+      xargs -P 8 -n 50 curl -sk >/dev/null
   done
 }
 

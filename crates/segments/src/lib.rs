@@ -25,7 +25,7 @@ use parking_lot::{Condvar, Mutex};
 pub use error::OpenError;
 pub use index::{MAX_SEGMENT_BYTES, MAX_SEGMENTS};
 pub use layout::record_bytes;
-pub use read::{ColdRead, Lookup};
+pub use read::{ColdRead, Lookup, ReadMode};
 
 use files::SegmentFile;
 use hash::KeyHasher;
@@ -85,8 +85,9 @@ impl Options {
         self
     }
 
-    /// Whether [`Engine::get`] tries `preadv2(RWF_NOWAIT)` on the calling thread (default true).
-    /// Off, every read of a flushed record is a [`Lookup::Cold`].
+    /// Whether [`Engine::get`] reads on the calling thread what it can without blocking
+    /// (default true; see [`ReadMode`]). Off, every read of a flushed record is a
+    /// [`Lookup::Cold`].
     pub fn nowait_reads(mut self, enabled: bool) -> Options {
         self.nowait_reads = enabled;
         self
@@ -231,6 +232,7 @@ struct Shared {
     /// Bytes appended and not yet written.
     queued_bytes: AtomicU64,
     counters: Counters,
+    read_mode: ReadMode,
 }
 
 /// A disk cache of byte records under byte keys, in fixed-size segment files in one directory.
@@ -316,6 +318,7 @@ impl Engine {
         let index = Index::default();
         let segment_bytes = options.segment_bytes as u32;
         let recovered = recover::recover(&files, segment_bytes, &index, &seqs);
+        let read_mode = ReadMode::probe(&files[0], options.nowait_reads);
         let max_record = u64::from(
             segment_bytes
                 - layout::SEGMENT_HEADER_BYTES
@@ -343,6 +346,7 @@ impl Engine {
             queue_changed: Condvar::new(),
             queued_bytes: AtomicU64::new(0),
             counters: Counters::default(),
+            read_mode,
         });
         if shared.log.lock().free.is_empty() {
             // Every segment holds records: the oldest makes room (recovered entries carry no
@@ -502,6 +506,11 @@ impl Engine {
             write_errors: counter(&shared.counters.write_errors),
             skipped: counter(&shared.counters.skipped),
         }
+    }
+
+    /// How [`Engine::get`] reads records from their files on this file system.
+    pub fn read_mode(&self) -> ReadMode {
+        self.shared.read_mode
     }
 
     /// Bytes the engine's files take on the file system at most: its segments, preallocated, and

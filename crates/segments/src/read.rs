@@ -2,16 +2,74 @@
 //! at once (`preadv2(RWF_NOWAIT)`), and hands anything that would block to a [`ColdRead`].
 
 use std::fmt;
+use std::fs::File;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
+use rustix::buffer::spare_capacity;
 use rustix::io::{Errno, ReadWriteFlags};
 
 use crate::Shared;
+use crate::files::SegmentFile;
 use crate::index::Location;
 use crate::layout::RecordHeader;
+
+/// How [`Engine::get`](crate::Engine::get) reads a record from its file, chosen when the engine
+/// opens from what the file system takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadMode {
+    /// `preadv2(RWF_NOWAIT)` on the calling thread: what the page cache holds comes at once, the
+    /// rest is a [`Lookup::Cold`].
+    NoWait,
+    /// A memory-backed file system (tmpfs, ramfs) that refuses `RWF_NOWAIT`: a plain read on the
+    /// calling thread, which never waits for a device (only for swap).
+    Memory,
+    /// Every read of a flushed record is a [`Lookup::Cold`]: a file system without
+    /// `RWF_NOWAIT` on a device, or [`Options::nowait_reads`](crate::Options::nowait_reads) off.
+    Blocking,
+}
+
+impl ReadMode {
+    /// The mode for reads of `file` (a segment file), `nowait` unless the caller turned it off.
+    pub(crate) fn probe(file: &SegmentFile, nowait: bool) -> ReadMode {
+        if !nowait {
+            return ReadMode::Blocking;
+        }
+        let mut byte = [0u8; 1];
+        let mut slices = [io::IoSliceMut::new(&mut byte)];
+        match rustix::io::preadv2(&file.file, &mut slices, 0, ReadWriteFlags::NOWAIT) {
+            Err(Errno::OPNOTSUPP) if memory_backed(&file.file) => ReadMode::Memory,
+            Err(Errno::OPNOTSUPP) => ReadMode::Blocking,
+            // Read, or EAGAIN (not cached, which is the point), or an error every read will
+            // meet and report.
+            _ => ReadMode::NoWait,
+        }
+    }
+
+    /// The mode's name, for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadMode::NoWait => "nowait",
+            ReadMode::Memory => "memory",
+            ReadMode::Blocking => "blocking",
+        }
+    }
+}
+
+/// Whether `file` lives on tmpfs or ramfs (`statfs` magic numbers from `linux/magic.h`).
+fn memory_backed(file: &File) -> bool {
+    const TMPFS_MAGIC: u64 = 0x0102_1994;
+    const RAMFS_MAGIC: u64 = 0x8584_58f6;
+    rustix::fs::fstatfs(file).is_ok_and(|stat| {
+        // `f_type`'s width differs between architectures.
+        #[allow(clippy::unnecessary_cast, clippy::cast_sign_loss)]
+        let kind = stat.f_type as u64;
+        kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
+    })
+}
 
 /// What [`Engine::get`](crate::Engine::get) found.
 #[derive(Debug)]
@@ -32,15 +90,15 @@ pub struct ColdRead {
     key: Box<[u8]>,
     pub(crate) location: Location,
     seq: u64,
+    /// The record so far: its capacity is the record's length, its length what has been read.
     pub(crate) buf: Vec<u8>,
-    pub(crate) filled: usize,
 }
 
 impl fmt::Debug for ColdRead {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ColdRead")
             .field("location", &self.location)
-            .field("filled", &self.filled)
+            .field("filled", &self.buf.len())
             .finish_non_exhaustive()
     }
 }
@@ -54,22 +112,10 @@ impl ColdRead {
     /// The read's error when the file could not be read.
     pub fn finish(mut self) -> io::Result<Option<Bytes>> {
         let file = &self.shared.files[self.location.segment as usize];
-        while self.filled < self.buf.len() {
-            let offset = u64::from(self.location.offset) + self.filled as u64;
-            match std::os::unix::fs::FileExt::read_at(
-                &file.file,
-                &mut self.buf[self.filled..],
-                offset,
-            ) {
-                // The file ends inside the record: it was cut short, the record is not whole.
-                Ok(0) => {
-                    drop_entry(&self.shared, self.hash, self.location);
-                    return Ok(None);
-                }
-                Ok(read) => self.filled += read,
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                Err(error) => return Err(error),
-            }
+        if !read_rest(&file.file, self.location, &mut self.buf)? {
+            // The file ends inside the record: it was cut short, the record is not whole.
+            drop_entry(&self.shared, self.hash, self.location);
+            return Ok(None);
         }
         Ok(check(
             &self.shared,
@@ -83,7 +129,7 @@ impl ColdRead {
 
     /// Bytes of the record already read without blocking.
     pub fn filled(&self) -> usize {
-        self.filled
+        self.buf.len()
     }
 }
 
@@ -107,13 +153,19 @@ pub fn lookup(shared: &Arc<Shared>, key: &[u8]) -> Lookup {
         if seq == 0 {
             continue;
         }
-        let mut buf = vec![0; location.len as usize];
-        let filled = if shared.options.nowait_reads {
-            read_nowait(shared, location, &mut buf)
-        } else {
-            0
-        };
-        if filled < buf.len() {
+        // Not zeroed: the reads fill it (zeroing 64 KiB cost 4% of a disk hit's CPU).
+        let mut buf = Vec::with_capacity(location.len as usize);
+        let file = &shared.files[location.segment as usize].file;
+        match shared.read_mode {
+            ReadMode::NoWait => read_nowait(file, location, &mut buf),
+            ReadMode::Memory => match read_rest(file, location, &mut buf) {
+                Ok(true) => {}
+                // Cut short or failed: the blocking read meets it again, drops or reports it.
+                Ok(false) | Err(_) => buf.clear(),
+            },
+            ReadMode::Blocking => {}
+        }
+        if buf.len() < buf.capacity() {
             return Lookup::Cold(ColdRead {
                 shared: Arc::clone(shared),
                 hash,
@@ -121,7 +173,6 @@ pub fn lookup(shared: &Arc<Shared>, key: &[u8]) -> Lookup {
                 location,
                 seq,
                 buf,
-                filled,
             });
         }
         if seqs.load(Ordering::Acquire) != seq {
@@ -135,26 +186,54 @@ pub fn lookup(shared: &Arc<Shared>, key: &[u8]) -> Lookup {
     Lookup::Miss
 }
 
-/// Reads what the page cache holds of the record into `buf`; returns how many bytes came.
+/// Reads what the page cache holds of the record at `location` into `buf` (up to its capacity).
 ///
 /// Linux 5.9 and 5.10 cut `RWF_NOWAIT` reads at 4096 bytes even when all is cached (tokio
 /// #3803), so a short count is not an error: the rest is read by [`ColdRead::finish`].
-fn read_nowait(shared: &Shared, location: Location, buf: &mut [u8]) -> usize {
-    let file = &shared.files[location.segment as usize];
-    let mut filled = 0;
-    while filled < buf.len() {
-        let offset = u64::from(location.offset) + filled as u64;
-        let mut slices = [io::IoSliceMut::new(&mut buf[filled..])];
-        match rustix::io::preadv2(&file.file, &mut slices, offset, ReadWriteFlags::NOWAIT) {
+fn read_nowait(file: &File, location: Location, buf: &mut Vec<u8>) {
+    while buf.len() < buf.capacity() {
+        let offset = u64::from(location.offset) + buf.len() as u64;
+        match preadv2_nowait(file, buf, offset) {
             Ok(0) => break,
-            Ok(read) => filled += read,
-            Err(Errno::INTR) => {}
-            // EAGAIN: not cached; EOPNOTSUPP: a filesystem without NOWAIT; anything else is
-            // met again, and reported, by the blocking read.
+            Ok(_) => {}
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            // EAGAIN: not cached; anything else is met again, and reported, by the blocking read.
             Err(_) => break,
         }
     }
-    filled
+}
+
+/// `preadv2(RWF_NOWAIT)` into `buf`'s spare capacity, which grows `buf` by what was read.
+/// rustix's `preadv2` takes only initialised buffers; this one need not be zeroed first.
+fn preadv2_nowait(file: &File, buf: &mut Vec<u8>, offset: u64) -> io::Result<usize> {
+    let spare = buf.spare_capacity_mut();
+    let iov = libc::iovec {
+        iov_base: spare.as_mut_ptr().cast(),
+        iov_len: spare.len(),
+    };
+    let offset = libc::off_t::try_from(offset).map_err(io::Error::other)?;
+    // SAFETY: `iov` covers `spare`, memory `buf` owns and nothing else refers to during the
+    // call; the kernel writes at most `iov_len` bytes there and reports how many.
+    let read = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
+    let read = usize::try_from(read).map_err(|_| io::Error::last_os_error())?;
+    // SAFETY: the kernel initialised the first `read` bytes of the spare capacity.
+    unsafe { buf.set_len(buf.len() + read) };
+    Ok(read)
+}
+
+/// Reads the rest of the record at `location` into `buf` (up to its capacity), blocking if it
+/// must; false when the file ends first.
+fn read_rest(file: &File, location: Location, buf: &mut Vec<u8>) -> io::Result<bool> {
+    while buf.len() < buf.capacity() {
+        let offset = u64::from(location.offset) + buf.len() as u64;
+        match rustix::io::pread(file, spare_capacity(buf), offset) {
+            Ok(0) => return Ok(false),
+            Ok(_) => {}
+            Err(Errno::INTR) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(true)
 }
 
 /// The value of a RAM-held record if it is `key`'s (the index only knows the key's hash).

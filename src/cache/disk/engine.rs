@@ -79,6 +79,7 @@ impl SegmentEngine {
     pub async fn open(
         options: &EngineOptions,
     ) -> Result<(SegmentEngine, Recovery), segments::OpenError> {
+        let dir = options.dir.clone();
         let options = Options::new(&options.dir, options.max_bytes)
             .segment_bytes(options.block_bytes)
             .write_buffer(options.write_buffer);
@@ -89,6 +90,13 @@ impl SegmentEngine {
                 source: std::io::Error::other(error),
             })??;
         let (engine, found) = opened;
+        // "memory": a tmpfs refuses RWF_NOWAIT, and its reads never wait for a device;
+        // "blocking": every disk hit crosses to the blocking pool (slower, still correct).
+        tracing::info!(
+            dir = %dir.display(),
+            read_mode = engine.read_mode().as_str(),
+            "disk tier reads records on the serving thread unless they would block"
+        );
         let recovery = Recovery {
             entries: found.entries,
             elapsed: found.elapsed,
