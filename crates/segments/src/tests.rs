@@ -78,3 +78,28 @@ fn page_cache_dropped_record_reads_back_through_either_path() {
     };
     assert_eq!(value_back, value);
 }
+
+#[test]
+fn a_memory_backed_file_system_is_read_on_the_calling_thread() {
+    // tmpfs refuses RWF_NOWAIT (EOPNOTSUPP on Linux 6.18); its reads never wait for a device.
+    let dir = tempfile::tempdir_in("/dev/shm").expect("a directory on /dev/shm");
+    let (engine, _) = Engine::open(options(dir.path())).expect("open");
+    assert_ne!(engine.read_mode(), ReadMode::Blocking);
+    let value = vec![0x33; 100 << 10];
+    engine.put(b"shm", &value);
+    engine.wait();
+    match engine.get(b"shm") {
+        Lookup::Hit(back) => assert_eq!(back, value),
+        other => panic!("a flushed record on tmpfs must be read at once, got {other:?}"),
+    }
+}
+
+#[test]
+fn reads_off_means_every_flushed_record_is_cold() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (engine, _) = Engine::open(options(dir.path()).nowait_reads(false)).expect("open");
+    assert_eq!(engine.read_mode(), ReadMode::Blocking);
+    engine.put(b"k", b"v");
+    engine.wait();
+    assert!(matches!(engine.get(b"k"), Lookup::Cold(_)));
+}
