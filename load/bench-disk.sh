@@ -168,7 +168,8 @@ part_trace() {
     case $peer in
       bloomgate-*)
         # nginx's cache manager trims to max_size only now and then: the last run is bloomgate
-        # given the disk nginx actually used at its peak.
+        # given the disk nginx with proxy_cache_min_uses 2 (the second-hit rule, as bloomgate's)
+        # actually used at its peak.
         disk_for=$disk
         if [[ $peer == *-at-nginx-peak ]]; then
           disk_for=$((nginx_peak / 1024))KiB
@@ -189,7 +190,7 @@ part_trace() {
         ;;
     esac
     read -r requests origin io peak <<<"$result"
-    if [[ $peer == nginx-* ]] && ((peak > nginx_peak)); then nginx_peak=$peak; fi
+    if [[ $peer == nginx-min-uses-2 ]]; then nginx_peak=$peak; fi
     printf '%-30s %9d %8s %14s %12s %12s %15s\n' "$peer" "$requests" \
       "$(python3 -c "print(f'{100 * (1 - $origin / $requests):.2f}')")" "$(mib "$io")" "$records" \
       "$engine" "$(mib "${peak:-0}")"

@@ -118,7 +118,6 @@ stop_pid() {
   kill -9 "$pid" 2>/dev/null || true
 }
 
-# scrape ADMIN_URL FILE: saves the Prometheus text of a proxy.
 # warm_objects BASE_URL COUNT PREFIX [SIZE]: asks for the objects of SIZE bytes (64 KiB unless
 # given) BASE_URL/obj/PREFIX1 ..PREFIXCOUNT three times each, 8 clients at a time: a second-hit
 # cache stores each on its second request and, when its RAM is small, has moved most of them to
@@ -131,6 +130,7 @@ warm_objects() {
   done
 }
 
+# scrape ADMIN_URL FILE: saves the Prometheus text of a proxy.
 scrape() { curl -sf --max-time 5 "$1/metrics" >"$2"; }
 
 # metric FILE NAME [LABEL_REGEX]: sum of the samples of NAME (all label sets, or those whose labels

@@ -33,6 +33,7 @@ pub const DISK_ENTRIES: &str = "bloomgate_disk_entries";
 pub const DISK_WRITES_TOTAL: &str = "bloomgate_disk_writes_total";
 pub const DISK_WRITTEN_BYTES_TOTAL: &str = "bloomgate_disk_written_bytes_total";
 pub const DISK_ENGINE_WRITTEN_BYTES_TOTAL: &str = "bloomgate_disk_engine_written_bytes_total";
+pub const DISK_COLD_READS_TOTAL: &str = "bloomgate_disk_cold_reads_total";
 pub const DISK_REJECTED_TOTAL: &str = "bloomgate_disk_rejected_total";
 pub const DISK_HITS_TOTAL: &str = "bloomgate_disk_hits_total";
 pub const DISK_HIT_BYTES_TOTAL: &str = "bloomgate_disk_hit_bytes_total";
@@ -205,10 +206,7 @@ fn describe_disk() {
         "Space the disk tier's files take on the file system (allocated blocks)."
     );
     describe_gauge!(DISK_MAX_BYTES, Unit::Bytes, "Configured disk.max_bytes.");
-    describe_gauge!(
-        DISK_ENTRIES,
-        "Records on disk (recovered, plus written, less removed, reclaimed and dropped; approximate)."
-    );
+    describe_gauge!(DISK_ENTRIES, "Records on disk, by the disk engine's index.");
     describe_counter!(
         DISK_WRITES_TOTAL,
         "Records written to disk, by reason (ram_hit: hit while in RAM; seen_before: stored on a second request; revalidated: headers refreshed by a 304)."
@@ -216,7 +214,7 @@ fn describe_disk() {
     describe_counter!(
         DISK_WRITTEN_BYTES_TOTAL,
         Unit::Bytes,
-        "Bytes of records written to disk, by reason."
+        "Bytes handed to the disk engine to store (each record with its key), by reason."
     );
     describe_counter!(
         DISK_ENGINE_WRITTEN_BYTES_TOTAL,
@@ -228,6 +226,10 @@ fn describe_disk() {
         "Entries leaving RAM not written to disk, by reason (first_hit, budget, full, too_large, failed)."
     );
     describe_counter!(DISK_HITS_TOTAL, "RAM misses answered by a record on disk.");
+    describe_counter!(
+        DISK_COLD_READS_TOTAL,
+        "Disk reads not in the page cache, finished on the blocking pool instead of the serving thread."
+    );
     describe_counter!(
         DISK_HIT_BYTES_TOTAL,
         Unit::Bytes,
@@ -341,6 +343,7 @@ fn render_disk(disk: &DiskStats) {
     }
     counter!(DISK_ENGINE_WRITTEN_BYTES_TOTAL).absolute(disk.engine_written_bytes);
     counter!(DISK_HITS_TOTAL).absolute(disk.hits);
+    counter!(DISK_COLD_READS_TOTAL).absolute(disk.cold_reads);
     counter!(DISK_HIT_BYTES_TOTAL).absolute(disk.hit_bytes);
     counter!(DISK_MISSES_TOTAL).absolute(disk.misses);
     counter!(DISK_READ_ERRORS_TOTAL).absolute(disk.read_errors);

@@ -522,13 +522,13 @@ async fn sigkill_during_disk_writes_then_restart_serves_only_whole_bodies() {
 /// Flips 16 bytes in the middle of `object`'s body, in every record of it in the block files of
 /// `dir`; returns how many records it damaged.
 fn corrupt_body(dir: &Path, object: &Object) -> usize {
-    // A bloomgate record opens with its magic and its key (see `cache::disk::record`), then
-    // its response time and headers, then the body. The key alone will not do: the engine writes its own
-    // copy after the record, and the bodies of two objects may share bytes.
+    // The engine writes a record's key (which ends with the path) right before its value, and
+    // bloomgate's value opens with its magic (see `cache::disk::record`), then the response time
+    // and headers, then the body. The body alone will not do: the bodies of two objects may
+    // share bytes.
     let path = object.path();
-    let mut key = b"BGR2".to_vec();
-    key.extend_from_slice(&(path.len() as u32).to_le_bytes());
-    key.extend_from_slice(path.as_bytes());
+    let mut key = path.as_bytes().to_vec();
+    key.extend_from_slice(b"BGR3");
     let body = object.body();
     let middle = object.size / 2;
     let window = &body[middle..middle + 64];
@@ -894,19 +894,28 @@ async fn the_disk_keeps_to_max_bytes_under_churn() {
     let client = Client::new();
 
     let sampler = SpaceSampler::start(dir.path());
-    // About 5 MiB of proven objects: five times what the disk may hold.
-    let proven = objects_of_varied_sizes("churn", 210);
-    for chunk in proven.chunks(30) {
-        prove(&client, &proxy, chunk).await;
-        let scrape = scrape_metrics(&client, &proxy).await;
-        let bytes = required_metric(&scrape, "bloomgate_disk_bytes");
-        assert!(
-            bytes <= required_metric(&scrape, "bloomgate_disk_max_bytes"),
-            "{}",
-            disk_metrics(&scrape)
-        );
-    }
     let engine_written = |s: &str| common::metric(s, "bloomgate_disk_engine_written_bytes_total");
+    // About 5 MiB of proven objects a batch: five times what the disk may hold. On a loaded
+    // machine the writer lags and refuses some writes (budget), so up to three batches go in
+    // until the engine has written three times the bound.
+    let mut proven = Vec::new();
+    for batch in 0..3 {
+        proven = objects_of_varied_sizes(&format!("churn{batch}"), 210);
+        for chunk in proven.chunks(30) {
+            prove(&client, &proxy, chunk).await;
+            let scrape = scrape_metrics(&client, &proxy).await;
+            let bytes = required_metric(&scrape, "bloomgate_disk_bytes");
+            assert!(
+                bytes <= required_metric(&scrape, "bloomgate_disk_max_bytes"),
+                "{}",
+                disk_metrics(&scrape)
+            );
+        }
+        let scrape = scrape_metrics(&client, &proxy).await;
+        if engine_written(&scrape) >= 3.0 * max_bytes as f64 {
+            break;
+        }
+    }
     let scrape = common::scrape_until(&client, &proxy, |s| {
         engine_written(s) >= 3.0 * max_bytes as f64
     })

@@ -357,7 +357,7 @@ fn names_missing_from(scrape: &str, dashboard: &str) -> Vec<String> {
 }
 
 /// Every metric of the disk tier: each has a panel.
-const DISK_METRICS: [&str; 16] = [
+const DISK_METRICS: [&str; 17] = [
     "bloomgate_disk_bytes",
     "bloomgate_disk_max_bytes",
     "bloomgate_disk_entries",
@@ -366,6 +366,7 @@ const DISK_METRICS: [&str; 16] = [
     "bloomgate_disk_engine_written_bytes_total",
     "bloomgate_disk_rejected_total",
     "bloomgate_disk_hits_total",
+    "bloomgate_disk_cold_reads_total",
     "bloomgate_disk_hit_bytes_total",
     "bloomgate_disk_misses_total",
     "bloomgate_disk_read_errors_total",
@@ -405,9 +406,10 @@ const REFUSALS_NOT_CAUSED: [Rejection; 4] = [
 ];
 
 /// Disk metrics that stay at zero here: no I/O errors, no corrupt records, a disk that never
-/// fills, and a tier that started empty.
-const DISK_METRICS_AT_ZERO: [&str; 4] = [
+/// fills, a tier that started empty, and records the page cache still holds when read.
+const DISK_METRICS_AT_ZERO: [&str; 5] = [
     "bloomgate_disk_read_errors_total",
+    "bloomgate_disk_cold_reads_total",
     "bloomgate_disk_dropped_total",
     "bloomgate_disk_full",
     "bloomgate_disk_recovered_entries",

@@ -8,16 +8,21 @@ use bytes::{BufMut, Bytes, BytesMut};
 /// Bytes at the start of a segment reserved for its [`SegmentHeader`].
 pub const SEGMENT_HEADER_BYTES: u32 = 64;
 /// Bytes of a record's header, before its key.
-pub const RECORD_HEADER_BYTES: u32 = 40;
+pub const RECORD_HEADER_BYTES: u32 = 32;
 /// Bytes of one seal summary entry.
-pub const SUMMARY_ENTRY_BYTES: u32 = 24;
+pub const SUMMARY_ENTRY_BYTES: u32 = 16;
+/// The longest key a record holds: its length shares a word with the flags.
+pub const MAX_KEY_BYTES: usize = (1 << 24) - 1;
 /// Bytes at the end of a segment reserved for its [`Footer`].
 pub const FOOTER_BYTES: u32 = 64;
-/// The version of this layout, written in every segment header and footer.
-pub const FORMAT_VERSION: u32 = 1;
+/// The version of this layout, written in every segment header and footer. Segments of another
+/// version are not read: they are free space.
+///
+/// 2: record headers of 32 bytes (no magic; key length and flags in one word) and summary
+/// entries of 16 (length and tombstone flag in one word); 1 had 40 and 24.
+pub const FORMAT_VERSION: u32 = 2;
 
 const SEGMENT_MAGIC: u32 = u32::from_le_bytes(*b"BGSG");
-const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"BGRC");
 const FOOTER_MAGIC: u32 = u32::from_le_bytes(*b"BGSF");
 
 /// Record flag: the record removes its key instead of storing a value.
@@ -95,16 +100,16 @@ impl SegmentHeader {
 ///
 /// | bytes | field |
 /// |---|---|
-/// | 0..4 | magic `BGRC` |
-/// | 4..8 | CRC32C of bytes 8..40 |
+/// | 0..4 | CRC32C of bytes 4..32 |
+/// | 4..8 | key length (bits 0..24) and flags (bits 24..32: [`FLAG_TOMBSTONE`]) |
 /// | 8..16 | key hash |
 /// | 16..24 | sequence of the segment (incarnation) the record was written into |
-/// | 24..28 | key length |
-/// | 28..32 | value length |
-/// | 32..36 | CRC32C of the key and the value |
-/// | 36..40 | flags ([`FLAG_TOMBSTONE`]) |
+/// | 24..28 | value length |
+/// | 28..32 | CRC32C of the key and the value |
 ///
-/// The key, then the value, follow; then zeros up to the next multiple of 8.
+/// The key, then the value, follow; then zeros up to the next multiple of 8. There is no magic:
+/// a header is one whose CRC matches and whose sequence is its segment's, and recovery walks
+/// records from the segment's start, never searching for one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordHeader {
     pub hash: u64,
@@ -116,21 +121,21 @@ pub struct RecordHeader {
 }
 
 impl RecordHeader {
-    /// The header at the start of `bytes`, or `None` when the magic or the header CRC is wrong.
+    /// The header at the start of `bytes`, or `None` when its CRC is wrong.
     pub fn parse(bytes: &[u8]) -> Option<RecordHeader> {
         if bytes.len() < RECORD_HEADER_BYTES as usize
-            || u32_at(bytes, 0) != RECORD_MAGIC
-            || u32_at(bytes, 4) != crc32c::crc32c(&bytes[8..40])
+            || u32_at(bytes, 0) != crc32c::crc32c(&bytes[4..RECORD_HEADER_BYTES as usize])
         {
             return None;
         }
+        let key_and_flags = u32_at(bytes, 4);
         Some(RecordHeader {
             hash: u64_at(bytes, 8),
             seq: u64_at(bytes, 16),
-            key_len: u32_at(bytes, 24),
-            value_len: u32_at(bytes, 28),
-            payload_crc: u32_at(bytes, 32),
-            flags: u32_at(bytes, 36),
+            key_len: key_and_flags & MAX_KEY_BYTES as u32,
+            value_len: u32_at(bytes, 24),
+            payload_crc: u32_at(bytes, 28),
+            flags: key_and_flags >> 24,
         })
     }
 
@@ -164,20 +169,20 @@ impl RecordHeader {
     }
 }
 
-/// Encodes a record of `key` and `value` with sequence 0 and no header CRC: [`stamp_record`]
-/// completes it once the segment it goes into is known. The value is copied here, once.
+/// Encodes a record of `key` (at most [`MAX_KEY_BYTES`]) and `value` with sequence 0 and no
+/// header CRC: [`stamp_record`] completes it once the segment it goes into is known. The value
+/// is copied here, once.
 pub fn encode_record(hash: u64, key: &[u8], value: &[u8], flags: u32) -> BytesMut {
+    debug_assert!(key.len() <= MAX_KEY_BYTES && flags < 1 << 8);
     let total = record_bytes(key.len() as u64, value.len() as u64) as usize;
     let mut out = BytesMut::with_capacity(total);
-    out.put_u32_le(RECORD_MAGIC);
     out.put_u32_le(0);
+    out.put_u32_le(key.len() as u32 | flags << 24);
     out.put_u64_le(hash);
     out.put_u64_le(0);
-    out.put_u32_le(key.len() as u32);
     out.put_u32_le(value.len() as u32);
     let payload_crc = crc32c::crc32c_append(crc32c::crc32c(key), value);
     out.put_u32_le(payload_crc);
-    out.put_u32_le(flags);
     out.put_slice(key);
     out.put_slice(value);
     out.resize(total, 0);
@@ -187,8 +192,8 @@ pub fn encode_record(hash: u64, key: &[u8], value: &[u8], flags: u32) -> BytesMu
 /// Writes the segment sequence `seq` into an encoded record and seals its header with the CRC.
 pub fn stamp_record(record: &mut [u8], seq: u64) {
     record[16..24].copy_from_slice(&seq.to_le_bytes());
-    let crc = crc32c::crc32c(&record[8..40]);
-    record[4..8].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32c::crc32c(&record[4..RECORD_HEADER_BYTES as usize]);
+    record[0..4].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// One record of a sealed segment, as its summary lists it.
@@ -197,9 +202,7 @@ pub fn stamp_record(record: &mut [u8], seq: u64) {
 /// |---|---|
 /// | 0..8 | key hash |
 /// | 8..12 | record offset in the segment, bytes |
-/// | 12..16 | record length, bytes (padding included) |
-/// | 16..20 | record flags |
-/// | 20..24 | zero |
+/// | 12..16 | record length in bytes, padding included (bits 0..31); bit 31: a tombstone |
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SummaryEntry {
     pub hash: u64,
@@ -261,11 +264,11 @@ pub fn encode_seal(
 ) -> [(u32, Bytes); 2] {
     let mut summary = BytesMut::with_capacity(entries.len() * SUMMARY_ENTRY_BYTES as usize);
     for entry in entries {
+        // Segments are at most 256 MiB: a length never reaches bit 31.
+        let tombstone = u32::from(entry.flags & FLAG_TOMBSTONE != 0) << 31;
         summary.put_u64_le(entry.hash);
         summary.put_u32_le(entry.offset);
-        summary.put_u32_le(entry.len);
-        summary.put_u32_le(entry.flags);
-        summary.put_u32_le(0);
+        summary.put_u32_le(entry.len | tombstone);
     }
     let mut footer = BytesMut::zeroed(FOOTER_BYTES as usize);
     footer[0..4].copy_from_slice(&FOOTER_MAGIC.to_le_bytes());
@@ -290,11 +293,14 @@ pub fn parse_summary(footer: &Footer, bytes: &[u8]) -> Option<Vec<SummaryEntry>>
     }
     let entries = bytes
         .chunks_exact(SUMMARY_ENTRY_BYTES as usize)
-        .map(|entry| SummaryEntry {
-            hash: u64_at(entry, 0),
-            offset: u32_at(entry, 8),
-            len: u32_at(entry, 12),
-            flags: u32_at(entry, 16),
+        .map(|entry| {
+            let len = u32_at(entry, 12);
+            SummaryEntry {
+                hash: u64_at(entry, 0),
+                offset: u32_at(entry, 8),
+                len: len & !(1 << 31),
+                flags: if len >> 31 == 1 { FLAG_TOMBSTONE } else { 0 },
+            }
         })
         .collect();
     Some(entries)

@@ -200,6 +200,9 @@ pub struct Stats {
     pub write_errors: u64,
     /// Puts refused ([`Stored::TooLarge`], [`Stored::BufferFull`]).
     pub skipped: u64,
+    /// Lookups answered [`Lookup::Cold`]: the record was not (all) in the page cache, or the
+    /// file system does not read without blocking.
+    pub cold_reads: u64,
 }
 
 #[derive(Default)]
@@ -210,6 +213,7 @@ struct Counters {
     dropped: AtomicU64,
     write_errors: AtomicU64,
     skipped: AtomicU64,
+    cold_reads: AtomicU64,
 }
 
 /// What the engine's handle and its writer thread share.
@@ -384,7 +388,7 @@ impl Engine {
     pub fn put(&self, key: &[u8], value: &[u8]) -> Stored {
         let shared = &self.shared;
         let len = record_bytes(key.len() as u64, value.len() as u64);
-        let refused = if len > shared.max_record {
+        let refused = if len > shared.max_record || key.len() > layout::MAX_KEY_BYTES {
             Some(Stored::TooLarge)
         } else {
             let queued = shared.queued_bytes.load(Ordering::Relaxed);
@@ -433,6 +437,10 @@ impl Engine {
     /// when the key was indexed).
     pub fn remove(&self, key: &[u8]) {
         let shared = &self.shared;
+        if key.len() > layout::MAX_KEY_BYTES {
+            // Never stored: `put` refuses such a key.
+            return;
+        }
         let hash = shared.hasher.hash(key);
         let mut log = shared.log.lock();
         if shared.index.remove(hash).is_some() {
@@ -505,6 +513,7 @@ impl Engine {
             dropped: counter(&shared.counters.dropped),
             write_errors: counter(&shared.counters.write_errors),
             skipped: counter(&shared.counters.skipped),
+            cold_reads: counter(&shared.counters.cold_reads),
         }
     }
 

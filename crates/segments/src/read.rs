@@ -166,6 +166,7 @@ pub fn lookup(shared: &Arc<Shared>, key: &[u8]) -> Lookup {
             ReadMode::Blocking => {}
         }
         if buf.len() < buf.capacity() {
+            shared.counters.cold_reads.fetch_add(1, Ordering::Relaxed);
             return Lookup::Cold(ColdRead {
                 shared: Arc::clone(shared),
                 hash,
@@ -336,7 +337,10 @@ mod tests {
             panic!("whole record must verify");
         };
         assert_eq!(value.len(), 65536);
-        assert_eq!(value.as_ptr() as usize, start + 40 + 1);
+        assert_eq!(
+            value.as_ptr() as usize,
+            start + layout::RECORD_HEADER_BYTES as usize + 1
+        );
     }
 
     #[test]
@@ -355,7 +359,7 @@ mod tests {
             Verdict::Broken
         ));
         let mut flipped = buf;
-        let last_value_byte = 40 + 5 + 4;
+        let last_value_byte = layout::RECORD_HEADER_BYTES as usize + 5 + 4;
         flipped[last_value_byte] ^= 0x80;
         assert!(matches!(
             verify(9, b"key-a", location, 3, flipped),

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::mem;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::MutexGuard;
@@ -335,8 +336,15 @@ impl Shared {
     }
 }
 
+/// How long records may wait in the open batch for more to fill it: after this long without a
+/// batch to write, the writer writes what there is. A quiet proxy's records reach the files
+/// within about this long (a crash loses no more), and the files' contents are up to date when
+/// the writes stop.
+pub const IDLE_FLUSH: Duration = Duration::from_secs(1);
+
 /// The writer thread: lands queued batches in order, reclaims the oldest sealed segment when
-/// asked, and stops once shut down with nothing left to write.
+/// asked, writes a part-filled batch after [`IDLE_FLUSH`] without work, and stops once shut
+/// down with nothing left to write.
 pub fn run(shared: Arc<Shared>) {
     let mut queue = shared.queue.lock();
     loop {
@@ -358,8 +366,13 @@ pub fn run(shared: Arc<Shared>) {
             MutexGuard::unlocked(&mut queue, || shared.reclaim_oldest());
             queue.reclaiming = false;
             shared.queue_changed.notify_all();
-        } else {
-            shared.queue_changed.wait(&mut queue);
+        } else if shared
+            .queue_changed
+            .wait_for(&mut queue, IDLE_FLUSH)
+            .timed_out()
+        {
+            // The log is locked before the queue everywhere: let go of the queue first.
+            MutexGuard::unlocked(&mut queue, || shared.hand_over(&mut shared.log.lock()));
         }
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! [`SegmentEngine`] is bloomgate's own (`crates/segments`): records packed byte to byte into
 //! preallocated segment files through a RAM batch, a compact index, reads of page-cached records
-//! on the calling thread (`preadv2` with `RWF_NOWAIT`) and only cold ones on the blocking pool,
+//! on the calling thread (`preadv2` with `RWF_NOWAIT`, or a plain read on tmpfs) and only cold
+//! ones on the blocking pool,
 //! eviction by whole segment with reinsertion of records read since they were written, and an
 //! index rebuilt at start from sealed segments' summaries and a scan of the others.
 
@@ -58,6 +59,10 @@ pub struct EngineCounts {
     pub reclaimed: u64,
     /// Entries the index named that failed their checks when read.
     pub dropped: u64,
+    /// Records in the index now.
+    pub entries: u64,
+    /// Reads that left the serving thread for the blocking pool (not in the page cache).
+    pub cold_reads: u64,
 }
 
 /// What opening the engine found.
@@ -144,6 +149,8 @@ impl DiskEngine for SegmentEngine {
             written_bytes: stats.written_bytes,
             reclaimed: stats.reclaimed,
             dropped: stats.dropped,
+            entries: stats.entries,
+            cold_reads: stats.cold_reads,
         }
     }
 

@@ -121,8 +121,6 @@ pub struct DiskCounters {
     /// Proven entries leaving RAM not written again: their record is still on disk (they were
     /// read back from it).
     pub skipped: AtomicU64,
-    /// New keys written (a record replacing one on disk is not counted): for the entry estimate.
-    new_keys: AtomicU64,
     /// Records that passed the engine's checks but did not decode (dropped like the engine's).
     undecodable: AtomicU64,
 }
@@ -133,13 +131,14 @@ pub struct DiskStats {
     /// Bytes the tier's files take on the file system (allocated blocks).
     pub bytes: u64,
     pub max_bytes: u64,
-    /// Records on disk: recovered, plus new keys written, less those removed, reclaimed or
-    /// dropped (approximate: a replaced record counts once more when its old block is reclaimed).
+    /// Records on disk, by the engine's index.
     pub entries: u64,
     pub writes: [u64; 3],
     pub written_bytes: [u64; 3],
     /// Bytes the engine wrote to its files (records, their headers and padding, tombstones).
     pub engine_written_bytes: u64,
+    /// Disk hits that were not in the page cache and were read on the blocking pool.
+    pub cold_reads: u64,
     pub rejected: [u64; 5],
     pub hits: u64,
     pub hit_bytes: u64,
@@ -423,7 +422,7 @@ impl DiskTier {
             }
         };
         match read {
-            Ok(Some(record)) => match record::decode(key, record, targeted) {
+            Ok(Some(record)) => match record::decode(record, targeted) {
                 Ok(variants) => {
                     counters.hits.fetch_add(1, Ordering::Relaxed);
                     let bytes: usize = variants.iter().map(|v| v.body.len()).sum();
@@ -509,16 +508,15 @@ impl DiskTier {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let engine = shared.engine.counts();
         let dropped = engine.dropped + load(&counters.undecodable);
-        let entries = (shared.recovery.entries + load(&counters.new_keys))
-            .saturating_sub(load(&counters.removed) + engine.reclaimed + dropped);
         let bytes = allocated(&shared.dir);
         DiskStats {
             bytes,
             max_bytes: shared.max_bytes,
-            entries,
+            entries: engine.entries,
             writes: counters.writes.each_ref().map(load),
             written_bytes: counters.written_bytes.each_ref().map(load),
             engine_written_bytes: engine.written_bytes,
+            cold_reads: engine.cold_reads,
             rejected: counters.rejected.each_ref().map(load),
             hits: load(&counters.hits),
             hit_bytes: load(&counters.hit_bytes),
@@ -618,10 +616,11 @@ impl Writer {
         }
         let shared = Arc::clone(&self.shared);
         let responses: Vec<_> = variants.responses().cloned().collect();
-        let record = record::encode(key, &responses);
-        let len = record.len() as u64;
+        let record = record::encode(&responses);
+        // What the engine stores: the key beside the record.
+        let len = (key.as_bytes().len() + record.len()) as u64;
         // The engine adds its own entry header and aligns to pages.
-        if len + key.as_bytes().len() as u64 + 4096 > shared.block_bytes {
+        if len + 4096 > shared.block_bytes {
             shared.reject(Rejection::TooLarge);
             return;
         }
@@ -629,14 +628,10 @@ impl Writer {
             shared.reject(Rejection::Budget);
             return;
         }
-        let new_key = !shared.engine.may_contain(key.as_str());
         shared.engine.put(key.as_str(), Bytes::from(record));
         let counters = &shared.counters;
         counters.writes[reason as usize].fetch_add(1, Ordering::Relaxed);
         counters.written_bytes[reason as usize].fetch_add(len, Ordering::Relaxed);
-        if new_key {
-            counters.new_keys.fetch_add(1, Ordering::Relaxed);
-        }
         // The engine drops what comes beyond its own write queue (as large as ours) without
         // saying so: after half of it, wait for the engine to catch up, so that a backlog shows
         // here as refused writes ("budget") instead.
