@@ -31,10 +31,19 @@ struct MallocConf(*const std::ffi::c_char);
 // SAFETY: the pointer is to a constant string, never written.
 unsafe impl Sync for MallocConf {}
 
+/// `bloomgate --version`: the crate's version and the git commit it was built from (build.rs;
+/// `unknown` when built outside a git checkout).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("BLOOMGATE_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "bloomgate",
-    version,
+    version = VERSION,
     about = "A caching reverse proxy that stores an object on its second request"
 )]
 struct Cli {
