@@ -190,21 +190,24 @@ fn anchors(text: &str) -> Vec<String> {
 /// The targets of the page's Markdown links, outside code, with their line numbers.
 fn links(text: &str) -> Vec<(usize, String)> {
     let mut found = Vec::new();
+    // A code span may run over a line break, never past its paragraph.
+    let mut in_code = false;
     for (line_no, line) in prose(text) {
-        // Code spans hold examples, not links.
-        let outside_code: String = line
-            .split('`')
-            .enumerate()
-            .filter(|(i, _)| i % 2 == 0)
-            .map(|(_, part)| part)
-            .collect::<Vec<_>>()
-            .join(" ");
-        let mut rest = outside_code.as_str();
-        while let Some(at) = rest.find("](") {
-            let target = &rest[at + 2..];
-            let end = target.find([')', ' ']).unwrap_or(target.len());
-            found.push((line_no, target[..end].to_owned()));
-            rest = &target[end..];
+        if line.trim().is_empty() {
+            in_code = false;
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find(['`', ']']) {
+            let (mark, after) = (rest.as_bytes()[at], &rest[at + 1..]);
+            rest = after;
+            if mark == b'`' {
+                in_code = !in_code;
+            } else if !in_code && let Some(target) = after.strip_prefix('(') {
+                let end = target.find([')', ' ']).unwrap_or(target.len());
+                found.push((line_no, target[..end].to_owned()));
+                rest = &target[end..];
+            }
         }
     }
     found
