@@ -14,7 +14,7 @@
 //!
 //! Without `SIM_TRACE` it writes a synthetic zstd trace of `SIM_REQUESTS` (default 10^6)
 //! requests, a fifth as many objects, under the target directory. Results are in
-//! `load/README.md`, "Offline simulation", "Throughput".
+//! `docs/benchmarks.md`, "Simulator throughput".
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

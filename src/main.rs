@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 /// jemalloc, vendored and built by its crate (no system library). In 180 s soaks of a 64 MiB cache
 /// of 8 KiB objects at 1500 requests/s, it peaked at 90 MiB with the options below, glibc's malloc
 /// (which fragments under the cache's churn of bodies of every size) at 95 MiB, mimalloc at
-/// 148 MiB (load/README.md, Soak).
+/// 148 MiB (docs/decisions.md, jemalloc).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -19,7 +19,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// to the system within 200 ms, from a background thread, instead of ten seconds: the cache frees
 /// bodies as fast as misses arrive, and with 1 MiB objects at 60/s a one-second decay peaked at
 /// 100 MiB where 200 ms peaked at 87 MiB (64 MiB cache). And one arena instead of four per core, as
-/// bodies are freed by whichever thread evicts them (load/README.md, Soak).
+/// bodies are freed by whichever thread evicts them (docs/decisions.md, jemalloc).
 #[unsafe(export_name = "_rjem_malloc_conf")]
 static MALLOC_CONF: MallocConf =
     MallocConf(c"background_thread:true,dirty_decay_ms:200,muzzy_decay_ms:0,narenas:1".as_ptr());
@@ -31,10 +31,19 @@ struct MallocConf(*const std::ffi::c_char);
 // SAFETY: the pointer is to a constant string, never written.
 unsafe impl Sync for MallocConf {}
 
+/// `bloomgate --version`: the crate's version and the git commit it was built from (build.rs;
+/// `unknown` when built outside a git checkout).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("BLOOMGATE_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "bloomgate",
-    version,
+    version = VERSION,
     about = "A caching reverse proxy that stores an object on its second request"
 )]
 struct Cli {

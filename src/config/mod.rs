@@ -302,6 +302,13 @@ impl Config {
     }
 }
 
+/// Every key a config file may give, dotted (`cache.key.sort_query`), sorted: the keys the reader
+/// takes, any other being an error. Tables themselves are left out; the keys of optional tables
+/// (`server.tls.*`) are in.
+pub fn keys() -> Vec<String> {
+    parse::keys(&DEFAULT_TABLE)
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config::defaults()

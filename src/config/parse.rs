@@ -1,6 +1,7 @@
 //! Reading a TOML table into a `Config`: defaults underneath, every error collected with its dotted key.
 
 use std::path::PathBuf;
+use std::sync::LazyLock;
 
 use toml::{Table, Value};
 
@@ -59,13 +60,25 @@ pub(super) fn migrate(user: &mut Table) -> Vec<ConfigError> {
 
 /// Reads a complete table (defaults already laid underneath) into a `Config`, or every error found.
 pub(super) fn read(table: &Table) -> Result<Config, Vec<ConfigError>> {
-    let mut root = Section::new(String::new(), table);
+    let mut root = Section::new(String::new(), table, false);
     let config = read_config(&mut root);
     let errors = root.finish();
     match config {
         Some(config) if errors.is_empty() => Ok(config),
         _ => Err(errors),
     }
+}
+
+/// Every key the reader takes, dotted (`cache.key.sort_query`), tables themselves left out: the
+/// keys a file may give, any other being an error. Found by reading `table` (the defaults) with
+/// the optional tables, which have no defaults, read as if empty.
+pub(super) fn keys(table: &Table) -> Vec<String> {
+    let mut root = Section::new(String::new(), table, true);
+    read_config(&mut root);
+    let mut keys = std::mem::take(&mut root.keys);
+    keys.sort();
+    keys.dedup();
+    keys
 }
 
 fn read_config(root: &mut Section) -> Option<Config> {
@@ -258,7 +271,7 @@ fn read_cache_key(s: &mut Section) -> Option<CacheKeyConfig> {
 fn read_admission(s: &mut Section) -> Option<AdmissionConfig> {
     // The mode and the doorkeeper's keys are read by the doorkeeper crate, as the Pingora plugin
     // reads them: one parser, one set of messages.
-    s.read.extend(table::KEYS);
+    s.read_elsewhere(&table::KEYS);
     let shared = AdmissionTable::read(s.table).map_err(|errors| {
         for error in errors {
             s.report(error.key, error.problem);
@@ -430,21 +443,38 @@ fn at_least_one(value: &Value) -> Result<usize, String> {
     }
 }
 
+/// What an optional table is read as when listing keys: it has no defaults to read.
+static EMPTY_TABLE: LazyLock<Table> = LazyLock::new(Table::new);
+
 /// One table being read: remembers which keys were read so the rest can be reported as unknown.
 struct Section<'t> {
     path: String,
     table: &'t Table,
     read: Vec<&'static str>,
     errors: Vec<ConfigError>,
+    /// The dotted names of the values read here and in the tables below (for [`keys`]).
+    keys: Vec<String>,
+    /// Listing keys ([`keys`]): absent optional tables are read as empty ones.
+    listing: bool,
 }
 
 impl<'t> Section<'t> {
-    fn new(path: String, table: &'t Table) -> Self {
+    fn new(path: String, table: &'t Table, listing: bool) -> Self {
         Self {
             path,
             table,
             read: Vec::new(),
             errors: Vec::new(),
+            keys: Vec::new(),
+            listing,
+        }
+    }
+
+    /// Keys of this table that another reader reads from it (the doorkeeper crate's).
+    fn read_elsewhere(&mut self, keys: &[&'static str]) {
+        for &key in keys {
+            self.read.push(key);
+            self.keys.push(self.dotted(key));
         }
     }
 
@@ -476,6 +506,7 @@ impl<'t> Section<'t> {
         key: &'static str,
         read: impl FnOnce(&Value) -> Result<T, String>,
     ) -> Option<T> {
+        self.keys.push(self.dotted(key));
         let value = self.value(key)?;
         read(value)
             .map_err(|problem| self.report(key, problem))
@@ -489,6 +520,7 @@ impl<'t> Section<'t> {
         read: impl FnOnce(&Value) -> Result<T, String>,
     ) -> Option<T> {
         self.read.push(key);
+        self.keys.push(self.dotted(key));
         let Some(value) = self.table.get(key) else {
             self.report(key, "missing (this table has no defaults)");
             return None;
@@ -506,6 +538,11 @@ impl<'t> Section<'t> {
     ) -> Option<Option<T>> {
         if !self.table.contains_key(key) {
             self.read.push(key);
+            if self.listing {
+                let mut child = Section::new(self.dotted(key), &EMPTY_TABLE, true);
+                read(&mut child);
+                self.keys.append(&mut child.keys);
+            }
             return Some(None);
         }
         self.child(key, read).map(Some)
@@ -523,8 +560,9 @@ impl<'t> Section<'t> {
                 return None;
             }
         };
-        let mut child = Section::new(self.dotted(key), table);
+        let mut child = Section::new(self.dotted(key), table, self.listing);
         let value = read(&mut child);
+        self.keys.append(&mut child.keys);
         self.errors.extend(child.finish());
         value
     }
@@ -557,6 +595,36 @@ mod tests {
         overlay(&mut base, user);
         let expected: Table = "a = 5\n[t]\nx = 1\ny = 3\n".parse().unwrap();
         assert_eq!(base, expected);
+    }
+
+    #[test]
+    fn the_key_list_is_every_default_key_and_the_optional_tables_keys() {
+        fn leaves(table: &Table, prefix: &str, out: &mut Vec<String>) {
+            for (key, value) in table {
+                let dotted = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                match value {
+                    Value::Table(inner) => leaves(inner, &dotted, out),
+                    _ => out.push(dotted),
+                }
+            }
+        }
+        let defaults: Table = super::super::DEFAULT_TOML.parse().unwrap();
+        let mut expected = Vec::new();
+        leaves(&defaults, "", &mut expected);
+        expected.extend(
+            [
+                "server.tls.listen",
+                "server.tls.cert_file",
+                "server.tls.key_file",
+            ]
+            .map(String::from),
+        );
+        expected.sort();
+        assert_eq!(keys(&defaults), expected);
     }
 
     #[test]

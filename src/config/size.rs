@@ -9,9 +9,9 @@ pub struct SizeError(pub String);
 
 /// Reads a byte size: a number of bytes with an optional unit, `"512MiB"`, `"64KiB"`, `"1.5GB"`, `"100"`.
 ///
-/// KiB, MiB, GiB and TiB are powers of 1024; KB, MB, GB and TB are powers of 1000 (as the README
-/// documents). Units are case-insensitive and may be separated from the number by spaces. A
-/// fractional size rounds down to whole bytes.
+/// KiB, MiB, GiB and TiB are powers of 1024; KB, MB, GB and TB are powers of 1000 (as
+/// docs/configuration.md documents). Units are case-insensitive and may be separated from the
+/// number by spaces. A fractional size rounds down to whole bytes.
 ///
 /// # Examples
 /// ```

@@ -380,49 +380,6 @@ fn the_same_text_always_gives_the_same_result() {
     assert_eq!(Config::from_toml_str(text), Config::from_toml_str(text));
 }
 
-fn dotted_keys(table: &toml::Table, prefix: &str, out: &mut Vec<String>) {
-    for (key, value) in table {
-        let dotted = if prefix.is_empty() {
-            key.clone()
-        } else {
-            format!("{prefix}.{key}")
-        };
-        match value {
-            toml::Value::Table(inner) => dotted_keys(inner, &dotted, out),
-            _ => out.push(dotted),
-        }
-    }
-}
-
-#[test]
-fn readme_documents_every_key_and_no_other() {
-    let table: toml::Table = DEFAULT_TOML.parse().unwrap();
-    let mut keys = Vec::new();
-    dotted_keys(&table, "", &mut keys);
-    // Tables with no defaults, absent from the shipped file: their keys, given in full, must read.
-    let optional =
-        "[server.tls]\nlisten = \"127.0.0.1:8443\"\ncert_file = \"/c\"\nkey_file = \"/k\"\n";
-    Config::from_toml_str(optional).expect("the optional tables' keys read");
-    let optional: toml::Table = optional.parse().unwrap();
-    dotted_keys(&optional, "", &mut keys);
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let documented: Vec<&str> = doc
-        .lines()
-        .skip_while(|line| *line != "## Configuration")
-        .skip(1)
-        .take_while(|line| !line.starts_with("## "))
-        .filter_map(|line| {
-            line.strip_prefix("| `")?
-                .split_once('`')
-                .map(|(key, _)| key)
-        })
-        .collect();
-    keys.sort();
-    let mut documented_sorted = documented.clone();
-    documented_sorted.sort();
-    assert_eq!(documented_sorted, keys);
-}
-
 #[test]
 fn every_key_in_the_shipped_file_has_a_comment_above_it() {
     let lines: Vec<&str> = DEFAULT_TOML.lines().map(str::trim).collect();

@@ -30,3 +30,4 @@ mod rfc9111;
 mod security;
 mod service_unit;
 mod tls;
+mod version_cli;

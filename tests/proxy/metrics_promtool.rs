@@ -1,5 +1,5 @@
 //! The /metrics scrape after real traffic passes `promtool check metrics` and names every metric
-//! the dashboard and the README's metrics table promise.
+//! the dashboard and docs/metrics.md's table promise.
 
 use crate::common;
 

@@ -14,7 +14,7 @@ use common::{Client, Origin, ProxyProcess, Reply, TempDir};
 
 const UNIT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/bloomgate.service");
 const SERVICE_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/bloomgate.service.toml");
-/// Where the README's `cargo install --locked --path . --root /usr/local` puts the binary.
+/// Where docs/install.md's `cargo install --locked --path . --root /usr/local` puts the binary.
 const INSTALLED_BINARY: &str = "/usr/local/bin/bloomgate";
 
 /// The `[Service]` section of the unit: its settings in order (a key may repeat).
@@ -217,7 +217,7 @@ async fn the_unit_starts_reloads_and_stops_the_binary_as_written() {
     let start = unit.command(unit.one("ExecStart"));
     assert_eq!(
         start[0], INSTALLED_BINARY,
-        "the path the README installs to"
+        "the path docs/install.md installs to"
     );
     let root = TempDir::new("service-unit");
     for dir in unit.writable() {
