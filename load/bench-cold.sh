@@ -60,7 +60,7 @@ disk_url="${PROXY_URL}/obj/disk-[1-$((lead - 1))][0-9]{$((digits - 1))}\\?size=6
 oha_run() {
   local name=$1 rate=$2 connections=$3 url=$4
   shift 4
-  oha --no-tui -j -z "${DURATION}s" -q "$rate" -c "$connections" --latency-correction "$@" "$url" \
+  oha --no-tui --output-format json -z "${DURATION}s" -q "$rate" -c "$connections" --latency-correction "$@" "$url" \
     >"$WORK/$name.json" 2>"$WORK/$name.err"
   python3 - "$WORK/$name.json" <<'PY'
 import json, sys

@@ -71,7 +71,8 @@ for round in $(seq "$ROUNDS"); do
   sleep "$(python3 -c 'import random; print(round(random.uniform(0.2, 1.5), 2))')"
   kill -9 "$PROXY_PID"
   wait "$PROXY_PID" 2>/dev/null || true
-  # The load's curls too, so that none reaches the next round's proxy.
+  # The load's xargs and curls too, so that none reaches the next round's proxy.
+  pkill -P "$load" 2>/dev/null || true
   kill "$load" 2>/dev/null || true
   pkill -f -- "$PROXY_URL/obj/crash-" || true
   wait "$load" 2>/dev/null || true
