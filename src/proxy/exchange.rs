@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 use super::Live;
 use super::headers::{Forwarding, OriginBody, to_origin};
 use super::origin::OutgoingBody;
-use super::status::Fwd;
+use super::served::Fwd;
 use crate::cache::{Authority, CacheKey, ClientTls, KeyError, StoredResponse, keyed_query};
 use crate::config::Config;
 

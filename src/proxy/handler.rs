@@ -24,11 +24,11 @@ use super::origin::{OriginError, OriginFailure};
 use super::range::Ranges;
 use super::respond::{self, Answer, ProxyBody, WholeBody};
 use super::series::series;
-use super::status::{CacheStatus, Detail, Fwd, OriginHead};
+use super::served::{Detail, Fwd, OriginHead, Served, Tier};
 use super::stream::{Capture, OriginStream, Prefix};
 use super::{Live, Proxy};
 use crate::cache::{
-    Freshness, ResponseControl, StoredResponse, owned_headers, varied_request_fields,
+    Freshness, NotStored, ResponseControl, StoredResponse, owned_headers, varied_request_fields,
 };
 
 impl Proxy {
@@ -45,15 +45,14 @@ impl Proxy {
             .access_log
             .as_ref()
             .map(|log| Entry::begin(log, &request, peer, started));
-        let (mut response, mut status) = self.accept(Arc::clone(&live), request, peer).await;
+        let Answer {
+            mut response,
+            served,
+            origin,
+        } = self.accept(Arc::clone(&live), request, peer).await;
         let series = series();
-        // An error status served from the cache, or stored for later: operators watch how many
-        // of their errors the cache repeats (RFC 9111 lets any final status be stored).
-        let code = response.status();
-        if (code.is_client_error() || code.is_server_error()) && (status.hit || status.stored) {
-            status.cached_error = true;
-            let served = if status.hit { "hit" } else { "stored" };
-            series.cached_error(served).increment(1);
+        if let Some(cached_error) = served.cached_error(response.status()) {
+            series.cached_error(cached_error).increment(1);
         }
         let cache = &live.config.cache;
         if !cache.forward_targeted_fields {
@@ -61,13 +60,12 @@ impl Proxy {
                 response.headers_mut().remove(name);
             }
         }
-        response
-            .headers_mut()
-            .insert("cache-status", status.header_value());
-        series.request(status.outcome()).increment(1);
+        let cache_status = served.cache_status(response.status());
+        response.headers_mut().insert("cache-status", cache_status);
+        series.request(served.outcome()).increment(1);
         series.duration.record(started.elapsed().as_secs_f64());
         if let Some(entry) = &mut entry {
-            entry.answered(&response, &status);
+            entry.answered(&response, served, origin);
         }
         response.map(|body| Logged::new(body, entry))
     }
@@ -90,7 +88,7 @@ impl Proxy {
                 return respond::short(
                     StatusCode::BAD_REQUEST,
                     "request has no valid host or target\n",
-                    CacheStatus::forward(Fwd::Request),
+                    Served::Refused,
                 );
             }
         };
@@ -112,7 +110,7 @@ impl Proxy {
     /// copy the miss path's several KiB of state.
     async fn lookup(self: &Arc<Self>, exchange: Exchange) -> Answer {
         let mut variants = self.store.get(&exchange.key);
-        let mut from_disk = false;
+        let mut tier = Tier::Ram;
         if variants.is_none()
             && let Some(disk) = &self.disk
             && let Some(restored) =
@@ -120,7 +118,7 @@ impl Proxy {
         {
             // A disk hit goes back into RAM (main: it has been asked for again).
             variants = self.store.restore(&exchange.key, restored);
-            from_disk = true;
+            tier = Tier::Disk;
         }
         let now = SystemTime::now();
         let stored = variants
@@ -135,16 +133,12 @@ impl Proxy {
             return Box::pin(self.fetch(exchange, fwd, None)).await;
         };
         match entry.freshness(&exchange.parts.headers, now) {
-            Freshness::Fresh if from_disk => {
-                let status = CacheStatus::hit(entry.ttl_seconds(now)).detail(Detail::Disk);
-                respond::stored(&exchange.parts, &entry, status, now)
-            }
-            Freshness::Fresh => respond::hit(&exchange.parts, &entry, now),
+            Freshness::Fresh => respond::hit(&exchange.parts, &entry, tier, now),
             Freshness::StaleWhileRevalidate => {
                 self.revalidate_in_background(&exchange, &entry);
-                let status =
-                    CacheStatus::hit(entry.ttl_seconds(now)).detail(Detail::StaleWhileRevalidate);
-                respond::stored(&exchange.parts, &entry, status, now)
+                let ttl = entry.ttl_seconds(now);
+                let served = Served::StaleWhileRevalidate { ttl };
+                respond::stored(&exchange.parts, &entry, served, now)
             }
             Freshness::Stale => Box::pin(self.fetch(exchange, Fwd::Stale, Some(entry))).await,
         }
@@ -198,11 +192,12 @@ impl Proxy {
                     // in probation has proved itself.
                     self.store.touch(&exchange.key);
                 }
-                let mut status = CacheStatus::forward(fwd);
-                status.collapsed = true;
-                status.stored = shared.stored;
-                status.detail = shared.detail;
-                Some(respond::shared(parts, &shared, status))
+                let served = Served::Collapsed {
+                    fwd,
+                    stored: shared.stored,
+                    detail: shared.detail,
+                };
+                Some(respond::shared(parts, &shared, served))
             }
             FlightOutcome::Failed(failure) => {
                 if let Some(entry) = stale.filter(|e| e.usable_on_error(SystemTime::now())) {
@@ -212,9 +207,12 @@ impl Proxy {
                         failure.status().as_u16(),
                     ));
                 }
-                let (response, mut status) = respond::origin_failed(failure, fwd);
-                status.collapsed = true;
-                Some((response, status))
+                let served = Served::Collapsed {
+                    fwd,
+                    stored: false,
+                    detail: Some(failure.into()),
+                };
+                Some(respond::short(failure.status(), failure.body(), served))
             }
             // The leader's response was for another variant, or it gave up, or the wait ran out:
             // its fetch may have stored what this request needs.
@@ -225,7 +223,7 @@ impl Proxy {
                     .and_then(|v| v.select(&parts.headers).cloned())?;
                 let now = SystemTime::now();
                 match entry.freshness(&parts.headers, now) {
-                    Freshness::Fresh => Some(respond::hit(parts, &entry, now)),
+                    Freshness::Fresh => Some(respond::hit(parts, &entry, Tier::Ram, now)),
                     Freshness::StaleWhileRevalidate | Freshness::Stale => None,
                 }
             }
@@ -296,15 +294,14 @@ impl Proxy {
             if let Some(flight) = flight {
                 flight.finish(FlightOutcome::Failed(OriginFailure::Error));
             }
-            return with_origin(respond::origin_failed(OriginFailure::Error, fwd), origin);
+            return respond::origin_failed(OriginFailure::Error, fwd).answered_by(origin);
         }
         if response.status().is_server_error()
             && let Some(entry) = usable_stale(SystemTime::now())
         {
             abandon(flight);
             let code = response.status().as_u16();
-            let answer = respond::stale_on_error(&exchange.parts, entry, code);
-            return with_origin(answer, origin);
+            return respond::stale_on_error(&exchange.parts, entry, code).answered_by(origin);
         }
         self.forward_response(exchange, fwd, stale.is_some(), response, origin, flight)
             .await
@@ -334,12 +331,10 @@ impl Proxy {
             flight.finish(FlightOutcome::Response(shared));
         }
         let now = SystemTime::now();
-        let mut status = CacheStatus::forward(Fwd::Stale);
-        status.fwd_status = Some(304);
-        status.stored = true;
-        status.ttl = Some(refreshed.ttl_seconds(now));
-        status.origin = Some(origin);
-        Some(respond::stored(&exchange.parts, &refreshed, status, now))
+        let served = Served::Revalidated {
+            ttl: refreshed.ttl_seconds(now),
+        };
+        Some(respond::stored(&exchange.parts, &refreshed, served, now).answered_by(origin))
     }
 
     /// Applies a 304 from the origin to the stored entry: new headers, the same body, in RAM and
@@ -391,7 +386,7 @@ impl Proxy {
                 if let Some(flight) = flight {
                     flight.finish(FlightOutcome::Failed(OriginFailure::Error));
                 }
-                return with_origin(respond::origin_failed(OriginFailure::Error, fwd), origin);
+                return respond::origin_failed(OriginFailure::Error, fwd).answered_by(origin);
             }
         };
         strip_hop_by_hop(&mut head.headers);
@@ -400,7 +395,8 @@ impl Proxy {
         let config = exchange.config();
         let control = ResponseControl::of(&head.headers, &config.cache.targeted_fields);
         let (decision, storable) = self.decide(&exchange, &head, &control, framing, revalidating);
-        let status = cache_status(fwd, decision, origin, &control);
+        let targeted = control.targeted_field().cloned();
+        let served = Served::fetched(fwd, decision, targeted.clone());
 
         let max_object = config.cache.max_object_bytes;
         let limit = decision.size_limit(max_object, self.store.budget());
@@ -415,13 +411,15 @@ impl Proxy {
                 let Some(length) = content_length(&head.headers).filter(|n| *n <= max_object)
                 else {
                     drop(incoming);
-                    return self.pass_range(exchange, decision.detail()).await;
+                    return self.pass_range(exchange, decision.not_stored()).await;
                 };
                 let body = WholeBody::Streaming(OriginStream::new(incoming, idle_timeout, None));
-                return (respond::ranged(head, body, length, &ranges), status);
+                let response = respond::ranged(head, body, length, &ranges);
+                return Answer::new(response, served).answered_by(origin);
             }
             let body = OriginStream::new(incoming, idle_timeout, None);
-            return (self.client_response(&exchange, head, body), status);
+            let response = self.client_response(&exchange, head, body);
+            return Answer::new(response, served).answered_by(origin);
         };
         let content_length = storable.content_length;
         let capture = self.capture(&exchange, &head, storable, decision, limit, flight);
@@ -430,7 +428,8 @@ impl Proxy {
             count(decision);
             capture.complete_with(Bytes::new());
             let body = OriginStream::new(incoming, idle_timeout, None);
-            return (self.client_response(&exchange, head, body), status);
+            let response = self.client_response(&exchange, head, body);
+            return Answer::new(response, served).answered_by(origin);
         }
         if content_length.is_none() && (decision.segment().is_some() || ranges.is_some()) {
             // A body of unknown length is read up to the segment's limit before the head goes
@@ -444,7 +443,8 @@ impl Proxy {
                     if let Some(ranges) = ranges {
                         let length = body.len() as u64;
                         let body = WholeBody::Whole(body);
-                        return (respond::ranged(head, body, length, &ranges), status);
+                        let response = respond::ranged(head, body, length, &ranges);
+                        return Answer::new(response, served).answered_by(origin);
                     }
                     let body = match exchange.is_head() {
                         true => {
@@ -453,7 +453,7 @@ impl Proxy {
                         }
                         false => respond::full(body),
                     };
-                    (Response::from_parts(head, body), status)
+                    Answer::new(Response::from_parts(head, body), served).answered_by(origin)
                 }
                 Ok(Prefix::TooLarge(body)) => {
                     let decision = decision.too_large();
@@ -461,21 +461,24 @@ impl Proxy {
                     capture.abandon();
                     if ranges.is_some() {
                         drop(body);
-                        return self.pass_range(exchange, decision.detail()).await;
+                        return self.pass_range(exchange, decision.not_stored()).await;
                     }
-                    let status = cache_status(fwd, decision, origin, &control);
-                    (self.client_response(&exchange, head, body), status)
+                    let served = Served::fetched(fwd, decision, targeted);
+                    let response = self.client_response(&exchange, head, body);
+                    Answer::new(response, served).answered_by(origin)
                 }
-                Err(error) => with_origin(respond::origin_failed(error.failure(), fwd), origin),
+                Err(error) => respond::origin_failed(error.failure(), fwd).answered_by(origin),
             };
         }
         count(decision);
         let body = OriginStream::new(incoming, idle_timeout, Some(capture));
         if let (Some(ranges), Some(length)) = (ranges, content_length) {
             let body = WholeBody::Streaming(body);
-            return (respond::ranged(head, body, length, &ranges), status);
+            let response = respond::ranged(head, body, length, &ranges);
+            return Answer::new(response, served).answered_by(origin);
         }
-        (self.client_response(&exchange, head, body), status)
+        let response = self.client_response(&exchange, head, body);
+        Answer::new(response, served).answered_by(origin)
     }
 
     /// Whether a response is stored: storability first (a pure decision), then, for storable
@@ -528,7 +531,7 @@ impl Proxy {
         let request_headers = varied_request_fields(&exchange.parts.headers, &head.headers);
         let response_status = head.status;
         let response_headers = head.headers.clone();
-        let detail = decision.detail();
+        let detail = Detail::of_decision(decision);
         Capture::new(
             storable.content_length,
             limit,
@@ -592,10 +595,10 @@ impl Proxy {
         let exchange = exchange.detached();
         let entry = Arc::clone(entry);
         tokio::spawn(async move {
-            let (response, _) = proxy
+            let answer = proxy
                 .fetch_from_origin(exchange, Fwd::Stale, Some(entry), Some(flight))
                 .await;
-            let _ = response.into_body().collect().await;
+            let _ = answer.response.into_body().collect().await;
         });
     }
 
@@ -608,15 +611,16 @@ impl Proxy {
     }
 
     /// Passes a GET's range to the origin, when the cache will not cut it from the whole object:
-    /// too large, not storable (`detail` says why), or given up by the fetch it waited for. The
+    /// too large, not storable (`reason` says why), or given up by the fetch it waited for. The
     /// origin's answer, a 206 or 416 included, is forwarded as it is and never stored.
-    async fn pass_range(self: &Arc<Self>, exchange: Exchange, detail: Option<Detail>) -> Answer {
+    async fn pass_range(self: &Arc<Self>, exchange: Exchange, reason: Option<NotStored>) -> Answer {
         let asked = Instant::now();
         let response = exchange
             .live
             .origin
             .send_idempotent(|| exchange.range_request())
             .await;
+        let detail = reason.map(Detail::NotStored);
         self.passed(exchange, response, asked, Fwd::Bypass, detail)
     }
 
@@ -646,14 +650,12 @@ impl Proxy {
         let (mut head, incoming) = response.into_parts();
         if let Err(error) = settle_response_framing(&mut head.headers) {
             tracing::warn!(%error, "origin response refused");
-            return with_origin(respond::origin_failed(OriginFailure::Error, fwd), origin);
+            return respond::origin_failed(OriginFailure::Error, fwd).answered_by(origin);
         }
         strip_hop_by_hop(&mut head.headers);
         let body = OriginStream::new(incoming, exchange.config().origin.idle_timeout, None);
-        let mut status = CacheStatus::forward(fwd);
-        status.detail = detail;
-        status.origin = Some(origin);
-        (Response::from_parts(head, respond::streamed(body)), status)
+        let response = Response::from_parts(head, respond::streamed(body));
+        Answer::new(response, Served::Bypass { fwd, detail }).answered_by(origin)
     }
 
     fn purge_from_public(
@@ -672,15 +674,18 @@ impl Proxy {
             return respond::short(
                 StatusCode::FORBIDDEN,
                 "PURGE is not allowed from this address\n",
-                CacheStatus::forward(Fwd::Method),
+                Served::Bypass {
+                    fwd: Fwd::Method,
+                    detail: None,
+                },
             );
         }
         let (code, text) = self.purge_with(live, parts);
-        respond::short(
-            code,
-            text,
-            CacheStatus::forward(Fwd::Method).detail(Detail::Purge),
-        )
+        let served = Served::Bypass {
+            fwd: Fwd::Method,
+            detail: Some(Detail::Purge),
+        };
+        respond::short(code, text, served)
     }
 
     /// Removes the object a PURGE request names: 200 if something was stored, 404 otherwise.
@@ -721,31 +726,5 @@ fn abandon(flight: Option<Flight>) {
 /// Counts an admission decision once it is final (a body of unknown length may turn out too
 /// large for the segment it was meant for).
 fn count(decision: Decision) {
-    series().admission(decision).increment(1);
-}
-
-/// The Cache-Status of a forwarded response: `stored`, with `detail=probation` for a first
-/// request stored in probation, or why it was not stored, naming the targeted field that decided.
-fn cache_status(
-    fwd: Fwd,
-    decision: Decision,
-    origin: OriginHead,
-    control: &ResponseControl,
-) -> CacheStatus {
-    let mut status = CacheStatus::forward(fwd);
-    status.stored = decision.segment().is_some();
-    status.detail = decision.detail();
-    status.targeted = control.targeted_field().cloned();
-    status.decision = Some(decision);
-    status.origin = Some(origin);
-    status
-}
-
-/// An answer to a request the origin answered with `origin`.
-fn with_origin((response, status): Answer, origin: OriginHead) -> Answer {
-    let status = CacheStatus {
-        origin: Some(origin),
-        ..status
-    };
-    (response, status)
+    series().admission(decision.label()).increment(1);
 }

@@ -16,10 +16,10 @@ mod range;
 mod reload;
 mod respond;
 mod series;
+mod served;
 mod server;
 mod slice;
 mod stall;
-mod status;
 mod stream;
 
 use std::path::PathBuf;
@@ -40,9 +40,8 @@ pub use access_log::{AccessLog, AccessLogError};
 pub use exchange::{Route, TranslateError, translate};
 pub use persist::{SnapshotLoadError, SnapshotSaveError};
 pub use reload::{ReloadError, ReloadOutcome};
+pub use served::{CACHE_NAME, Fwd};
 pub use server::{RunningProxy, ServeError, Signals, start, start_with_file};
-pub use status::CACHE_NAME;
-pub use status::Fwd;
 
 use coalesce::Coalescer;
 use origin::OriginClient;
