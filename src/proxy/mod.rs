@@ -1,11 +1,14 @@
-//! The caching reverse proxy: the request path (`handler.rs`, one `Exchange` per request), its
-//! listeners and its admin endpoints.
+//! The caching reverse proxy: the request path (one `Exchange` per request: `handler.rs`, a miss
+//! in `fetch.rs` and `forward.rs`, its outcome in `served.rs`), its listeners and its admin
+//! endpoints.
 
 mod access_log;
 mod admin;
 mod coalesce;
 mod decision;
 mod exchange;
+mod fetch;
+mod forward;
 mod handler;
 mod headers;
 mod idle;
