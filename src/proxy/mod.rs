@@ -104,7 +104,7 @@ impl Proxy {
     ) -> Result<Proxy, TlsError> {
         let origin = OriginClient::new(&config.origin)?;
         let certificates = match &config.server.tls {
-            Some(tls) => Some(Arc::new(Certificates::load(tls)?)),
+            Some(tls) => Some(Arc::new(Certificates::load(&tls.cert_file, &tls.key_file)?)),
             None => None,
         };
         let doorkeeper = persist::restore_or_new(&config.admission);

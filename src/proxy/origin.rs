@@ -144,7 +144,7 @@ impl OriginClient {
         let connector = match config.url.scheme_str() {
             Some("https") => {
                 let builder = HttpsConnectorBuilder::new()
-                    .with_tls_config(tls::origin_client_config(config)?)
+                    .with_tls_config(tls::origin_client_config(config.ca_file.as_deref())?)
                     .https_only();
                 let builder = match &config.tls_server_name {
                     Some(name) => {

@@ -13,6 +13,7 @@ mod error;
 mod reader;
 mod size;
 mod synthetic;
+mod time_local;
 mod writer;
 
 pub use access_log::AccessLine;
