@@ -1,7 +1,10 @@
-//! bloomgate: an HTTP caching reverse proxy that admits an object on its second request.
+//! bloomgate: an HTTP caching reverse proxy that lets an object into its main cache only on its
+//! second request (a first request's copy waits in probation, or is not stored at all, as
+//! `admission.mode` says).
 //!
-//! The admission filter is a crate of its own (`crates/doorkeeper`, library `doorkeeper`), which
-//! other proxies embed; `bloom` and `admission` re-export it here.
+//! The admission filter and the doorkeeper are a crate of their own (`crates/doorkeeper`, library
+//! `doorkeeper`), which other proxies embed: `bloom` re-exports the filter, and `admission` the
+//! doorkeeper beside the probation rules of bloomgate's store and simulator.
 
 pub mod admission;
 pub use doorkeeper::bloom;

@@ -9,7 +9,7 @@ use bloomgate::listening::ListeningLine;
 use clap::{Parser, Subcommand};
 
 /// jemalloc, vendored and built by its crate (no system library). In 180 s soaks of a 64 MiB cache
-/// of 8 KiB objects at 1500 requests/s, it peaked at 90 MiB with the options below, glibc's malloc
+/// of 8 KiB objects at 1500 requests/s, it peaked at 82 MiB with the options below, glibc's malloc
 /// (which fragments under the cache's churn of bodies of every size) at 95 MiB, mimalloc at
 /// 148 MiB (docs/decisions.md, jemalloc).
 #[global_allocator]

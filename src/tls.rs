@@ -3,6 +3,9 @@
 //!
 //! Nothing here is tunable on purpose: TLS 1.3 and 1.2 only with rustls' cipher suites (all AEAD,
 //! forward secret), no renegotiation, no compression, certificate verification always on.
+//!
+//! It reads the files the configuration names, but knows nothing of the configuration itself, so
+//! that `check-config` reads them as `serve` does.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,8 +17,6 @@ use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-
-use crate::config::{OriginConfig, TlsListenerConfig};
 
 /// What went wrong with a TLS file or setting; every variant names the file or key at fault.
 #[derive(Debug, thiserror::Error)]
@@ -76,18 +77,19 @@ fn pem_problem(error: &rustls_pki_types::pem::Error) -> String {
     }
 }
 
-/// The listener's certificate chain and key, checked to belong together.
-fn read_certified_key(config: &TlsListenerConfig) -> Result<CertifiedKey, TlsError> {
-    let chain = read_certificates(&config.cert_file)?;
-    let key = PrivateKeyDer::from_pem_file(&config.key_file)
-        .map_err(|error| TlsError::file(&config.key_file, pem_problem(&error)))?;
+/// The listener's certificate chain (`server.tls.cert_file`) and key (`server.tls.key_file`),
+/// checked to belong together.
+fn read_certified_key(cert_file: &Path, key_file: &Path) -> Result<CertifiedKey, TlsError> {
+    let chain = read_certificates(cert_file)?;
+    let key = PrivateKeyDer::from_pem_file(key_file)
+        .map_err(|error| TlsError::file(key_file, pem_problem(&error)))?;
     CertifiedKey::from_der(chain, key, &provider()).map_err(|error| match error {
         rustls::Error::InconsistentKeys(_) => TlsError::Mismatch {
-            cert: config.cert_file.clone(),
-            key: config.key_file.clone(),
+            cert: cert_file.to_owned(),
+            key: key_file.to_owned(),
             problem: error.to_string(),
         },
-        other => TlsError::file(&config.key_file, other),
+        other => TlsError::file(key_file, other),
     })
 }
 
@@ -99,15 +101,15 @@ pub struct Certificates {
 }
 
 impl Certificates {
-    pub fn load(config: &TlsListenerConfig) -> Result<Certificates, TlsError> {
+    pub fn load(cert_file: &Path, key_file: &Path) -> Result<Certificates, TlsError> {
         Ok(Certificates {
-            current: ArcSwap::from_pointee(read_certified_key(config)?),
+            current: ArcSwap::from_pointee(read_certified_key(cert_file, key_file)?),
         })
     }
 
     /// Reads a certificate and key for [`Certificates::install`], checked to belong together.
-    pub fn read(config: &TlsListenerConfig) -> Result<CertifiedKey, TlsError> {
-        read_certified_key(config)
+    pub fn read(cert_file: &Path, key_file: &Path) -> Result<CertifiedKey, TlsError> {
+        read_certified_key(cert_file, key_file)
     }
 
     /// Makes `fresh` the certificate of every handshake from now on.
@@ -133,12 +135,12 @@ impl ResolvesServerCert for Certificates {
     }
 }
 
-/// The rustls configuration for an `https` origin: its certificate verified against
-/// `origin.ca_file`, or the system's roots when there is none. (The connector offers ALPN
+/// The rustls configuration for an `https` origin: its certificate verified against `ca_file`
+/// (`origin.ca_file`), or the system's roots when there is none. (The connector offers ALPN
 /// `http/1.1` itself: the origin client speaks HTTP/1.1.)
-pub fn origin_client_config(origin: &OriginConfig) -> Result<ClientConfig, TlsError> {
+pub fn origin_client_config(ca_file: Option<&Path>) -> Result<ClientConfig, TlsError> {
     let mut roots = RootCertStore::empty();
-    match &origin.ca_file {
+    match ca_file {
         Some(path) => {
             for certificate in read_certificates(path)? {
                 roots

@@ -9,6 +9,7 @@ pub mod field;
 pub mod freshness;
 mod key;
 mod store;
+mod variants;
 pub mod weight;
 
 pub use authority::{Authority, AuthorityError};
@@ -17,4 +18,5 @@ pub use entry::{
     Freshness, NotStored, StoredResponse, owned_headers, storability, varied_request_fields,
 };
 pub use key::{CacheKey, ClientTls, KeyError, keyed_query, scheme};
-pub use store::{Evicted, EvictionListener, Proof, Store, StoreCounters, Usage, Variants};
+pub use store::{Evicted, EvictionListener, Proof, Store, StoreCounters, Usage};
+pub use variants::Variants;

@@ -1,144 +1,31 @@
 //! The store: probation and main segments over one byte budget, one slot per cache key holding
-//! its `Vary` variants.
+//! its `Vary` variants ([`Variants`]).
 
-use std::collections::{HashMap, VecDeque};
-use std::mem::{size_of, size_of_val};
+use std::collections::VecDeque;
+use std::mem::size_of;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Instant;
 
 use dashmap::DashMap;
-use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::admission::probation::{self, Budget, Leaving, Segment};
 
 use super::entry::StoredResponse;
 use super::key::CacheKey;
-use super::{field, weight};
+use super::variants::Variants;
+use super::weight;
 
-/// The variants stored under one key (usually one; more when the origin sends `Vary`), indexed by
-/// the request field values that select them, so a lookup costs the same with 1 or 1,000 variants.
-#[derive(Debug)]
-pub struct Variants {
-    /// The fields every variant here varies on; a response that varies on others replaces them all.
-    names: Box<[HeaderName]>,
-    by_selection: HashMap<Selection, Arc<StoredResponse>>,
-    /// Selections from oldest to newest write: the oldest goes when the cap is reached.
-    order: VecDeque<Selection>,
-    weight: u32,
-    keep_for: Duration,
-}
-
-type Selection = Box<[Option<HeaderValue>]>;
-
-/// What a key costs the store beside its variants' own weight: the key; its slot in the index,
-/// whose tables run between half and seven eighths full; a queue node for each variant written
-/// and a stale one (nodes of replaced entries wait until they outnumber the live ones), in queues
-/// up to half empty after they grow; and the
-/// variants' struct, with their `Vary` names, and their selections' map and order (two copies of
-/// each selection, whose values share their buffers). Measured in `tests/memory`.
-fn bookkeeping(key: &CacheKey, names: &[HeaderName], selections: &[Selection]) -> u32 {
+/// What a key costs the store beside its variants (whose own cost [`Variants`] counts): the key;
+/// its slot in the index, whose tables run between half and seven eighths full; and a queue node
+/// for each of its `variants` written and a stale one (nodes of replaced entries wait until they
+/// outnumber the live ones), in queues up to half empty after they grow. Measured in
+/// `tests/memory`.
+fn key_bookkeeping(key: &CacheKey, variants: usize) -> usize {
     let slot = 2 * size_of::<(CacheKey, Slot)>();
-    let queue = 2 * size_of::<(CacheKey, u64)>() * (selections.len() + 1);
-    let variants = size_of::<Variants>() + 16 + weight::allocation(size_of_val(names));
-    // hashbrown's table of at least 4 buckets with 16 control bytes more; a deque of at least 4.
-    let count = selections.len();
-    let buckets = (count * 8 / 7).next_power_of_two().max(4);
-    let map = weight::allocation(buckets * (size_of::<(Selection, usize)>() + 1) + 16);
-    let order = weight::allocation(count.next_power_of_two().max(4) * size_of::<Selection>());
-    let copies: usize = selections
-        .iter()
-        .map(|selection| {
-            2 * weight::allocation(size_of_val(&**selection))
-                + weight::SHARED * selection.iter().flatten().count()
-        })
-        .sum();
+    let queue = 2 * size_of::<(CacheKey, u64)>() * (variants + 1);
     let key = weight::allocation(key.as_str().len() + 16);
-    u32::try_from(slot + queue + variants + map + order + copies + key).unwrap_or(u32::MAX)
-}
-
-impl Variants {
-    /// The variants after writing `response`: it replaces the variant with the same selection,
-    /// keeps the others while they vary on the same fields, and drops the oldest beyond `cap`.
-    fn with(
-        key: &CacheKey,
-        existing: Option<&Variants>,
-        response: Arc<StoredResponse>,
-        cap: usize,
-    ) -> Variants {
-        let names = response.vary_names.clone();
-        let mut by_selection = HashMap::new();
-        let mut order = VecDeque::new();
-        if let Some(existing) = existing.filter(|e| e.names == names) {
-            for selection in &existing.order {
-                if *selection != response.vary_selection
-                    && let Some(variant) = existing.by_selection.get(selection)
-                {
-                    order.push_back(selection.clone());
-                    by_selection.insert(selection.clone(), Arc::clone(variant));
-                }
-            }
-        }
-        while order.len() >= cap.max(1) {
-            if let Some(oldest) = order.pop_front() {
-                by_selection.remove(&oldest);
-            }
-        }
-        order.push_back(response.vary_selection.clone());
-        by_selection.insert(response.vary_selection.clone(), response);
-        let now = SystemTime::now();
-        let weight = by_selection.values().fold(
-            bookkeeping(key, &names, order.make_contiguous()),
-            |sum, v| sum.saturating_add(v.weight),
-        );
-        let keep_for = by_selection
-            .values()
-            .map(|v| v.keep_for(now))
-            .max()
-            .unwrap_or_default();
-        Variants {
-            names,
-            by_selection,
-            order,
-            weight,
-            keep_for,
-        }
-    }
-
-    /// The variant stored for a request with these headers, if any.
-    pub fn select(&self, request_headers: &HeaderMap) -> Option<&Arc<StoredResponse>> {
-        self.by_selection
-            .get(&field::selection(request_headers, &self.names))
-    }
-
-    /// Bytes the variants cost the store.
-    pub fn weight(&self) -> u32 {
-        self.weight
-    }
-
-    /// Every variant, oldest write first.
-    pub fn responses(&self) -> impl Iterator<Item = &Arc<StoredResponse>> {
-        self.order
-            .iter()
-            .filter_map(|selection| self.by_selection.get(selection))
-    }
-
-    /// How many variants are stored.
-    pub fn len(&self) -> usize {
-        self.by_selection.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_selection.is_empty()
-    }
-
-    /// The body bytes of all variants.
-    fn body_bytes(&self) -> u64 {
-        self.by_selection
-            .values()
-            .map(|v| v.body.len() as u64)
-            .sum()
-    }
+    slot + queue + key
 }
 
 /// Counters the store keeps about itself, read by the metrics exporter.
@@ -450,7 +337,7 @@ impl Store {
                 } else {
                     PROOF_NONE
                 };
-                queues.subtract(slot.segment, u64::from(slot.variants.weight));
+                queues.subtract(slot.segment, u64::from(slot.variants.weight()));
                 if kept_ticket.is_none() {
                     queues.stale += 1;
                 }
@@ -472,12 +359,14 @@ impl Store {
             _ => PROOF_NONE,
         };
         let cap = inner.max_variants;
-        let mut variants = Variants::with(&key, existing.as_deref(), Arc::clone(response), cap);
-        if u64::from(variants.weight) > inner.budget.total() {
+        let bookkeeping = |variants| key_bookkeeping(&key, variants);
+        let mut variants =
+            Variants::with(existing.as_deref(), Arc::clone(response), cap, bookkeeping);
+        if u64::from(variants.weight()) > inner.budget.total() {
             // Too large with its siblings: the newest variant alone, if it fits.
-            variants = Variants::with(&key, None, Arc::clone(response), cap);
+            variants = Variants::with(None, Arc::clone(response), cap, bookkeeping);
         }
-        let weight = u64::from(variants.weight);
+        let weight = u64::from(variants.weight());
         if weight > inner.budget.total() {
             if inner.index.remove(&key).is_some() && kept_ticket.is_some() {
                 queues.stale += 1;
@@ -491,7 +380,7 @@ impl Store {
         inner.index.insert(
             key.clone(),
             Slot {
-                expires: now + variants.keep_for,
+                expires: now + variants.keep_for(),
                 variants: Arc::new(variants),
                 segment,
                 ticket,
@@ -521,7 +410,7 @@ impl Store {
         let Some((_, slot)) = inner.index.remove(key) else {
             return false;
         };
-        queues.subtract(slot.segment, u64::from(slot.variants.weight));
+        queues.subtract(slot.segment, u64::from(slot.variants.weight()));
         queues.stale += 1;
         inner.compact_if_stale(&mut queues);
         true
@@ -577,7 +466,7 @@ impl Inner {
                     if reinsertions_left == 0 {
                         uses = 0;
                     }
-                    let weight = u64::from(slot.variants.weight);
+                    let weight = u64::from(slot.variants.weight());
                     let leaving = probation::leaving(from, uses, live);
                     // Promoted and reinserted entries go to the back of main with these uses.
                     let kept_uses = match leaving {
@@ -653,8 +542,11 @@ impl Inner {
 
 #[cfg(test)]
 mod tests {
+    use std::time::SystemTime;
+
     use bytes::Bytes;
     use http::StatusCode;
+    use http::header::{HeaderMap, HeaderValue};
 
     use super::*;
 
@@ -705,7 +597,7 @@ mod tests {
             for slot in inner.index.iter() {
                 let i = slot.segment.index();
                 usage.entries[i] += 1;
-                usage.bytes[i] += u64::from(slot.variants.weight);
+                usage.bytes[i] += u64::from(slot.variants.weight());
                 let nodes = queues.fifo[i]
                     .iter()
                     .filter(|(k, t)| k == slot.key() && *t == slot.ticket)

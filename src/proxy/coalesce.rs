@@ -7,7 +7,7 @@ use dashmap::mapref::entry::Entry;
 use tokio::sync::watch;
 
 use super::origin::OriginFailure;
-use super::status::Detail;
+use super::served::Detail;
 use crate::cache::{CacheKey, StoredResponse};
 
 /// A complete response the leader of a flight hands to the requests that waited for it: the entry

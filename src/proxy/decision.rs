@@ -9,7 +9,7 @@ use http::header::HeaderMap;
 use http::response;
 
 use super::headers::{ResponseFraming, content_length};
-use super::status::Detail;
+use super::series::DecisionLabel;
 use crate::admission::Doorkeeper;
 use crate::admission::probation::{Budget, Mode, Placement, Segment};
 use crate::cache::{CacheKey, NotStored, ResponseControl, storability};
@@ -63,24 +63,13 @@ pub enum Decision {
 }
 
 impl Decision {
-    /// Every label, registered at start so every series exists; the dashboard uses these.
-    /// `promoted` is counted by the store when an entry moves from probation to main.
-    pub const LABELS: [&'static str; 6] = [
-        "admitted",
-        "probation",
-        "promoted",
-        "first_hit",
-        "not_storable",
-        "too_large",
-    ];
-
-    pub fn label(self) -> &'static str {
+    pub fn label(self) -> DecisionLabel {
         match self {
-            Decision::Admitted => "admitted",
-            Decision::Probation => "probation",
-            Decision::FirstHit => "first_hit",
-            Decision::NotStorable(NotStored::TooLarge) => "too_large",
-            Decision::NotStorable(_) => "not_storable",
+            Decision::Admitted => DecisionLabel::Admitted,
+            Decision::Probation => DecisionLabel::Probation,
+            Decision::FirstHit => DecisionLabel::FirstHit,
+            Decision::NotStorable(NotStored::TooLarge) => DecisionLabel::TooLarge,
+            Decision::NotStorable(_) => DecisionLabel::NotStorable,
         }
     }
 
@@ -99,15 +88,6 @@ impl Decision {
             Decision::Admitted | Decision::Probation => None,
             Decision::FirstHit => Some(NotStored::FirstHit),
             Decision::NotStorable(reason) => Some(reason),
-        }
-    }
-
-    /// The Cache-Status detail of a forwarded response so decided: `probation`, or why it is not
-    /// stored.
-    pub fn detail(self) -> Option<Detail> {
-        match self {
-            Decision::Probation => Some(Detail::Probation),
-            other => other.not_stored().map(Detail::NotStored),
         }
     }
 
@@ -205,7 +185,7 @@ mod tests {
         let decision = decide(&HeaderMap::new(), &big, ResponseFraming::Clear);
         assert_eq!(decision, Err(NotStored::TooLarge));
         assert_eq!(
-            Decision::NotStorable(NotStored::TooLarge).label(),
+            Decision::NotStorable(NotStored::TooLarge).label().as_str(),
             "too_large"
         );
     }

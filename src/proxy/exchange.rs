@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 use super::Live;
 use super::headers::{Forwarding, OriginBody, to_origin};
 use super::origin::OutgoingBody;
-use super::status::Fwd;
+use super::served::Fwd;
 use crate::cache::{Authority, CacheKey, ClientTls, KeyError, StoredResponse, keyed_query};
 use crate::config::Config;
 
@@ -103,8 +103,9 @@ impl Exchange {
         self.parts.method == Method::GET && self.parts.headers.contains_key(header::RANGE)
     }
 
-    /// A copy of the request without its extensions, for a background revalidation that outlives
-    /// the client's request. It refreshes the whole object, so the client's range stays behind.
+    /// A copy of the request for a background revalidation that outlives the client's request: its
+    /// head, and of its extensions only the client's TLS (the scheme forwarded to the origin). It
+    /// refreshes the whole object, so the client's range stays behind.
     pub fn detached(&self) -> Exchange {
         let mut request = Request::new(());
         *request.method_mut() = self.parts.method.clone();
@@ -210,7 +211,7 @@ fn route(parts: &Parts) -> Route {
 /// What the origin receives for a client's request head, built exactly as the request path builds
 /// it, without any I/O: the cache key, the route, and the request head (`body_length` is the
 /// length of a passed body, when known). `Err` is a request the proxy refuses with 400. For the
-/// fuzz target and the differential tests of the translation.
+/// fuzz target (`fuzz/fuzz_targets/request_to_origin.rs`) and the tests below.
 pub fn translate(
     live: &Arc<Live>,
     parts: Parts,

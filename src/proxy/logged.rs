@@ -15,7 +15,7 @@ use http::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::{Body, Frame, SizeHint};
 
 use super::access_log::AccessLog;
-use super::status::{CacheStatus, Fwd};
+use super::served::{OriginHead, Served};
 use crate::trace::AccessLine;
 
 /// nginx's status for a request whose client went away before it was answered.
@@ -43,7 +43,8 @@ pub struct Entry {
 /// What the response head said.
 struct Answered {
     status: StatusCode,
-    cache: CacheStatus,
+    served: Served,
+    origin: Option<OriginHead>,
     content_length: Option<u64>,
 }
 
@@ -74,8 +75,14 @@ impl Entry {
         })
     }
 
-    /// Records the response head the client gets.
-    pub fn answered<B>(&mut self, response: &Response<B>, cache: &CacheStatus) {
+    /// Records the response head the client gets, what was served with it, and the origin's
+    /// head behind it.
+    pub fn answered<B>(
+        &mut self,
+        response: &Response<B>,
+        served: Served,
+        origin: Option<OriginHead>,
+    ) {
         let content_length = response
             .headers()
             .get(header::CONTENT_LENGTH)
@@ -83,7 +90,8 @@ impl Entry {
             .and_then(|value| value.parse().ok());
         self.answer = Some(Answered {
             status: response.status(),
-            cache: cache.clone(),
+            served,
+            origin,
             content_length,
         });
     }
@@ -106,7 +114,7 @@ impl Entry {
         let no_object = matches!(status.as_u16(), 204 | 206 | 304)
             || status.is_informational()
             || status.is_server_error()
-            || answer.cache.fwd == Some(Fwd::Request);
+            || answer.served == Served::Refused;
         if no_object {
             return None;
         }
@@ -126,8 +134,8 @@ impl Drop for Entry {
             .map(|authority| authority.as_str().as_bytes())
             .or(self.host.as_ref().map(HeaderValue::as_bytes));
         let answer = self.answer.as_ref();
-        let cache = answer.map(|answer| &answer.cache);
-        let origin = cache.and_then(|cache| cache.origin);
+        let cache = answer.map(|answer| answer.served.log_fields());
+        let origin = answer.and_then(|answer| answer.origin);
         let line = AccessLine {
             time: self.time,
             client: self.peer.ip(),
@@ -138,14 +146,10 @@ impl Drop for Entry {
             status: answer.map_or(CLIENT_CLOSED_REQUEST, |answer| answer.status.as_u16()),
             bytes_sent: self.sent,
             duration: self.arrived.elapsed(),
-            cache: cache.map_or("-", |cache| cache.outcome().as_str()),
-            fwd: cache.and_then(|cache| cache.fwd).map(Fwd::as_str),
-            detail: cache
-                .and_then(|cache| cache.detail)
-                .map(|detail| detail.as_str()),
-            decision: cache
-                .and_then(|cache| cache.decision)
-                .map(|decision| decision.label()),
+            cache: cache.map_or("-", |cache| cache.cache),
+            fwd: cache.and_then(|cache| cache.fwd),
+            detail: cache.and_then(|cache| cache.detail),
+            decision: cache.and_then(|cache| cache.decision),
             origin_status: origin.map(|origin| origin.status),
             origin_time: origin.map(|origin| origin.elapsed),
             size: answer.and_then(|answer| self.object_size(answer)),

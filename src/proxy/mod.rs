@@ -1,11 +1,14 @@
-//! The caching reverse proxy: the request path (`handler.rs`, one `Exchange` per request), its
-//! listeners and its admin endpoints.
+//! The caching reverse proxy: the request path (one `Exchange` per request: `handler.rs`, a miss
+//! in `fetch.rs` and `forward.rs`, its outcome in `served.rs`), its listeners and its admin
+//! endpoints.
 
 mod access_log;
 mod admin;
 mod coalesce;
 mod decision;
 mod exchange;
+mod fetch;
+mod forward;
 mod handler;
 mod headers;
 mod idle;
@@ -16,10 +19,10 @@ mod range;
 mod reload;
 mod respond;
 mod series;
+mod served;
 mod server;
 mod slice;
 mod stall;
-mod status;
 mod stream;
 
 use std::path::PathBuf;
@@ -40,9 +43,8 @@ pub use access_log::{AccessLog, AccessLogError};
 pub use exchange::{Route, TranslateError, translate};
 pub use persist::{SnapshotLoadError, SnapshotSaveError};
 pub use reload::{ReloadError, ReloadOutcome};
+pub use served::{CACHE_NAME, Fwd};
 pub use server::{RunningProxy, ServeError, Signals, start, start_with_file};
-pub use status::CACHE_NAME;
-pub use status::Fwd;
 
 use coalesce::Coalescer;
 use origin::OriginClient;
@@ -102,7 +104,7 @@ impl Proxy {
     ) -> Result<Proxy, TlsError> {
         let origin = OriginClient::new(&config.origin)?;
         let certificates = match &config.server.tls {
-            Some(tls) => Some(Arc::new(Certificates::load(tls)?)),
+            Some(tls) => Some(Arc::new(Certificates::load(&tls.cert_file, &tls.key_file)?)),
             None => None,
         };
         let doorkeeper = persist::restore_or_new(&config.admission);

@@ -21,7 +21,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use thread_local::ThreadLocal;
 
-use super::status::Detail;
+use super::series::{OriginOutcome, series};
 use crate::config::OriginConfig;
 use crate::tls::{self, TlsError};
 
@@ -73,12 +73,12 @@ impl OriginError {
         }
     }
 
-    fn outcome(&self) -> &'static str {
+    fn outcome(&self) -> OriginOutcome {
         match self {
-            OriginError::Connect { .. } => "connect_error",
-            OriginError::Timeout { .. } => "timeout",
-            OriginError::Tls { .. } => "tls_error",
-            OriginError::Protocol { .. } => "protocol_error",
+            OriginError::Connect { .. } => OriginOutcome::ConnectError,
+            OriginError::Timeout { .. } => OriginOutcome::Timeout,
+            OriginError::Tls { .. } => OriginOutcome::TlsError,
+            OriginError::Protocol { .. } => OriginOutcome::ProtocolError,
         }
     }
 }
@@ -103,14 +103,6 @@ impl OriginFailure {
         }
     }
 
-    pub fn detail(self) -> Detail {
-        match self {
-            OriginFailure::Error => Detail::OriginError,
-            OriginFailure::Timeout => Detail::OriginTimeout,
-            OriginFailure::Tls => Detail::OriginTls,
-        }
-    }
-
     pub fn body(self) -> &'static str {
         match self {
             OriginFailure::Error => "origin unavailable\n",
@@ -119,19 +111,6 @@ impl OriginFailure {
         }
     }
 }
-
-/// Outcome labels of `bloomgate_origin_requests_total`, registered at start so every series exists.
-pub const OUTCOMES: [&str; 9] = [
-    "2xx",
-    "3xx",
-    "4xx",
-    "5xx",
-    "connect_error",
-    "timeout",
-    "tls_error",
-    "protocol_error",
-    "body_error",
-];
 
 /// What the proxy sends to the origin: nothing for cacheable requests, the client's body otherwise.
 pub type OutgoingBody = BoxBody<Bytes, hyper::Error>;
@@ -165,7 +144,7 @@ impl OriginClient {
         let connector = match config.url.scheme_str() {
             Some("https") => {
                 let builder = HttpsConnectorBuilder::new()
-                    .with_tls_config(tls::origin_client_config(config)?)
+                    .with_tls_config(tls::origin_client_config(config.ca_file.as_deref())?)
                     .https_only();
                 let builder = match &config.tls_server_name {
                     Some(name) => {
@@ -242,10 +221,10 @@ impl OriginClient {
             Ok(Ok(response)) => Ok(response),
         };
         let label = match &outcome {
-            Ok(response) => status_class(response.status()),
+            Ok(response) => OriginOutcome::of_status(response.status()),
             Err(error) => error.outcome(),
         };
-        super::series::series().origin(label).increment(1);
+        series().origin(label).increment(1);
         outcome
     }
 
@@ -323,15 +302,6 @@ fn closed_before_answering(error: &hyper_util::client::legacy::Error) -> bool {
     false
 }
 
-fn status_class(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        200..=299 => "2xx",
-        300..=399 => "3xx",
-        400..=499 => "4xx",
-        _ => "5xx",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use http_body_util::{BodyExt, Empty};
@@ -354,10 +324,10 @@ mod tests {
             },
         ];
         let statuses = [200, 301, 404, 503]
-            .map(|code| status_class(StatusCode::from_u16(code).expect("status")));
+            .map(|code| OriginOutcome::of_status(StatusCode::from_u16(code).expect("status")));
         let labels = errors.iter().map(OriginError::outcome).chain(statuses);
-        for label in labels.chain(["body_error"]) {
-            assert!(OUTCOMES.contains(&label), "{label}");
+        for label in labels.chain([OriginOutcome::BodyError]) {
+            assert!(OriginOutcome::ALL.contains(&label), "{label:?}");
         }
     }
 

@@ -121,7 +121,10 @@ impl Proxy {
             old.origin.clone()
         };
         let certificate = match (&self.certificates, &config.server.tls) {
-            (Some(certificates), Some(tls)) => Some((certificates, Certificates::read(tls)?)),
+            (Some(certificates), Some(tls)) => Some((
+                certificates,
+                Certificates::read(&tls.cert_file, &tls.key_file)?,
+            )),
             _ => None,
         };
         if let Some((certificates, fresh)) = certificate {

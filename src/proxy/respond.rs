@@ -15,8 +15,8 @@ use super::coalesce::SharedResponse;
 use super::headers::{not_modified, not_modified_headers};
 use super::origin::OriginFailure;
 use super::range::{self, Ranges, Selection};
+use super::served::{Fwd, OriginHead, Served, Tier};
 use super::slice::SlicedStream;
-use super::status::{CacheStatus, Detail, Fwd};
 use super::stream::OriginStream;
 use crate::cache::StoredResponse;
 
@@ -24,8 +24,31 @@ use crate::cache::StoredResponse;
 /// body on its way, or the parts of one that a range asks for.
 pub type ProxyBody = Either<Full<Bytes>, Either<OriginStream, SlicedStream>>;
 
-/// A response and what the cache did for it.
-pub type Answer = (Response<ProxyBody>, CacheStatus);
+/// A response, what the cache served with it, and the origin's response head when the origin
+/// was asked and answered.
+pub struct Answer {
+    pub response: Response<ProxyBody>,
+    pub served: Served,
+    pub origin: Option<OriginHead>,
+}
+
+impl Answer {
+    pub fn new(response: Response<ProxyBody>, served: Served) -> Answer {
+        Answer {
+            response,
+            served,
+            origin: None,
+        }
+    }
+
+    /// This answer, for a request the origin answered with `origin`.
+    pub fn answered_by(self, origin: OriginHead) -> Answer {
+        Answer {
+            origin: Some(origin),
+            ..self
+        }
+    }
+}
 
 pub fn empty() -> ProxyBody {
     http_body_util::Either::Left(Full::new(Bytes::new()))
@@ -121,64 +144,61 @@ pub fn not_modified_response(full: &HeaderMap) -> Response<ProxyBody> {
 }
 
 /// A short plain-text response the proxy makes itself.
-pub fn short(code: StatusCode, text: &'static str, status: CacheStatus) -> Answer {
+pub fn short(code: StatusCode, text: &'static str, served: Served) -> Answer {
     let mut response = Response::new(full(Bytes::from_static(text.as_bytes())));
     *response.status_mut() = code;
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    (response, status)
+    Answer::new(response, served)
 }
 
-/// The proxy's own 502 or 504 for an origin that failed.
+/// The proxy's own 502 or 504 for an origin that failed, for a request that went forward for
+/// `fwd`.
 pub fn origin_failed(failure: OriginFailure, fwd: Fwd) -> Answer {
-    short(
-        failure.status(),
-        failure.body(),
-        CacheStatus::forward(fwd).detail(failure.detail()),
-    )
+    let served = Served::Error { fwd, failure };
+    short(failure.status(), failure.body(), served)
 }
 
 /// A stored entry, with its `Age`; a 304 when the client's conditional matches it, else the
 /// part its `Range` asks for, if any.
-pub fn stored(
-    parts: &Parts,
-    entry: &StoredResponse,
-    status: CacheStatus,
-    now: SystemTime,
-) -> Answer {
+pub fn stored(parts: &Parts, entry: &StoredResponse, served: Served, now: SystemTime) -> Answer {
     let age = HeaderValue::from(entry.age(now).as_secs());
     if not_modified(&parts.headers, &entry.headers) {
         let mut response = not_modified_response(&entry.headers);
         response.headers_mut().insert(header::AGE, age);
-        return (response, status);
+        return Answer::new(response, served);
     }
     let mut response = from_entry(parts, entry);
     let sent = response.body().size_hint().exact().unwrap_or(0);
     super::series::series().hit_bytes.increment(sent);
     response.headers_mut().insert(header::AGE, age);
-    (response, status)
+    Answer::new(response, served)
 }
 
-/// A fresh stored entry: a hit with its remaining freshness as `ttl`.
-pub fn hit(parts: &Parts, entry: &StoredResponse, now: SystemTime) -> Answer {
-    stored(parts, entry, CacheStatus::hit(entry.ttl_seconds(now)), now)
+/// A fresh stored entry read from `tier`: a hit with its remaining freshness as `ttl`.
+pub fn hit(parts: &Parts, entry: &StoredResponse, tier: Tier, now: SystemTime) -> Answer {
+    let ttl = entry.ttl_seconds(now);
+    stored(parts, entry, Served::Hit { ttl, tier }, now)
 }
 
 /// A stale entry served because the origin failed and `stale-if-error` allows it.
 pub fn stale_on_error(parts: &Parts, entry: &StoredResponse, origin_status: u16) -> Answer {
     let now = SystemTime::now();
-    let mut status = CacheStatus::forward(Fwd::Stale).detail(Detail::StaleIfError);
-    status.fwd_status = Some(origin_status);
-    status.ttl = Some(entry.ttl_seconds(now));
-    stored(parts, entry, status, now)
+    let ttl = entry.ttl_seconds(now);
+    stored(
+        parts,
+        entry,
+        Served::StaleIfError { ttl, origin_status },
+        now,
+    )
 }
 
 /// The response another request fetched for the same key (coalescing).
-pub fn shared(parts: &Parts, shared: &SharedResponse, status: CacheStatus) -> Answer {
+pub fn shared(parts: &Parts, shared: &SharedResponse, served: Served) -> Answer {
     let entry = &shared.entry;
     if entry.status == StatusCode::OK && not_modified(&parts.headers, &entry.headers) {
-        return (not_modified_response(&entry.headers), status);
+        return Answer::new(not_modified_response(&entry.headers), served);
     }
-    (from_entry(parts, entry), status)
+    Answer::new(from_entry(parts, entry), served)
 }

@@ -1,65 +1,199 @@
-//! Handles of the metric series every request touches, registered once.
+//! The metric series every request touches: each label set a fixed list, each series a handle
+//! registered once.
 //!
 //! `counter!(NAME, "label" => value)` looks its series up in the exporter's registry on every call
 //! (hashing the name and labels): 2.2% of a 1 KiB hit's CPU (`docs/decisions.md`, metric handles).
-//! A handle is an `Arc` to the series' atomic, so incrementing it is one atomic add.
+//! A handle is an `Arc` to the series' atomic, so incrementing it is one atomic add; a label is
+//! an enum whose discriminant indexes its series.
 
 use std::sync::OnceLock;
 
+use http::StatusCode;
 use metrics::{Counter, Histogram, counter, histogram};
 
-use super::decision::Decision;
-use super::origin::OUTCOMES;
-use super::status::Outcome;
 use crate::telemetry::{
     ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CACHED_ERRORS_TOTAL, ORIGIN_BYTES_TOTAL,
     ORIGIN_REQUESTS_TOTAL, REQUEST_DURATION_SECONDS, REQUESTS_TOTAL, recorder,
 };
+
+/// How a response counts in `bloomgate_requests_total{cache_status}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Hit,
+    Stale,
+    Collapsed,
+    Revalidated,
+    Miss,
+    Pass,
+    Error,
+}
+
+impl Outcome {
+    /// Every outcome, registered at start so every series exists.
+    pub const ALL: [Outcome; 7] = [
+        Outcome::Hit,
+        Outcome::Stale,
+        Outcome::Collapsed,
+        Outcome::Revalidated,
+        Outcome::Miss,
+        Outcome::Pass,
+        Outcome::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Hit => "hit",
+            Outcome::Stale => "stale",
+            Outcome::Collapsed => "collapsed",
+            Outcome::Revalidated => "revalidated",
+            Outcome::Miss => "miss",
+            Outcome::Pass => "pass",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// The labels of `bloomgate_admission_total{decision}`; the dashboard uses these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecisionLabel {
+    Admitted,
+    Probation,
+    /// Counted by the store when an entry moves from probation to main.
+    Promoted,
+    FirstHit,
+    NotStorable,
+    TooLarge,
+}
+
+impl DecisionLabel {
+    /// Every label, registered at start so every series exists.
+    pub const ALL: [DecisionLabel; 6] = [
+        DecisionLabel::Admitted,
+        DecisionLabel::Probation,
+        DecisionLabel::Promoted,
+        DecisionLabel::FirstHit,
+        DecisionLabel::NotStorable,
+        DecisionLabel::TooLarge,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionLabel::Admitted => "admitted",
+            DecisionLabel::Probation => "probation",
+            DecisionLabel::Promoted => "promoted",
+            DecisionLabel::FirstHit => "first_hit",
+            DecisionLabel::NotStorable => "not_storable",
+            DecisionLabel::TooLarge => "too_large",
+        }
+    }
+}
+
+/// The labels of `bloomgate_cached_errors_total{served}`: an error status served from the cache,
+/// or stored from the origin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CachedError {
+    Hit,
+    Stored,
+}
+
+impl CachedError {
+    /// Every label, registered at start so every series exists.
+    pub const ALL: [CachedError; 2] = [CachedError::Hit, CachedError::Stored];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CachedError::Hit => "hit",
+            CachedError::Stored => "stored",
+        }
+    }
+}
+
+/// The labels of `bloomgate_origin_requests_total{outcome}`: the class of the origin's status, or
+/// how it failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OriginOutcome {
+    Status2xx,
+    Status3xx,
+    Status4xx,
+    Status5xx,
+    ConnectError,
+    Timeout,
+    TlsError,
+    ProtocolError,
+    /// The body failed after its head was forwarded.
+    BodyError,
+}
+
+impl OriginOutcome {
+    /// Every label, registered at start so every series exists.
+    pub const ALL: [OriginOutcome; 9] = [
+        OriginOutcome::Status2xx,
+        OriginOutcome::Status3xx,
+        OriginOutcome::Status4xx,
+        OriginOutcome::Status5xx,
+        OriginOutcome::ConnectError,
+        OriginOutcome::Timeout,
+        OriginOutcome::TlsError,
+        OriginOutcome::ProtocolError,
+        OriginOutcome::BodyError,
+    ];
+
+    /// The class of a status the origin answered with.
+    pub fn of_status(status: StatusCode) -> OriginOutcome {
+        match status.as_u16() {
+            200..=299 => OriginOutcome::Status2xx,
+            300..=399 => OriginOutcome::Status3xx,
+            400..=499 => OriginOutcome::Status4xx,
+            _ => OriginOutcome::Status5xx,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OriginOutcome::Status2xx => "2xx",
+            OriginOutcome::Status3xx => "3xx",
+            OriginOutcome::Status4xx => "4xx",
+            OriginOutcome::Status5xx => "5xx",
+            OriginOutcome::ConnectError => "connect_error",
+            OriginOutcome::Timeout => "timeout",
+            OriginOutcome::TlsError => "tls_error",
+            OriginOutcome::ProtocolError => "protocol_error",
+            OriginOutcome::BodyError => "body_error",
+        }
+    }
+}
 
 pub struct Series {
     /// `bloomgate_requests_total{cache_status}`, in the order of [`Outcome::ALL`].
     requests: [Counter; Outcome::ALL.len()],
     pub duration: Histogram,
     pub hit_bytes: Counter,
-    /// `bloomgate_admission_total{decision}`, in the order of [`Decision::LABELS`].
-    admission: [Counter; Decision::LABELS.len()],
-    /// `bloomgate_origin_requests_total{outcome}`, in the order of [`OUTCOMES`].
-    origin: [Counter; OUTCOMES.len()],
+    /// `bloomgate_admission_total{decision}`, in the order of [`DecisionLabel::ALL`].
+    admission: [Counter; DecisionLabel::ALL.len()],
+    /// `bloomgate_origin_requests_total{outcome}`, in the order of [`OriginOutcome::ALL`].
+    origin: [Counter; OriginOutcome::ALL.len()],
     /// Counted per body chunk.
     pub origin_bytes: Counter,
-    /// `bloomgate_cached_errors_total{served}`, in the order of [`CACHED_ERRORS`].
-    cached_errors: [Counter; CACHED_ERRORS.len()],
+    /// `bloomgate_cached_errors_total{served}`, in the order of [`CachedError::ALL`].
+    cached_errors: [Counter; CachedError::ALL.len()],
 }
-
-/// The labels of `bloomgate_cached_errors_total{served}`: an error status served from the cache,
-/// or stored from the origin.
-pub const CACHED_ERRORS: [&str; 2] = ["hit", "stored"];
 
 impl Series {
     pub fn request(&self, outcome: Outcome) -> &Counter {
         &self.requests[outcome as usize]
     }
 
-    pub fn admission(&self, decision: Decision) -> &Counter {
-        &self.admission[index_of(&Decision::LABELS, decision.label())]
+    pub fn admission(&self, decision: DecisionLabel) -> &Counter {
+        &self.admission[decision as usize]
     }
 
-    pub fn cached_error(&self, served: &str) -> &Counter {
-        &self.cached_errors[index_of(&CACHED_ERRORS, served)]
+    pub fn cached_error(&self, served: CachedError) -> &Counter {
+        &self.cached_errors[served as usize]
     }
 
-    pub fn origin(&self, outcome: &str) -> &Counter {
-        &self.origin[index_of(&OUTCOMES, outcome)]
+    pub fn origin(&self, outcome: OriginOutcome) -> &Counter {
+        &self.origin[outcome as usize]
     }
-}
-
-/// Where `label` is in `labels`. Every label passed here is one of them (the unit tests here and in
-/// `origin.rs` check the labels the code produces); a debug build stops on one that is not,
-/// rather than counting it under the first series.
-fn index_of(labels: &[&str], label: &str) -> usize {
-    let index = labels.iter().position(|known| *known == label);
-    debug_assert!(index.is_some(), "{label:?} is not one of {labels:?}");
-    index.unwrap_or(0)
 }
 
 /// The handles, made on first use. The recorder is installed first: a handle made before it would
@@ -73,13 +207,13 @@ pub fn series() -> &'static Series {
                 .map(|outcome| counter!(REQUESTS_TOTAL, "cache_status" => outcome.as_str())),
             duration: histogram!(REQUEST_DURATION_SECONDS),
             hit_bytes: counter!(CACHE_HIT_BYTES_TOTAL),
-            admission: Decision::LABELS.map(|label| counter!(ADMISSION_TOTAL, "decision" => label)),
-            origin: std::array::from_fn(
-                |i| counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => OUTCOMES[i]),
-            ),
+            admission: DecisionLabel::ALL
+                .map(|decision| counter!(ADMISSION_TOTAL, "decision" => decision.as_str())),
+            origin: OriginOutcome::ALL
+                .map(|outcome| counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => outcome.as_str())),
             origin_bytes: counter!(ORIGIN_BYTES_TOTAL),
-            cached_errors: CACHED_ERRORS
-                .map(|served| counter!(CACHED_ERRORS_TOTAL, "served" => served)),
+            cached_errors: CachedError::ALL
+                .map(|served| counter!(CACHED_ERRORS_TOTAL, "served" => served.as_str())),
         }
     })
 }
@@ -89,23 +223,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn outcomes_index_their_own_series() {
+    fn every_label_indexes_its_own_series() {
         for (index, outcome) in Outcome::ALL.into_iter().enumerate() {
+            assert_eq!(outcome as usize, index, "{outcome:?}");
+        }
+        for (index, decision) in DecisionLabel::ALL.into_iter().enumerate() {
+            assert_eq!(decision as usize, index, "{decision:?}");
+        }
+        for (index, served) in CachedError::ALL.into_iter().enumerate() {
+            assert_eq!(served as usize, index, "{served:?}");
+        }
+        for (index, outcome) in OriginOutcome::ALL.into_iter().enumerate() {
             assert_eq!(outcome as usize, index, "{outcome:?}");
         }
     }
 
     #[test]
-    fn every_label_finds_its_own_series() {
-        for labels in [&OUTCOMES[..], &Decision::LABELS[..], &CACHED_ERRORS[..]] {
-            for (index, label) in labels.iter().enumerate() {
-                assert_eq!(index_of(labels, label), index, "{label}");
-            }
-        }
-    }
-
-    #[test]
     fn every_decision_has_its_own_label() {
+        use super::super::decision::Decision;
         use crate::cache::NotStored;
         for decision in [
             Decision::Admitted,
@@ -114,7 +249,10 @@ mod tests {
             Decision::NotStorable(NotStored::TooLarge),
             Decision::NotStorable(NotStored::NoStore),
         ] {
-            assert!(Decision::LABELS.contains(&decision.label()), "{decision:?}");
+            assert!(
+                DecisionLabel::ALL.contains(&decision.label()),
+                "{decision:?}"
+            );
         }
     }
 }

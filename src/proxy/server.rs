@@ -20,12 +20,10 @@ use tokio_rustls::TlsAcceptor;
 use super::Proxy;
 use super::access_log::{AccessLog, AccessLogError};
 use super::admin;
-use super::decision::Decision;
 use super::idle::{Activity, Tracked};
-use super::origin::OUTCOMES;
 use super::persist;
+use super::series::{CachedError, DecisionLabel, OriginOutcome, Outcome};
 use super::stall::{BodyProgress, SendTimeout, Sending, StallScope, StreamExecutor};
-use super::status::Outcome;
 use crate::cache::ClientTls;
 use crate::cache::disk::DiskTier;
 use crate::config::Config;
@@ -559,14 +557,14 @@ fn register_series() {
     for outcome in Outcome::ALL {
         counter!(REQUESTS_TOTAL, "cache_status" => outcome.as_str()).increment(0);
     }
-    for outcome in OUTCOMES {
-        counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => outcome).increment(0);
+    for outcome in OriginOutcome::ALL {
+        counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => outcome.as_str()).increment(0);
     }
-    for decision in Decision::LABELS {
-        counter!(ADMISSION_TOTAL, "decision" => decision).increment(0);
+    for decision in DecisionLabel::ALL {
+        counter!(ADMISSION_TOTAL, "decision" => decision.as_str()).increment(0);
     }
-    for served in super::series::CACHED_ERRORS {
-        counter!(CACHED_ERRORS_TOTAL, "served" => served).increment(0);
+    for served in CachedError::ALL {
+        counter!(CACHED_ERRORS_TOTAL, "served" => served.as_str()).increment(0);
     }
     for outcome in persist::OUTCOMES {
         counter!(FILTER_SNAPSHOTS_TOTAL, "outcome" => *outcome).increment(0);

@@ -10,6 +10,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::{Instant, Sleep};
 
 use super::origin::OriginFailure;
+use super::series::{OriginOutcome, series};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -147,7 +148,7 @@ impl OriginStream {
     fn fail(&mut self, error: BodyError) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         // Dropping the capture drops its flight: waiters fetch alone, and nothing is stored.
         self.capture = None;
-        super::series::series().origin("body_error").increment(1);
+        series().origin(OriginOutcome::BodyError).increment(1);
         tracing::warn!(%error, "origin body aborted");
         Poll::Ready(Some(Err(error)))
     }
@@ -167,9 +168,7 @@ impl OriginStream {
                 let deadline = Instant::now() + this.idle_timeout;
                 this.idle.as_mut().reset(deadline);
                 if let Some(data) = frame.data_ref() {
-                    super::series::series()
-                        .origin_bytes
-                        .increment(data.len() as u64);
+                    series().origin_bytes.increment(data.len() as u64);
                     if let Some(capture) = this.capture.as_mut() {
                         if capture.buffer.len() + data.len() > capture.limit {
                             this.capture = None;

@@ -17,6 +17,7 @@ mod lru;
 mod pipeline;
 mod policy;
 mod prefetch;
+mod ratio;
 mod report;
 mod request;
 mod segmented;
@@ -29,7 +30,7 @@ pub use interner::Interner;
 pub use lru::ByteLru;
 pub use pipeline::{Consumer, scan};
 pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, ProbationSetup};
-pub(crate) use report::ratio;
+pub(crate) use ratio::ratio;
 pub use report::{
     BloomVsAdmitAll, BloomVsExact, CacheReport, DoorkeeperSummary, GatedVsWriteAll,
     ProbationVsAdmitAll, SimReport, TierSimReport, TraceSummary,

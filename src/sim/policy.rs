@@ -8,7 +8,7 @@ use crate::admission::{Admission, DoorkeeperConfig, RotationCounts};
 use super::doorkeeper::DoorkeeperModel;
 use super::lru::ByteLru;
 use super::prefetch::prefetch;
-use super::report::ratio;
+use super::ratio::ratio;
 use super::segmented::{MainEviction, SegmentedCache};
 
 /// What nginx keeps per key for `proxy_cache_min_uses` ("one megabyte zone can store about

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use super::policy::{PolicyKind, PolicyReport};
+use super::ratio::ratio;
 use super::request::TraceStats;
 use super::tiers::TierReport;
 use crate::trace::{Compression, TraceFormat};
@@ -142,16 +143,6 @@ impl CacheReport {
             bloom_vs_exact,
             probation_vs_admit_all,
         }
-    }
-}
-
-/// `part / whole`, or 0 when there is no whole: every ratio and share the simulator and the demo
-/// report.
-pub(crate) fn ratio(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 / whole as f64
     }
 }
 

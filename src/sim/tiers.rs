@@ -16,7 +16,7 @@ use crate::admission::{Admission, DoorkeeperConfig, RotationCounts};
 
 use super::doorkeeper::DoorkeeperModel;
 use super::lru::ByteLru;
-use super::report::ratio;
+use super::ratio::ratio;
 
 /// What the disk takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

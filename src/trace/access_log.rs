@@ -25,7 +25,8 @@ use std::io::Write as _;
 use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::reader::{LineError, parse_nginx_time};
+use super::error::LineError;
+use super::time_local::{civil_from_days, parse_nginx_time};
 
 /// One request as the access log records it.
 #[derive(Debug, Clone)]
@@ -466,26 +467,6 @@ fn push_clf_time(out: &mut Vec<u8>, time: SystemTime) {
     out.extend_from_slice(b" +0000");
 }
 
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`, the inverse of the reader's `days_from_civil`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let days = days + 719_468;
-    let era = days.div_euclid(146_097);
-    let day_of_era = days - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 pub(super) mod tests {
     use proptest::prelude::*;
@@ -674,17 +655,6 @@ pub(super) mod tests {
         let nginx =
             "127.0.0.1 - - [10/Oct/2000:13:55:36 -0700] \"GET /a HTTP/1.1\" 200 5 \"-\" \"ua\"";
         assert!(read_combined(nginx, &mut String::new()).is_err());
-    }
-
-    #[test]
-    fn civil_dates_round_trip_through_the_readers_day_count() {
-        for days in [-719_468, -1, 0, 59, 365, 11_016, 19_999, 2_932_896] {
-            let (year, month, day) = civil_from_days(days);
-            assert_eq!(
-                super::super::reader::days_from_civil(year, month, day),
-                days
-            );
-        }
     }
 
     fn bytes() -> impl Strategy<Value = Vec<u8>> {

@@ -2,6 +2,9 @@
 
 use std::path::PathBuf;
 
+/// Why one line could not be parsed: the field and the message.
+pub(super) type LineError = (&'static str, String);
+
 /// Why a trace could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {

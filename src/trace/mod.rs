@@ -10,15 +10,18 @@
 mod access_log;
 mod cli;
 mod error;
+mod line;
 mod reader;
 mod size;
 mod synthetic;
+mod time_local;
 mod writer;
 
 pub use access_log::AccessLine;
 pub use cli::{GenerateArgs, generate};
 pub use error::TraceError;
-pub use reader::{Compression, ReadOptions, RequestRef, TraceFormat, TraceInfo, TraceReader};
+pub use line::TraceFormat;
+pub use reader::{Compression, ReadOptions, RequestRef, TraceInfo, TraceReader};
 pub use size::{SYNTHESIZED_SIZE_RULE, synthesized_size};
 pub use synthetic::SyntheticTrace;
 pub use writer::TraceWriter;

@@ -31,13 +31,17 @@ pub enum Fault {
     ShortBody,
     /// Accepts the request and never answers.
     Silence,
-    /// Sends the head and the first few bytes of the body, then stalls forever.
+    /// Sends the head and the first [`Fault::TRICKLE_BYTES`] bytes of the body, then stalls
+    /// forever.
     Trickle,
     /// Sends a chunked body whose second chunk-size line is not hexadecimal, then closes.
     BadChunked,
 }
 
 impl Fault {
+    /// How many body bytes [`Fault::Trickle`] sends before it stalls.
+    pub const TRICKLE_BYTES: u64 = 16;
+
     pub fn parse(name: &str) -> Option<Fault> {
         Some(match name {
             "reset-mid-body" => Fault::ResetMidBody,

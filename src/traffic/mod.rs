@@ -13,6 +13,7 @@ pub mod replay;
 
 use std::net::SocketAddr;
 
+pub use fault::Fault;
 pub use origin::{OriginHandle, OriginOptions, OriginStats, start_origin};
 pub use replay::{ReplayOptions, ReplayReport, replay};
 

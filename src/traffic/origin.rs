@@ -56,9 +56,6 @@ use super::pattern::{ObjectChunks, OriginBody, stable_hash};
 pub const LAST_MODIFIED: &str = "Thu, 01 Jan 2015 00:00:00 GMT";
 const LAST_MODIFIED_UNIX: u64 = 1_420_070_400;
 
-/// How many body bytes `fault=trickle` sends before it stalls.
-const TRICKLE_BYTES: u64 = 16;
-
 /// Settings of the synthetic origin.
 #[derive(Debug, Clone)]
 pub struct OriginOptions {
@@ -409,7 +406,7 @@ impl ObjectRequest {
                 let first = chunks
                     .into_iter()
                     .next()
-                    .map(|chunk| chunk.slice(..chunk.len().min(TRICKLE_BYTES as usize)));
+                    .map(|chunk| chunk.slice(..chunk.len().min(Fault::TRICKLE_BYTES as usize)));
                 let sent = first.as_ref().map_or(0, |chunk| chunk.len() as u64);
                 (OriginBody::Stall(first), sent)
             }

@@ -10,20 +10,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
-/// How a reply goes wrong on the wire.
-#[derive(Clone, Copy, Debug)]
-pub enum Fault {
-    /// Sends the head and half the body, then resets the connection (RST).
-    ResetMidBody,
-    /// Sends the head and half the body (fewer bytes than Content-Length), then closes (FIN).
-    ShortBody,
-    /// Reads the request and never answers.
-    Silence,
-    /// Sends the head, then one body byte per interval.
-    Trickle(Duration),
-    /// Announces a chunked body and sends a chunk size that is not hexadecimal.
-    InvalidChunked,
-}
+/// How a reply goes wrong on the wire: the synthetic origin's faults.
+pub use bloomgate::traffic::Fault;
 
 /// What the origin answers on one path.
 #[derive(Clone, Debug)]
@@ -34,6 +22,8 @@ pub struct Reply {
     /// Waited before the response head is sent.
     pub delay: Duration,
     pub fault: Option<Fault>,
+    /// Sends the body one byte per interval: whole, but slowly.
+    pub paced: Option<Duration>,
     /// Answer 304 when the request's If-None-Match names this reply's ETag.
     pub answers_304: bool,
     /// Send the body chunked (two chunks) instead of with a Content-Length.
@@ -61,6 +51,7 @@ impl Reply {
             body: body.as_bytes().to_vec(),
             delay: Duration::ZERO,
             fault: None,
+            paced: None,
             answers_304: false,
             chunked: false,
             echo: None,
@@ -126,6 +117,12 @@ impl Reply {
 
     pub fn fault(mut self, fault: Fault) -> Reply {
         self.fault = Some(fault);
+        self
+    }
+
+    /// Sends the body one byte per `interval`.
+    pub fn paced(mut self, interval: Duration) -> Reply {
+        self.paced = Some(interval);
         self
     }
 
@@ -456,7 +453,7 @@ async fn answer(
     for (name, value) in &reply.headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
-    if matches!(reply.fault, Some(Fault::InvalidChunked)) {
+    if matches!(reply.fault, Some(Fault::BadChunked)) {
         head.push_str("transfer-encoding: chunked\r\n\r\n");
         let _ = stream.write_all(head.as_bytes()).await;
         let _ = stream.write_all(b"5\r\nhello\r\nzz\r\nnot hex\r\n").await;
@@ -489,22 +486,9 @@ async fn answer(
         return stream.flush().await.is_ok();
     }
     let half = reply.body.len() / 2;
-    match reply.fault {
-        None => stream.write_all(&reply.body).await.is_ok() && stream.flush().await.is_ok(),
-        Some(Fault::ResetMidBody) => {
-            let _ = stream.write_all(&reply.body[..half]).await;
-            let _ = stream.flush().await;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            let _ = stream.set_zero_linger();
-            false
-        }
-        Some(Fault::ShortBody) => {
-            let _ = stream.write_all(&reply.body[..half]).await;
-            let _ = stream.flush().await;
-            let _ = stream.shutdown().await;
-            false
-        }
-        Some(Fault::Trickle(interval)) => {
+    match (reply.fault, reply.paced) {
+        (None, None) => stream.write_all(&reply.body).await.is_ok() && stream.flush().await.is_ok(),
+        (None, Some(interval)) => {
             for byte in &reply.body {
                 if stream.write_all(&[*byte]).await.is_err() || stream.flush().await.is_err() {
                     return false;
@@ -513,7 +497,27 @@ async fn answer(
             }
             true
         }
-        Some(Fault::Silence | Fault::InvalidChunked) => false,
+        (Some(Fault::ResetMidBody), _) => {
+            let _ = stream.write_all(&reply.body[..half]).await;
+            let _ = stream.flush().await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let _ = stream.set_zero_linger();
+            false
+        }
+        (Some(Fault::ShortBody), _) => {
+            let _ = stream.write_all(&reply.body[..half]).await;
+            let _ = stream.flush().await;
+            let _ = stream.shutdown().await;
+            false
+        }
+        (Some(Fault::Trickle), _) => {
+            let first = reply.body.len().min(Fault::TRICKLE_BYTES as usize);
+            let _ = stream.write_all(&reply.body[..first]).await;
+            let _ = stream.flush().await;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            false
+        }
+        (Some(Fault::Silence | Fault::BadChunked), _) => false,
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use bloomgate::traffic::object_path::{PathMode, request_path};
 use bytes::Bytes;
-use common::{Client, Fault, Origin, ProxyConfig, ProxyProcess, Reply, TempDir, metric};
+use common::{Client, Origin, ProxyConfig, ProxyProcess, Reply, TempDir, metric};
 use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Full};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -302,10 +302,7 @@ async fn each_request_gets_one_line_with_its_fields_in_both_formats() {
 async fn a_client_that_leaves_mid_body_is_logged_with_the_bytes_it_was_sent() {
     let origin = Origin::start();
     let body = "t".repeat(1000);
-    origin.set(
-        "/slow",
-        cacheable(&body).fault(Fault::Trickle(Duration::from_millis(5))),
-    );
+    origin.set("/slow", cacheable(&body).paced(Duration::from_millis(5)));
     let dir = TempDir::new("access-log-leave");
     let path = dir.join("access.log");
     let proxy = logging(&origin, &path, "combined").start();

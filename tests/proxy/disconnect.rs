@@ -5,7 +5,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Client, Fault, Origin, ProxyConfig, Reply, metric};
+use common::{Client, Origin, ProxyConfig, Reply, metric};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -30,7 +30,7 @@ async fn clients_that_disconnect_mid_response_leave_no_connections_or_descriptor
         "/slow",
         Reply::ok(&slow)
             .header("cache-control", CACHEABLE)
-            .fault(Fault::Trickle(Duration::from_millis(20))),
+            .paced(Duration::from_millis(20)),
     );
     origin.set(
         "/warm",

@@ -143,7 +143,7 @@ async fn a_trickling_body_hits_the_idle_timeout_and_is_never_stored() {
         path,
         Reply::ok("slow body")
             .header("cache-control", "max-age=60")
-            .fault(Fault::Trickle(Duration::from_millis(1500))),
+            .paced(Duration::from_millis(1500)),
     );
     let client = Client::new();
     for attempt in 1..=2 {
@@ -170,7 +170,7 @@ async fn an_invalid_chunked_body_is_aborted_and_never_stored() {
         path,
         Reply::ok("")
             .header("cache-control", "max-age=60")
-            .fault(Fault::InvalidChunked),
+            .fault(Fault::BadChunked),
     );
     let client = Client::new();
     for attempt in 1..=3 {

@@ -9,7 +9,7 @@ use crate::common;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::{
-    Client, ClientReply, Fault, Origin, ProxyConfig, ProxyProcess, Reply, TempDir, has_member,
+    Client, ClientReply, Origin, ProxyConfig, ProxyProcess, Reply, TempDir, has_member,
     required_metric,
 };
 use http::{Method, StatusCode};
@@ -476,10 +476,8 @@ async fn a_range_at_the_start_of_a_miss_arrives_before_the_rest_of_the_object() 
     let s = Setup::storing();
     let body = object(300);
     // One byte every 10 ms: the whole object takes 3 s to arrive.
-    s.origin.set(
-        "/r/trickle",
-        stored(&body).fault(Fault::Trickle(Duration::from_millis(10))),
-    );
+    s.origin
+        .set("/r/trickle", stored(&body).paced(Duration::from_millis(10)));
 
     let started = Instant::now();
     let reply = s.get("/r/trickle", &[("range", "bytes=0-9")]).await;

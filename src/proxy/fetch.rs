@@ -1,0 +1,290 @@
+//! A miss, fetched from the origin once per key in flight: the requests that wait for it, the
+//! stale entry it revalidates (a 304 refreshes it) or serves when the origin fails, and the
+//! origin's answer handed on to be forwarded.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use http::header::HeaderMap;
+use http::{Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use super::Proxy;
+use super::coalesce::{self, Flight, FlightOutcome, Role, SharedResponse};
+use super::exchange::Exchange;
+use super::headers::strip_hop_by_hop;
+use super::origin::{OriginError, OriginFailure};
+use super::respond::{self, Answer};
+use super::served::{Fwd, OriginHead, Served, Tier};
+use crate::cache::{Freshness, StoredResponse, owned_headers};
+
+/// A miss on its way to the origin: the request, why it went forward, the stale entry it may
+/// revalidate, and the flight it leads when it leads one (the requests waiting on it get what it
+/// fetches).
+pub(super) struct Fetch {
+    pub exchange: Exchange,
+    pub fwd: Fwd,
+    pub stale: Option<Arc<StoredResponse>>,
+    pub flight: Option<Flight>,
+}
+
+impl Fetch {
+    /// Asks the origin for the object, with the stale entry's validators when `conditional`.
+    async fn send(&self, conditional: bool) -> Result<Response<Incoming>, OriginError> {
+        let stale = self.stale.as_deref().filter(|_| conditional);
+        let exchange = &self.exchange;
+        exchange
+            .live
+            .origin
+            .send_idempotent(|| exchange.fetch_request(stale))
+            .await
+    }
+
+    /// Gives up leading the flight, if this fetch leads one: its waiters fetch alone.
+    pub fn abandon_flight(&mut self) {
+        if let Some(flight) = self.flight.take() {
+            flight.abandon();
+        }
+    }
+
+    /// The stale entry, served because the origin failed with `origin_status`, when
+    /// `stale-if-error` allows it now; the waiters then fetch alone.
+    fn stale_on_error(&mut self, origin_status: u16) -> Option<Answer> {
+        let entry = self
+            .stale
+            .as_ref()
+            .filter(|entry| entry.usable_on_error(SystemTime::now()))
+            .map(Arc::clone)?;
+        self.abandon_flight();
+        Some(respond::stale_on_error(
+            &self.exchange.parts,
+            &entry,
+            origin_status,
+        ))
+    }
+
+    /// Ends the fetch on the origin's `failure`: the waiters fail alike, and the client gets the
+    /// proxy's 502 or 504.
+    pub fn fail(self, failure: OriginFailure) -> Answer {
+        if let Some(flight) = self.flight {
+            flight.finish(FlightOutcome::Failed(failure));
+        }
+        respond::origin_failed(failure, self.fwd)
+    }
+}
+
+impl Proxy {
+    /// Phase 3: one fetch per key in flight. The first request leads; the others wait for its
+    /// response and use it when it answers them too.
+    pub(super) async fn fetch(
+        self: &Arc<Self>,
+        exchange: Exchange,
+        fwd: Fwd,
+        stale: Option<Arc<StoredResponse>>,
+    ) -> Answer {
+        let mut fetch = Fetch {
+            exchange,
+            fwd,
+            stale,
+            flight: None,
+        };
+        match self.flights.join(&fetch.exchange.key) {
+            Role::Leader(flight) => fetch.flight = Some(flight),
+            Role::Follower(slot) => {
+                // A leader whose client reads slowly must not hold its waiters for long.
+                let origin = &fetch.exchange.config().origin;
+                let patience = origin.first_byte_timeout + origin.idle_timeout;
+                let outcome = tokio::time::timeout(patience, coalesce::wait(slot))
+                    .await
+                    .unwrap_or(FlightOutcome::FetchAlone);
+                let gave_up = matches!(outcome, FlightOutcome::FetchAlone);
+                if let Some(answer) = self.follow(&mut fetch, outcome) {
+                    return answer;
+                }
+                // The leader found nothing to cut a range from (too large, not storable, or cut
+                // short): the origin answers this range rather than a second whole fetch.
+                if gave_up && fetch.exchange.asks_for_range() {
+                    return self.pass_range(fetch.exchange, None).await;
+                }
+            }
+        }
+        self.fetch_from_origin(fetch).await
+    }
+
+    /// A waiting request's answer from its leader's outcome, or `None` to fetch alone.
+    fn follow(&self, fetch: &mut Fetch, outcome: FlightOutcome) -> Option<Answer> {
+        let parts = &fetch.exchange.parts;
+        match outcome {
+            FlightOutcome::Response(shared) if shared.entry.vary_matches(&parts.headers) => {
+                if shared.stored {
+                    // A second request for the object, as a hit would be: a first copy waiting
+                    // in probation has proved itself.
+                    self.store.touch(&fetch.exchange.key);
+                }
+                let served = Served::Collapsed {
+                    fwd: fetch.fwd,
+                    stored: shared.stored,
+                    detail: shared.detail,
+                };
+                Some(respond::shared(parts, &shared, served))
+            }
+            FlightOutcome::Failed(failure) => {
+                let answer = fetch.stale_on_error(failure.status().as_u16());
+                answer.or_else(|| {
+                    let served = Served::Collapsed {
+                        fwd: fetch.fwd,
+                        stored: false,
+                        detail: Some(failure.into()),
+                    };
+                    Some(respond::short(failure.status(), failure.body(), served))
+                })
+            }
+            // The leader's response was for another variant, or it gave up, or the wait ran out:
+            // its fetch may have stored what this request needs.
+            FlightOutcome::Response(_) | FlightOutcome::FetchAlone => {
+                let entry = self
+                    .store
+                    .get(&fetch.exchange.key)
+                    .and_then(|v| v.select(&parts.headers).cloned())?;
+                let now = SystemTime::now();
+                match entry.freshness(&parts.headers, now) {
+                    Freshness::Fresh => Some(respond::hit(parts, &entry, Tier::Ram, now)),
+                    Freshness::StaleWhileRevalidate | Freshness::Stale => None,
+                }
+            }
+        }
+    }
+
+    /// Phase 4: the origin's answer. A 304 refreshes the stale entry; a failure serves the stale
+    /// entry where `stale-if-error` allows; anything else goes on to be decided and forwarded.
+    async fn fetch_from_origin(self: &Arc<Self>, mut fetch: Fetch) -> Answer {
+        let asked = Instant::now();
+        let mut conditional = fetch.stale.is_some();
+        let mut sent = fetch.send(conditional).await;
+        if let (Ok(response), Some(entry)) = (&sent, &fetch.stale)
+            && response.status() == StatusCode::NOT_MODIFIED
+        {
+            let origin = OriginHead::of(response, asked);
+            let not_modified = response.headers();
+            if let Some(answer) = self.not_modified(
+                &fetch.exchange,
+                entry,
+                not_modified,
+                origin,
+                &mut fetch.flight,
+            ) {
+                return answer;
+            }
+            // A 304 about nothing stored must not be used for this request: ask again without
+            // the condition (RFC 9111 section 4.3.4).
+            let key = &fetch.exchange.key;
+            tracing::debug!(%key, "304 matches no stored response; fetching whole");
+            conditional = false;
+            sent = fetch.send(conditional).await;
+        }
+        let response = match sent {
+            Ok(response) => response,
+            Err(error) => {
+                tracing::warn!(%error, key = %fetch.exchange.key, "origin request failed");
+                let failure = error.failure();
+                return match fetch.stale_on_error(failure.status().as_u16()) {
+                    Some(answer) => answer,
+                    None => fetch.fail(failure),
+                };
+            }
+        };
+        let origin = OriginHead::of(&response, asked);
+        if response.status() == StatusCode::NOT_MODIFIED && !conditional {
+            // A 304 to a request without a condition stands for nothing: the client never asked
+            // for one, and nothing can be stored from it.
+            let key = &fetch.exchange.key;
+            tracing::warn!(%key, "origin answered 304 to an unconditional request");
+            return fetch.fail(OriginFailure::Error).answered_by(origin);
+        }
+        if response.status().is_server_error()
+            && let Some(answer) = fetch.stale_on_error(response.status().as_u16())
+        {
+            return answer.answered_by(origin);
+        }
+        self.forward_response(fetch, response, origin).await
+    }
+
+    /// The answer from a stale entry the origin's 304 is about: the entry refreshed with the 304's
+    /// fields and served, and the requests waiting on the flight answered with it. `None` when
+    /// the 304 names no stored response (its validators match none).
+    fn not_modified(
+        &self,
+        exchange: &Exchange,
+        entry: &StoredResponse,
+        not_modified: &HeaderMap,
+        origin: OriginHead,
+        flight: &mut Option<Flight>,
+    ) -> Option<Answer> {
+        let only_stored = self
+            .store
+            .peek(&exchange.key)
+            .is_none_or(|variants| variants.len() <= 1);
+        if !entry.validated_by(not_modified, only_stored) {
+            return None;
+        }
+        let refreshed = self.refresh(exchange, entry, not_modified);
+        if let Some(flight) = flight.take() {
+            let shared = SharedResponse::new(Arc::clone(&refreshed), true, None);
+            flight.finish(FlightOutcome::Response(shared));
+        }
+        let now = SystemTime::now();
+        let served = Served::Revalidated {
+            ttl: refreshed.ttl_seconds(now),
+        };
+        Some(respond::stored(&exchange.parts, &refreshed, served, now).answered_by(origin))
+    }
+
+    /// Applies a 304 from the origin to the stored entry: new headers, the same body, in RAM and
+    /// on disk.
+    fn refresh(
+        &self,
+        exchange: &Exchange,
+        entry: &StoredResponse,
+        not_modified: &HeaderMap,
+    ) -> Arc<StoredResponse> {
+        // Owned, as the refreshed entry keeps them (see `owned_headers`).
+        let mut not_modified = owned_headers(not_modified);
+        strip_hop_by_hop(&mut not_modified);
+        let refreshed = entry.refreshed(
+            &not_modified,
+            &exchange.parts.headers,
+            &exchange.config().cache.targeted_fields,
+            SystemTime::now(),
+        );
+        let refreshed = self.store.refresh(exchange.key.clone(), refreshed);
+        if let Some(disk) = &self.disk
+            && let Some(variants) = self.store.peek(&exchange.key)
+        {
+            disk.refreshed(&exchange.key, variants);
+        }
+        refreshed
+    }
+
+    /// Serves a stale entry right away and refreshes it in the background, once per key.
+    pub(super) fn revalidate_in_background(
+        self: &Arc<Self>,
+        exchange: &Exchange,
+        entry: &Arc<StoredResponse>,
+    ) {
+        let Role::Leader(flight) = self.flights.join(&exchange.key) else {
+            return;
+        };
+        let proxy = Arc::clone(self);
+        let fetch = Fetch {
+            exchange: exchange.detached(),
+            fwd: Fwd::Stale,
+            stale: Some(Arc::clone(entry)),
+            flight: Some(flight),
+        };
+        tokio::spawn(async move {
+            let answer = proxy.fetch_from_origin(fetch).await;
+            let _ = answer.response.into_body().collect().await;
+        });
+    }
+}
