@@ -271,8 +271,9 @@ impl Served {
         }
     }
 
-    /// How the request counts in `bloomgate_requests_total{cache_status}`. A failed fetch or pass
-    /// counts as the miss or pass it was (or as `collapsed` for a request that waited for it).
+    /// How the request counts in `bloomgate_requests_total{cache_status}`. A fetch or pass that
+    /// failed at the origin, answered with bloomgate's own 502/504, is an `error` (a request that
+    /// waited for a failed fetch stays `collapsed`).
     pub fn outcome(&self) -> Outcome {
         match self {
             Served::Hit { .. } => Outcome::Hit,
@@ -281,11 +282,7 @@ impl Served {
             Served::Stored { .. } | Served::NotStored { .. } => Outcome::Miss,
             Served::Collapsed { .. } => Outcome::Collapsed,
             Served::Bypass { .. } | Served::Refused => Outcome::Pass,
-            Served::Error {
-                fwd: Fwd::Miss | Fwd::VaryMiss | Fwd::Stale,
-                ..
-            } => Outcome::Miss,
-            Served::Error { .. } => Outcome::Pass,
+            Served::Error { .. } => Outcome::Error,
         }
     }
 
@@ -481,13 +478,14 @@ mod tests {
     }
 
     #[test]
-    fn an_origin_failure_counts_as_the_request_it_failed() {
+    fn an_origin_failure_counts_as_an_error_whatever_the_request_was() {
         let failed = |fwd| Served::Error {
             fwd,
             failure: OriginFailure::Timeout,
         };
-        assert_eq!(failed(Fwd::Stale).outcome(), Outcome::Miss);
-        assert_eq!(failed(Fwd::Method).outcome(), Outcome::Pass);
+        assert_eq!(failed(Fwd::Stale).outcome(), Outcome::Error);
+        assert_eq!(failed(Fwd::Miss).outcome(), Outcome::Error);
+        assert_eq!(failed(Fwd::Method).outcome(), Outcome::Error);
         assert_eq!(
             failed(Fwd::Miss).cache_status(StatusCode::GATEWAY_TIMEOUT),
             "bloomgate; fwd=miss; detail=origin-timeout"

@@ -45,6 +45,15 @@ async fn a_refusing_origin_gives_502_is_counted_and_the_proxy_keeps_serving() {
         ),
         3.0
     );
+    // Answered with bloomgate's own 502: errors, not misses.
+    assert_eq!(
+        metric(&scrape, "bloomgate_requests_total{cache_status=\"error\"}"),
+        3.0
+    );
+    assert_eq!(
+        metric(&scrape, "bloomgate_requests_total{cache_status=\"miss\"}"),
+        0.0
+    );
     let health = client.get(&proxy.admin_url("/healthz")).await;
     assert_eq!(health.status, StatusCode::OK);
 }
