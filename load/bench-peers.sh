@@ -33,6 +33,10 @@
 #                                         version that reads `mode`: then both run the same mode)
 #   WORKLOADS="1KiB 64KiB mix https tls-hs disk"   which workloads to run, in this order (also:
 #                                         disk1k disk1m disk-tls ram64)
+#   RATES="25 50 75"                      after the closed-loop rounds, offer each of RATE_WORKLOADS
+#                                         (default "1KiB 64KiB mix") at these percentages of nginx's
+#                                         median peak for it, to every peer, with oha (-q,
+#                                         --latency-correction): p50, p99, p99.9 at a fixed rate
 #   DISK_OBJECTS=2000                     objects of 64 KiB in the disk workloads (a tenth as many
 #                                         of 1 MiB in "disk1m")
 #   DISK_SMALL_OBJECTS=20000              objects of 1 KiB in "disk1k"
@@ -134,7 +138,7 @@ CLOCK_TICKS=$(getconf CLK_TCK)
 
 # Hits bloomgate's disk-tier instance read from its disk tier so far (0 when it does not run).
 disk_hits() {
-  curl -s "http://127.0.0.1:$((BASE_PORT + 11))/metrics" | awk '/^bloomgate_disk_hits_total/ {n += $2} END {printf "%d", n}'
+  { curl -s "http://127.0.0.1:$((BASE_PORT + 11))/metrics" || true; } | awk '/^bloomgate_disk_hits_total/ {n += $2} END {printf "%d", n}'
 }
 
 origin_requests() { curl -s "http://$ORIGIN/_origin/stats" | sed -E 's/.*"requests": ?([0-9]+).*/\1/'; }
@@ -512,6 +516,67 @@ for peer in "${RUNNING[@]}"; do
   echo "$peer rss $(peak_rss_mib "${SERVER[$peer]}")" >>"$RESULTS"
 done
 
+# The fixed-rate phase (RATES): each workload of RATE_WORKLOADS offered at RATES percent of nginx's
+# median peak for it above, to every peer in turn, by oha with coordinated-omission correction
+# (-q, --latency-correction): the latency people see at the rate they run, not at saturation.
+if [[ -n "${RATES:-}" ]]; then
+  command -v oha >/dev/null || die "RATES needs oha (cargo install oha)"
+  RATE_RESULTS="$WORK/rate-results"
+  : >"$RATE_RESULTS"
+  # mix_urls BASE FILE: the mix as a URL list (80% of lines among 2,000 popular 4 KiB objects, 20%
+  # objects asked once), enough lines that oha's picks seldom repeat a one-hit key.
+  mix_urls() {
+    python3 - "$1" "$2" "$(( ${RATE_MAX:-100000} ))" <<'PY'
+import random, sys
+base, path, lines = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = random.Random()
+tag = rng.randrange(1 << 30)
+with open(path, "w") as f:
+    for i in range(lines):
+        if rng.random() < 0.8:
+            f.write(f"{base}/obj/hot-{rng.randrange(1, 2001)}?size=4096\n")
+        else:
+            f.write(f"{base}/obj/rate-once-{tag}-{i}?size=4096\n")
+PY
+  }
+  for workload in ${RATE_WORKLOADS:-1KiB 64KiB mix}; do
+    peak=$(awk -v w="$workload" '$1 == "nginx" && $2 == w {print $3}' "$RESULTS" | sort -n |
+      awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}')
+    if [[ -z "$peak" || "$peak" == 0 ]]; then
+      log "no nginx peak for $workload (run it in WORKLOADS with nginx in PEERS); its fixed rates skipped"
+      continue
+    fi
+    for pct in $RATES; do
+      rate=$((peak * pct / 100))
+      for peer in "${RUNNING[@]}"; do
+        base="http://127.0.0.1:${PORT[$peer]}"
+        case $workload in
+          1KiB) target=("$base/obj/small?size=1024") ;;
+          64KiB) target=("$base/obj/large?size=65536") ;;
+          mix)
+            RATE_MAX=$((rate * DURATION * 2)) mix_urls "$base" "$WORK/mix-$peer.urls"
+            target=(--urls-from-file "$WORK/mix-$peer.urls")
+            ;;
+          *) log "fixed rates take 1KiB, 64KiB and mix, not $workload"; continue ;;
+        esac
+        oha --no-tui --output-format json -z "${DURATION}s" -q "$rate" -c "$CONNECTIONS" \
+          --latency-correction "${target[@]}" >"$WORK/rate.json" 2>"$WORK/rate.err" ||
+          { log "oha failed for $peer $workload at $rate/s: $(head -c 300 "$WORK/rate.err")"; continue; }
+        read -r p50 p99 p999 achieved < <(python3 - "$WORK/rate.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d["latencyPercentiles"]
+ms = lambda k: f"{1000 * (p.get(k) or 0):.3f}"
+print(ms("p50"), ms("p99"), ms("p99.9"), f'{d["summary"]["requestsPerSec"]:.0f}')
+PY
+)
+        echo "$workload $pct $rate $peer $p50 $p99 $p999 $achieved" >>"$RATE_RESULTS"
+        log "$peer $workload at $pct% of nginx's peak ($rate/s): p50 $p50 ms, p99 $p99 ms, p99.9 $p999 ms"
+      done
+    done
+  done
+fi
+
 awk -v duration="$DURATION" -v rounds="$ROUNDS" -v connections="$CONNECTIONS" -v threads="$THREADS" -v cache="$CACHE_MIB" '
   function median(key, field,    n, i, j, t, v) {
     n = count[key]
@@ -556,3 +621,11 @@ awk -v duration="$DURATION" -v rounds="$ROUNDS" -v connections="$CONNECTIONS" -v
     print "ram64: the disk load'"'"'s 64 KiB objects from bloomgate'"'"'s main instance (memory hits)."
     print "peak MiB: VmHWM summed over the peer'"'"'s processes (nginx and ATS keep cached bodies in files under /dev/shm, not counted)."
   }' "$RESULTS"
+
+if [[ -n "${RATES:-}" && -s "${RATE_RESULTS:-/dev/null}" ]]; then
+  printf '\nfixed rates (oha -q, --latency-correction, -c%d -z%ds), as a percentage of nginx'"'"'s median peak above\n\n' "$CONNECTIONS" "$DURATION"
+  printf '%-6s %5s %9s %-10s %9s %9s %10s %10s\n' load "%" "rate/s" peer "p50 ms" "p99 ms" "p99.9 ms" "served/s"
+  while read -r workload pct rate peer p50 p99 p999 achieved; do
+    printf '%-6s %5s %9s %-10s %9s %9s %10s %10s\n' "$workload" "$pct" "$rate" "$peer" "$p50" "$p99" "$p999" "$achieved"
+  done <"$RATE_RESULTS"
+fi
