@@ -55,8 +55,6 @@ pub struct EngineOptions {
 pub struct EngineCounts {
     /// Bytes written to its files, by its own count.
     pub written_bytes: u64,
-    /// Entries in segments reclaimed to make room (and not re-appended).
-    pub reclaimed: u64,
     /// Entries the index named that failed their checks when read.
     pub dropped: u64,
     /// Records in the index now.
@@ -147,7 +145,6 @@ impl DiskEngine for SegmentEngine {
         let stats = self.engine.stats();
         EngineCounts {
             written_bytes: stats.written_bytes,
-            reclaimed: stats.reclaimed,
             dropped: stats.dropped,
             entries: stats.entries,
             cold_reads: stats.cold_reads,
