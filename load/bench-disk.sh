@@ -49,17 +49,6 @@ ORIGIN_HOSTPORT=${ORIGIN_HOSTPORT%/}
 
 origin_requests() { curl -s "$ORIGIN_URL/_origin/stats" | sed -E 's/.*"requests": ?([0-9]+).*/\1/'; }
 
-# write_bytes of PID and its children (nginx's workers, cache manager and loader).
-io_written() {
-  local pid total=0 b
-  for pid in "$1" $(pgrep -P "$1" || true); do
-    b=$(awk '$1 == "write_bytes:" {print $2}' "/proc/$pid/io" 2>/dev/null || echo 0)
-    total=$((total + b))
-  done
-  echo "$total"
-}
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # start_nginx NAME MIN_USES MAX_SIZE_KIB: nginx with a disk cache in $WORK/NAME; sets NGINX_PID, NGINX_URL.
 start_nginx() {

@@ -138,7 +138,7 @@ CLOCK_TICKS=$(getconf CLK_TCK)
 
 # Hits bloomgate's disk-tier instance read from its disk tier so far (0 when it does not run).
 disk_hits() {
-  { curl -s "http://127.0.0.1:$((BASE_PORT + 11))/metrics" || true; } | awk '/^bloomgate_disk_hits_total/ {n += $2} END {printf "%d", n}'
+  metric <({ curl -s "http://127.0.0.1:$((BASE_PORT + 11))/metrics" || true; }) bloomgate_disk_hits_total
 }
 
 origin_requests() { curl -s "http://$ORIGIN/_origin/stats" | sed -E 's/.*"requests": ?([0-9]+).*/\1/'; }

@@ -26,7 +26,6 @@ DISK_DIR=${DISK_DIR:-/var/tmp}
 find_bloomgate
 start_origin origin 3600
 
-io_written() { awk '$1 == "write_bytes:" {print $2}' "/proc/$1/io"; }
 mib() { python3 -c "print(f'{$1 / 1048576:.2f}')"; }
 ratio() { python3 -c "print(f'{$1 / max(1, $2):.3f}')"; }
 

@@ -101,7 +101,7 @@ stop_pid "$SINGLE_PID"
 # 1b. Three nodes behind HAProxy.
 declare -A NODE_URL NODE_ADMIN NODE_PID
 export BLOOMGATE_LISTEN
-BLOOMGATE_LISTEN=127.0.0.1:$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+BLOOMGATE_LISTEN=127.0.0.1:$(free_port)
 for i in 1 2 3; do
   node_tables "$NODE_CACHE" "$NODE_CAPACITY" >"$WORK/node$i.tables"
   write_config "$WORK/node$i.toml" "$ORIGIN_URL" "$(cat "$WORK/node$i.tables")"

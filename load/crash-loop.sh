@@ -25,7 +25,7 @@ start_origin origin 3600
 
 DIR=$(mktemp -d "$DISK_DIR/bloomgate-crash.XXXXXX")
 trap 'rm -rf "$DIR"; stop_all' EXIT
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 # Body sizes from 300 B to 200 KiB, fixed per key.
 size_of() { echo $((300 + ($1 * 7919) % (200 * 1024))); }
 

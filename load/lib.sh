@@ -130,6 +130,20 @@ warm_objects() {
   done
 }
 
+# io_written PID: bytes PID and its children caused to reach the block layer (/proc/PID/io
+# write_bytes; nginx's workers, cache manager and loader are children).
+io_written() {
+  local pid total=0 b
+  for pid in "$1" $(pgrep -P "$1" || true); do
+    b=$(awk '$1 == "write_bytes:" {print $2}' "/proc/$pid/io" 2>/dev/null || echo 0)
+    total=$((total + b))
+  done
+  echo "$total"
+}
+
+# A loopback port free now, for a process that must listen where an earlier one did.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
 # scrape ADMIN_URL FILE: saves the Prometheus text of a proxy.
 scrape() { curl -sf --max-time 5 "$1/metrics" >"$2"; }
 
