@@ -10,6 +10,7 @@ use super::control::{Delta, RequestDirectives, ResponseControl, ResponseDirectiv
 use super::freshness::{
     Lifetime, has_explicit_freshness, heuristically_cacheable, http_date, understood,
 };
+use super::head::Head;
 use super::{field, weight};
 
 /// Why a response was not stored; the text is the `detail` of its `Cache-Status`.
@@ -108,7 +109,7 @@ pub fn storability(
     let has_validator = response_headers.contains_key(header::ETAG)
         || response_headers.contains_key(header::LAST_MODIFIED);
     let lifetime = Lifetime::of(status, response_headers, control, SystemTime::now());
-    let reusable = (lifetime.freshness > lifetime.initial_age && !directives.no_cache)
+    let reusable = (lifetime.freshness() > lifetime.initial_age() && !directives.no_cache)
         || (!directives.forbids_stale() && stale_windows(directives) > Duration::ZERO);
     if !reusable && !has_validator {
         return Err(NotStored::NoFreshness);
@@ -129,7 +130,8 @@ fn stale_windows(directives: &ResponseDirectives) -> Duration {
 #[derive(Debug)]
 pub struct StoredResponse {
     pub status: StatusCode,
-    pub headers: HeaderMap,
+    /// Its header fields as one block ([`Head`]); [`StoredResponse::headers`] makes a map of them.
+    pub head: Head,
     pub body: Bytes,
     /// Its freshness lifetime and age.
     pub lifetime: Lifetime,
@@ -137,8 +139,9 @@ pub struct StoredResponse {
     pub always_revalidate: bool,
     /// Whether a stale copy may be served at all (RFC 9111 section 4.2.4).
     pub stale_allowed: bool,
-    pub stale_while_revalidate: Duration,
-    pub stale_if_error: Duration,
+    /// `stale-while-revalidate` and `stale-if-error`, in seconds (see [`StoredResponse::new`]).
+    stale_while_revalidate: u32,
+    stale_if_error: u32,
     /// Whether a targeted field (RFC 9213) gave the directives.
     pub targeted: bool,
     /// The request fields the response's `Vary` names, lower-cased, in the order it names them.
@@ -153,7 +156,7 @@ pub struct StoredResponse {
 /// What a stored response costs in memory (see [`weight`]): its body, its headers, its `Vary`
 /// selection, and the structs around them.
 fn weigh(
-    headers: &HeaderMap,
+    head: &Head,
     body: &Bytes,
     varied_names: &[HeaderName],
     vary_selection: &[Option<HeaderValue>],
@@ -165,16 +168,18 @@ fn weigh(
         .sum::<usize>()
         + weight::allocation(std::mem::size_of_val(vary_selection))
         + weight::allocation(std::mem::size_of_val(varied_names));
-    let bytes = weight::allocation(body.len())
-        + weight::header_fields(headers.iter())
-        + selection
-        + weight::allocation(ENTRY);
+    let bytes =
+        weight::allocation(body.len()) + head.weight() + selection + weight::allocation(ENTRY);
     u32::try_from(bytes).unwrap_or(u32::MAX)
 }
 
 /// What every stored response holds whatever its headers: its struct in an `Arc` (the `Arc`'s
 /// two counts), before jemalloc's rounding. Measured in `tests/memory`.
 const ENTRY: usize = std::mem::size_of::<StoredResponse>() + 16;
+
+fn seconds(seconds: u32) -> Duration {
+    Duration::from_secs(seconds.into())
+}
 
 /// How a stored response can answer a request now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -222,14 +227,17 @@ impl StoredResponse {
         let directives = &control.directives;
         let lifetime = Lifetime::of(status, &headers, control, response_time);
         let vary_names: Box<[HeaderName]> = vary_header_names(&headers).collect();
-        // Owned: the selection lives as long as the entry (see `owned_headers`).
+        // Owned: the selection lives as long as the entry (see `owned_value`).
         let vary_selection: Box<[Option<HeaderValue>]> =
             field::selection(request_headers, &vary_names)
                 .iter()
                 .map(|value| value.as_ref().map(owned_value))
                 .collect();
-        let weight = weigh(&headers, &body, &vary_names, &vary_selection);
-        let window = |delta: Option<Delta>| Duration::from_secs(delta.map_or(0, Delta::seconds));
+        let head = Head::of(&headers);
+        let weight = weigh(&head, &body, &vary_names, &vary_selection);
+        let window = |delta: Option<Delta>| {
+            u32::try_from(delta.map_or(0, Delta::seconds)).unwrap_or(u32::MAX)
+        };
         StoredResponse {
             status,
             lifetime,
@@ -238,7 +246,7 @@ impl StoredResponse {
             stale_while_revalidate: window(directives.stale_while_revalidate),
             stale_if_error: window(directives.stale_if_error),
             targeted: control.is_targeted(),
-            headers,
+            head,
             body,
             vary_names,
             vary_selection,
@@ -255,7 +263,7 @@ impl StoredResponse {
         targeted: &[HeaderName],
         now: SystemTime,
     ) -> StoredResponse {
-        let mut headers = self.headers.clone();
+        let mut headers = self.headers();
         // The stored `Age` described the first response; the 304 brings its own, or none.
         headers.remove(header::AGE);
         for name in not_modified.keys() {
@@ -282,14 +290,13 @@ impl StoredResponse {
     /// else its weak one matches weakly, else its `Last-Modified` is this one's; with no validator
     /// at all, it is about this entry only when `only_stored` (the key holds no other variant).
     pub fn validated_by(&self, not_modified: &HeaderMap, only_stored: bool) -> bool {
-        let text = |headers: &HeaderMap, name| {
-            headers
-                .get(name)
-                .and_then(|value: &HeaderValue| value.to_str().ok())
+        let text = |value: Option<&HeaderValue>| {
+            value
+                .and_then(|value| value.to_str().ok())
                 .map(|value| value.trim().to_owned())
         };
-        if let Some(tag) = text(not_modified, header::ETAG) {
-            let Some(stored) = text(&self.headers, header::ETAG) else {
+        if let Some(tag) = text(not_modified.get(header::ETAG)) {
+            let Some(stored) = text(self.etag().as_ref()) else {
                 return false;
             };
             return match tag.strip_prefix("W/") {
@@ -298,8 +305,9 @@ impl StoredResponse {
             };
         }
         if let Some(modified) = not_modified.get(header::LAST_MODIFIED) {
-            let stored = self.headers.get(header::LAST_MODIFIED);
+            let stored = self.last_modified();
             return stored
+                .as_ref()
                 .and_then(http_date)
                 .is_some_and(|stored| Some(stored) == http_date(modified));
         }
@@ -321,10 +329,10 @@ impl StoredResponse {
         }
         let age = self.lifetime.age(now);
         let ttl = self.lifetime.time_to_live(now);
-        let seconds = |delta: Delta| Duration::from_secs(delta.seconds());
+        let delta = |delta: Delta| Duration::from_secs(delta.seconds());
         // `max-age` and `min-fresh` hold for whatever is served, stale or not.
-        let acceptable = request.max_age.is_none_or(|max| age <= seconds(max))
-            && request.min_fresh.is_none_or(|min| ttl >= seconds(min));
+        let acceptable = request.max_age.is_none_or(|max| age <= delta(max))
+            && request.min_fresh.is_none_or(|min| ttl >= delta(min));
         if !acceptable {
             return Freshness::Stale;
         }
@@ -335,11 +343,11 @@ impl StoredResponse {
             return Freshness::Stale;
         }
         let staleness = self.lifetime.staleness(now);
-        let within = |limit: Option<Delta>| limit.is_none_or(|limit| staleness <= seconds(limit));
+        let within = |limit: Option<Delta>| limit.is_none_or(|limit| staleness <= delta(limit));
         if request.max_stale.is_some_and(within) {
             return Freshness::Fresh;
         }
-        if staleness < self.stale_while_revalidate {
+        if staleness < seconds(self.stale_while_revalidate) {
             Freshness::StaleWhileRevalidate
         } else {
             Freshness::Stale
@@ -353,7 +361,7 @@ impl StoredResponse {
 
     /// Whether `stale-if-error` allows serving this response when the origin fails now.
     pub fn usable_on_error(&self, now: SystemTime) -> bool {
-        self.stale_allowed && self.staleness(now) < self.stale_if_error
+        self.stale_allowed && self.staleness(now) < seconds(self.stale_if_error)
     }
 
     /// Seconds of freshness left; negative once stale (RFC 9211 `ttl`).
@@ -372,27 +380,30 @@ impl StoredResponse {
     /// How long the store should keep the entry: freshness plus the windows in which a stale copy
     /// is still useful (served stale, or revalidated with a conditional request).
     pub fn keep_for(&self, now: SystemTime) -> Duration {
-        let has_validator = self.headers.contains_key(header::ETAG)
-            || self.headers.contains_key(header::LAST_MODIFIED);
+        let has_validator =
+            self.head.contains(&header::ETAG) || self.head.contains(&header::LAST_MODIFIED);
         // A stale entry with validators saves the body transfer on revalidation for a while.
         let revalidation_window = if has_validator {
             Duration::from_secs(600)
         } else {
             Duration::ZERO
         };
-        let stale_window = self
-            .stale_while_revalidate
-            .max(self.stale_if_error)
-            .max(revalidation_window);
+        let stale_window =
+            seconds(self.stale_while_revalidate.max(self.stale_if_error)).max(revalidation_window);
         self.lifetime.time_to_live(now) + stale_window
     }
 
-    pub fn etag(&self) -> Option<&HeaderValue> {
-        self.headers.get(header::ETAG)
+    pub fn etag(&self) -> Option<HeaderValue> {
+        self.head.get(&header::ETAG)
     }
 
-    pub fn last_modified(&self) -> Option<&HeaderValue> {
-        self.headers.get(header::LAST_MODIFIED)
+    pub fn last_modified(&self) -> Option<HeaderValue> {
+        self.head.get(&header::LAST_MODIFIED)
+    }
+
+    /// Its header fields as a map, for a response made from it; values share its block.
+    pub fn headers(&self) -> HeaderMap {
+        self.head.to_map()
     }
 }
 
@@ -405,54 +416,27 @@ const KEPT_ON_UPDATE: [HeaderName; 4] = [
     header::TRANSFER_ENCODING,
 ];
 
-/// A copy of the headers that owns its memory.
-///
-/// hyper parses header values as slices of the connection's read buffer; a stored entry keeping
-/// those slices would keep the whole buffer alive (measured: ~27 KiB of memory per 8 KiB object).
-/// The copy holds its values in one buffer of their own, and its entries allocated to their
-/// number: a stored entry's headers cost what [`weight::header_fields`] counts.
-pub fn owned_headers(headers: &HeaderMap) -> HeaderMap {
-    owned_fields(headers, |_| true)
-}
-
-/// The request fields a response varies on, owned: all a stored entry needs of its request.
+/// The request fields a response varies on: all a stored entry needs of its request (it keeps
+/// owned copies of their values, [`StoredResponse::vary_selection`]).
 pub fn varied_request_fields(
     request_headers: &HeaderMap,
     response_headers: &HeaderMap,
 ) -> HeaderMap {
     let varied: Vec<HeaderName> = vary_header_names(response_headers).collect();
-    owned_fields(request_headers, |name| varied.contains(name))
+    let mut fields = HeaderMap::new();
+    for (name, value) in request_headers {
+        if varied.contains(name) {
+            fields.append(name.clone(), value.clone());
+        }
+    }
+    fields
 }
 
-/// [`owned_headers`] of the fields `keep` selects.
-fn owned_fields(headers: &HeaderMap, keep: impl Fn(&HeaderName) -> bool) -> HeaderMap {
-    let kept = || headers.iter().filter(|(name, _)| keep(name));
-    let mut buffer = Vec::with_capacity(kept().map(|(_, value)| value.len()).sum());
-    for (_, value) in kept() {
-        buffer.extend_from_slice(value.as_bytes());
-    }
-    let buffer = Bytes::from(buffer);
-    let mut owned = HeaderMap::with_capacity(kept().count());
-    let mut start = 0;
-    for (name, value) in kept() {
-        let end = start + value.len();
-        let mut copy = HeaderValue::from_maybe_shared(buffer.slice(start..end))
-            .unwrap_or_else(|_| owned_value(value));
-        copy.set_sensitive(value.is_sensitive());
-        start = end;
-        let name =
-            HeaderName::from_bytes(name.as_str().as_bytes()).unwrap_or_else(|_| name.clone());
-        owned.append(name, copy);
-    }
-    // A map's entries have room to grow by a third; its clone's are allocated to their number.
-    owned.clone()
-}
-
-/// A copy of one header value that owns its memory (see [`owned_headers`]).
+/// A copy of one header value that owns its memory: a value parsed by hyper is a slice of the
+/// connection's read buffer, which a stored copy would keep alive (measured: ~27 KiB of memory
+/// per 8 KiB object).
 fn owned_value(value: &HeaderValue) -> HeaderValue {
-    let mut copy = HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
-    copy.set_sensitive(value.is_sensitive());
-    copy
+    HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone())
 }
 
 fn vary_names(headers: &HeaderMap) -> impl Iterator<Item = String> + '_ {
@@ -510,8 +494,8 @@ mod tests {
         let mut response = HeaderMap::new();
         response.insert(header::CACHE_CONTROL, slice(25..35));
         response.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
-        let stored = entry(owned_headers(&response), &request, SystemTime::now());
-        drop((request, response));
+        let stored = entry(response, &request, SystemTime::now());
+        drop(request);
         assert!(
             buffer.is_unique(),
             "the stored entry still holds a slice of the read buffer"
@@ -722,7 +706,7 @@ mod tests {
         );
         assert_eq!(refreshed.ttl_seconds(now), 100);
         assert_eq!(
-            refreshed.headers.get("x-new").map(|v| v.as_bytes()),
+            refreshed.headers().get("x-new").map(|v| v.as_bytes()),
             Some(&b"1"[..])
         );
         assert_eq!(refreshed.etag(), stored.etag());

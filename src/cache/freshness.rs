@@ -14,10 +14,18 @@ use super::control::{ResponseControl, delta_seconds};
 pub struct Lifetime {
     /// When the response was received (or refreshed by a 304).
     pub response_time: SystemTime,
-    /// Its age when received: the `Age` it came with.
-    pub initial_age: Duration,
-    /// How long it is fresh, counted from its origin (RFC 9111 section 4.2.1).
-    pub freshness: Duration,
+    /// Its age when received, in seconds: the `Age` it came with.
+    initial_age: u32,
+    /// How long it is fresh, counted from its origin (RFC 9111 section 4.2.1), in seconds.
+    /// Whole seconds, as every source of it is but the heuristic (kept to 24 bytes: a cache holds
+    /// one per entry).
+    freshness: u32,
+}
+
+/// Whole seconds, as many as a `u32` holds (136 years; RFC 9111 section 1.2.2 caps a
+/// delta-seconds at 2^31).
+fn seconds(duration: Duration) -> u32 {
+    u32::try_from(duration.as_secs()).unwrap_or(u32::MAX)
 }
 
 /// The share of the time since `Last-Modified` a response with no explicit lifetime is fresh
@@ -49,26 +57,36 @@ impl Lifetime {
     ) -> Lifetime {
         Lifetime {
             response_time,
-            initial_age: initial_age(headers),
-            freshness: freshness_lifetime(status, headers, control, response_time),
+            initial_age: seconds(initial_age(headers)),
+            freshness: seconds(freshness_lifetime(status, headers, control, response_time)),
         }
+    }
+
+    /// Its age when received.
+    pub fn initial_age(&self) -> Duration {
+        Duration::from_secs(self.initial_age.into())
+    }
+
+    /// How long it is fresh, counted from its origin.
+    pub fn freshness(&self) -> Duration {
+        Duration::from_secs(self.freshness.into())
     }
 
     /// The response's current age (RFC 9111 section 4.2.3, without the apparent age from
     /// `Date`, so a skewed origin clock cannot make everything stale).
     pub fn age(&self, now: SystemTime) -> Duration {
-        self.initial_age
+        self.initial_age()
             .saturating_add(now.duration_since(self.response_time).unwrap_or_default())
     }
 
     /// Freshness left now (zero once stale).
     pub fn time_to_live(&self, now: SystemTime) -> Duration {
-        self.freshness.saturating_sub(self.age(now))
+        self.freshness().saturating_sub(self.age(now))
     }
 
     /// How long ago the response stopped being fresh (zero while fresh).
     pub fn staleness(&self, now: SystemTime) -> Duration {
-        self.age(now).saturating_sub(self.freshness)
+        self.age(now).saturating_sub(self.freshness())
     }
 }
 
@@ -259,12 +277,12 @@ mod tests {
         );
         let control = ResponseControl::of(&headers, &[]);
         let life = Lifetime::of(StatusCode::OK, &headers, &control, now);
-        assert_eq!(life.freshness.as_secs(), 100);
+        assert_eq!(life.freshness().as_secs(), 100);
         headers.append(header::EXPIRES, HeaderValue::from_str(&date).expect("date"));
         let two = Lifetime::of(StatusCode::OK, &headers, &control, now);
-        assert_eq!(two.freshness, Duration::ZERO, "two different Expires");
+        assert_eq!(two.freshness(), Duration::ZERO, "two different Expires");
         let zero = lifetime(&[("expires", "0")], now);
-        assert_eq!(zero.freshness, Duration::ZERO);
+        assert_eq!(zero.freshness(), Duration::ZERO);
     }
 
     #[test]
@@ -278,13 +296,13 @@ mod tests {
         );
         let control = ResponseControl::of(&headers, &[]);
         let ok = Lifetime::of(StatusCode::OK, &headers, &control, now);
-        assert_eq!(ok.freshness.as_secs(), 100);
+        assert_eq!(ok.freshness().as_secs(), 100);
         let error = Lifetime::of(StatusCode::INTERNAL_SERVER_ERROR, &headers, &control, now);
-        assert_eq!(error.freshness, Duration::ZERO);
+        assert_eq!(error.freshness(), Duration::ZERO);
         headers.insert(header::CACHE_CONTROL, value("public"));
         let control = ResponseControl::of(&headers, &[]);
         let public = Lifetime::of(StatusCode::INTERNAL_SERVER_ERROR, &headers, &control, now);
-        assert_eq!(public.freshness.as_secs(), 100);
+        assert_eq!(public.freshness().as_secs(), 100);
     }
 
     #[test]
@@ -297,10 +315,10 @@ mod tests {
             ],
             now,
         );
-        assert_eq!(life.freshness.as_secs(), 20);
+        assert_eq!(life.freshness().as_secs(), 20);
         let life = lifetime(&[("cache-control", "max-age=10"), ("expires", "0")], now);
-        assert_eq!(life.freshness.as_secs(), 10);
+        assert_eq!(life.freshness().as_secs(), 10);
         let invalid = lifetime(&[("cache-control", "max-age=ten")], now);
-        assert_eq!(invalid.freshness, Duration::ZERO);
+        assert_eq!(invalid.freshness(), Duration::ZERO);
     }
 }

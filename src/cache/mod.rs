@@ -7,6 +7,7 @@ pub mod disk;
 mod entry;
 pub mod field;
 pub mod freshness;
+mod head;
 mod key;
 mod store;
 mod variants;
@@ -14,9 +15,8 @@ pub mod weight;
 
 pub use authority::{Authority, AuthorityError};
 pub use control::{RequestDirectives, ResponseControl};
-pub use entry::{
-    Freshness, NotStored, StoredResponse, owned_headers, storability, varied_request_fields,
-};
+pub use entry::{Freshness, NotStored, StoredResponse, storability, varied_request_fields};
+pub use head::Head;
 pub use key::{CacheKey, ClientTls, KeyError, keyed_query, scheme};
 pub use store::{Evicted, EvictionListener, Proof, Store, StoreCounters, Usage};
 pub use variants::Variants;

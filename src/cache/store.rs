@@ -3,9 +3,10 @@
 
 use std::collections::VecDeque;
 use std::mem::size_of;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
@@ -59,7 +60,7 @@ struct Slot {
     /// [`probation::MAX_USES`]; raised by readers without the queue lock.
     uses: AtomicU8,
     /// When the slot stops being servable (freshness plus the stale windows).
-    expires: Instant,
+    expires: Tick,
     /// How the entry has proved itself since it entered the store, if it has (a [`Proof`] as
     /// `PROOF_*`): what a tier below RAM may take when the entry leaves ([`Evicted::proof`]).
     proof: AtomicU8,
@@ -111,6 +112,30 @@ impl Slot {
 
     fn proof(&self) -> Option<Proof> {
         Proof::from_u8(self.proof.load(Ordering::Relaxed))
+    }
+}
+
+/// A moment as a slot keeps it: sixteenths of a second since the first store was made, in 4 bytes
+/// where an `Instant` takes 16 (every key's slot holds one). A slot may outlive its deadline by a
+/// tick, and the count saturates after 8.5 years of uptime (entries then leave only by eviction):
+/// neither serves anything stale, as every use checks the entry's own freshness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Tick(u32);
+
+const TICKS_PER_SECOND: u32 = 16;
+
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+impl Tick {
+    fn now() -> Tick {
+        let ticks = EPOCH.elapsed().as_secs_f64() * f64::from(TICKS_PER_SECOND);
+        Tick(ticks as u32)
+    }
+
+    /// `keep_for` after `now`, rounded up to a tick.
+    fn after(now: Tick, keep_for: Duration) -> Tick {
+        let ticks = (keep_for.as_secs_f64() * f64::from(TICKS_PER_SECOND)).ceil();
+        Tick(now.0.saturating_add(ticks as u32).saturating_add(1))
     }
 }
 
@@ -229,7 +254,7 @@ impl Store {
     /// The variants stored under `key`, if any can still be served; the hit is recorded.
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Variants>> {
         let slot = self.inner.index.get(key)?;
-        if Instant::now() >= slot.expires {
+        if Tick::now() >= slot.expires {
             return None;
         }
         slot.used();
@@ -292,7 +317,7 @@ impl Store {
     /// Every live entry that has proved itself, as an eviction would hand it on: what a tier
     /// below RAM should take before the process stops.
     pub fn proven_entries(&self) -> Vec<Evicted> {
-        let now = Instant::now();
+        let now = Tick::now();
         self.inner
             .index
             .iter()
@@ -310,7 +335,7 @@ impl Store {
     fn write(&self, key: CacheKey, response: &Arc<StoredResponse>, segment: Segment, how: Write) {
         let inner = &*self.inner;
         let mut queues = inner.lock();
-        let now = Instant::now();
+        let now = Tick::now();
         // The slot's current state: its live variants, where the write goes, the ticket it keeps
         // when refreshed in place, and its uses when it stays in its segment.
         let (existing, segment, kept_ticket, uses, proof) = match inner.index.get(&key) {
@@ -380,7 +405,7 @@ impl Store {
         inner.index.insert(
             key.clone(),
             Slot {
-                expires: now + variants.keep_for(),
+                expires: Tick::after(now, variants.keep_for()),
                 variants: Arc::new(variants),
                 segment,
                 ticket,
@@ -445,7 +470,7 @@ impl Inner {
 
     /// Promotes, reinserts or drops the oldest entries of the segment the budget names until the
     /// store is within its budget.
-    fn make_room(&self, queues: &mut Queues, now: Instant) {
+    fn make_room(&self, queues: &mut Queues, now: Tick) {
         // Hits race with this loop; past this many reinsertions the use counters are ignored, so
         // the loop ends however hot the entries are.
         let mut reinsertions_left =

@@ -14,35 +14,57 @@ use super::{field, weight};
 /// the request field values that select them, so a lookup costs the same with 1 or 1,000 variants.
 #[derive(Debug)]
 pub struct Variants {
+    stored: Stored,
+    weight: u32,
+    keep_for: Duration,
+}
+
+/// Most keys hold one variant: it needs no map, and its `Vary` names and selection are its own.
+#[derive(Debug)]
+enum Stored {
+    One(Arc<StoredResponse>),
+    Many(Box<Many>),
+}
+
+#[derive(Debug)]
+struct Many {
     /// The fields every variant here varies on; a response that varies on others replaces them all.
     names: Box<[HeaderName]>,
     by_selection: HashMap<Selection, Arc<StoredResponse>>,
     /// Selections from oldest to newest write: the oldest goes when the cap is reached.
     order: VecDeque<Selection>,
-    weight: u32,
-    keep_for: Duration,
 }
 
 type Selection = Box<[Option<HeaderValue>]>;
 
-/// What the variants of a key cost beside their responses' own weight: their struct, with their
-/// `Vary` names, and their selections' map and order (two copies of each selection, whose values
-/// share their buffers). Measured in `tests/memory`.
-fn bookkeeping(names: &[HeaderName], selections: &[Selection]) -> usize {
-    let variants = size_of::<Variants>() + 16 + weight::allocation(size_of_val(names));
-    // hashbrown's table of at least 4 buckets with 16 control bytes more; a deque of at least 4.
-    let count = selections.len();
-    let buckets = (count * 8 / 7).next_power_of_two().max(4);
+/// What the variants of a key cost beside their responses' own weight: their struct, and for
+/// several variants their `Vary` names, their selections' map and order (two copies of each
+/// selection, whose values share their buffers). Measured in `tests/memory`.
+fn bookkeeping(many: Option<&Many>) -> usize {
+    let variants = weight::allocation(size_of::<Variants>() + 16);
+    let Some(many) = many else {
+        return variants;
+    };
+    let names = weight::allocation(size_of_val(&*many.names));
+    // Both made with room for their count: hashbrown's table has a power of two of buckets, at
+    // most seven eighths full and at least 4, with 16 control bytes more.
+    let count = many.order.len();
+    let buckets = match count {
+        0..4 => 4,
+        4..8 => 8,
+        _ => (count * 8 / 7).next_power_of_two(),
+    };
     let map = weight::allocation(buckets * (size_of::<(Selection, usize)>() + 1) + 16);
-    let order = weight::allocation(count.next_power_of_two().max(4) * size_of::<Selection>());
-    let copies: usize = selections
+    let order = weight::allocation(count * size_of::<Selection>());
+    let copies: usize = many
+        .order
         .iter()
         .map(|selection| {
             2 * weight::allocation(size_of_val(&**selection))
                 + weight::SHARED * selection.iter().flatten().count()
         })
         .sum();
-    variants + map + order + copies
+    variants + weight::allocation(size_of::<Many>()) + names + map + order + copies
 }
 
 impl Variants {
@@ -56,52 +78,53 @@ impl Variants {
         cap: usize,
         key_bookkeeping: impl Fn(usize) -> usize,
     ) -> Variants {
-        let names = response.vary_names.clone();
-        let mut by_selection = HashMap::new();
-        let mut order = VecDeque::new();
-        if let Some(existing) = existing.filter(|e| e.names == names) {
-            for selection in &existing.order {
-                if *selection != response.vary_selection
-                    && let Some(variant) = existing.by_selection.get(selection)
-                {
-                    order.push_back(selection.clone());
-                    by_selection.insert(selection.clone(), Arc::clone(variant));
-                }
-            }
-        }
-        while order.len() >= cap.max(1) {
-            if let Some(oldest) = order.pop_front() {
-                by_selection.remove(&oldest);
-            }
-        }
-        order.push_back(response.vary_selection.clone());
-        by_selection.insert(response.vary_selection.clone(), response);
+        let kept: Vec<Arc<StoredResponse>> = existing
+            .into_iter()
+            .flat_map(Variants::responses)
+            .filter(|kept| {
+                kept.vary_names == response.vary_names
+                    && kept.vary_selection != response.vary_selection
+            })
+            .cloned()
+            .collect();
+        // The newest `cap` (at least one), oldest first.
+        let skip = (kept.len() + 1).saturating_sub(cap.max(1));
+        let mut all: Vec<Arc<StoredResponse>> = kept.into_iter().skip(skip).collect();
+        all.push(response);
         let now = SystemTime::now();
-        let bookkeeping =
-            key_bookkeeping(order.len()) + bookkeeping(&names, order.make_contiguous());
-        let weight = by_selection
-            .values()
-            .fold(u32::try_from(bookkeeping).unwrap_or(u32::MAX), |sum, v| {
-                sum.saturating_add(v.weight)
-            });
-        let keep_for = by_selection
-            .values()
+        let keep_for = all
+            .iter()
             .map(|v| v.keep_for(now))
             .max()
             .unwrap_or_default();
+        let responses = all.iter().fold(0u32, |sum, v| sum.saturating_add(v.weight));
+        let count = all.len();
+        let stored = match <[_; 1]>::try_from(all) {
+            Ok([one]) => Stored::One(one),
+            Err(all) => Stored::Many(Box::new(Many::of(all))),
+        };
+        let many = match &stored {
+            Stored::Many(many) => Some(&**many),
+            Stored::One(_) => None,
+        };
+        let bookkeeping = key_bookkeeping(count) + bookkeeping(many);
         Variants {
-            names,
-            by_selection,
-            order,
-            weight,
+            weight: u32::try_from(bookkeeping)
+                .unwrap_or(u32::MAX)
+                .saturating_add(responses),
+            stored,
             keep_for,
         }
     }
 
     /// The variant stored for a request with these headers, if any.
     pub fn select(&self, request_headers: &HeaderMap) -> Option<&Arc<StoredResponse>> {
-        self.by_selection
-            .get(&field::selection(request_headers, &self.names))
+        match &self.stored {
+            Stored::One(one) => one.vary_matches(request_headers).then_some(one),
+            Stored::Many(many) => many
+                .by_selection
+                .get(&field::selection(request_headers, &many.names)),
+        }
     }
 
     /// Bytes the variants cost the store.
@@ -111,18 +134,28 @@ impl Variants {
 
     /// Every variant, oldest write first.
     pub fn responses(&self) -> impl Iterator<Item = &Arc<StoredResponse>> {
-        self.order
-            .iter()
-            .filter_map(|selection| self.by_selection.get(selection))
+        let (one, many) = match &self.stored {
+            Stored::One(one) => (Some(one), None),
+            Stored::Many(many) => (None, Some(many)),
+        };
+        let many = many.into_iter().flat_map(|many| {
+            many.order
+                .iter()
+                .filter_map(|selection| many.by_selection.get(selection))
+        });
+        one.into_iter().chain(many)
     }
 
     /// How many variants are stored.
     pub fn len(&self) -> usize {
-        self.by_selection.len()
+        match &self.stored {
+            Stored::One(_) => 1,
+            Stored::Many(many) => many.by_selection.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_selection.is_empty()
+        self.len() == 0
     }
 
     /// How long the longest-lived variant can still be served (freshness plus the stale windows),
@@ -133,9 +166,27 @@ impl Variants {
 
     /// The body bytes of all variants.
     pub(super) fn body_bytes(&self) -> u64 {
-        self.by_selection
-            .values()
-            .map(|v| v.body.len() as u64)
-            .sum()
+        self.responses().map(|v| v.body.len() as u64).sum()
+    }
+}
+
+impl Many {
+    /// The map of several variants, `all` oldest first (they vary on the same fields).
+    fn of(all: Vec<Arc<StoredResponse>>) -> Many {
+        let names = all
+            .first()
+            .map(|first| first.vary_names.clone())
+            .unwrap_or_default();
+        let mut by_selection = HashMap::with_capacity(all.len());
+        let mut order = VecDeque::with_capacity(all.len());
+        for response in all {
+            order.push_back(response.vary_selection.clone());
+            by_selection.insert(response.vary_selection.clone(), response);
+        }
+        Many {
+            names,
+            by_selection,
+            order,
+        }
     }
 }

@@ -134,12 +134,11 @@ impl Exchange {
         let mut head = self.origin_head(OriginBody::Dropped);
         if let Some(entry) = stale {
             if let Some(etag) = entry.etag() {
-                head.headers_mut()
-                    .insert(header::IF_NONE_MATCH, etag.clone());
+                head.headers_mut().insert(header::IF_NONE_MATCH, etag);
             }
             if let Some(modified) = entry.last_modified() {
                 head.headers_mut()
-                    .insert(header::IF_MODIFIED_SINCE, modified.clone());
+                    .insert(header::IF_MODIFIED_SINCE, modified);
             }
         }
         head.map(|()| empty_body())

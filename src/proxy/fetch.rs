@@ -17,7 +17,7 @@ use super::headers::strip_hop_by_hop;
 use super::origin::{OriginError, OriginFailure};
 use super::respond::{self, Answer};
 use super::served::{Fwd, OriginHead, Served, Tier};
-use crate::cache::{Freshness, StoredResponse, owned_headers};
+use crate::cache::{Freshness, StoredResponse};
 
 /// A miss on its way to the origin: the request, why it went forward, the stale entry it may
 /// revalidate, and the flight it leads when it leads one (the requests waiting on it get what it
@@ -248,8 +248,7 @@ impl Proxy {
         entry: &StoredResponse,
         not_modified: &HeaderMap,
     ) -> Arc<StoredResponse> {
-        // Owned, as the refreshed entry keeps them (see `owned_headers`).
-        let mut not_modified = owned_headers(not_modified);
+        let mut not_modified = not_modified.clone();
         strip_hop_by_hop(&mut not_modified);
         let refreshed = entry.refreshed(
             &not_modified,

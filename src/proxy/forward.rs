@@ -24,7 +24,7 @@ use super::respond::{self, Answer, ProxyBody, WholeBody};
 use super::series::series;
 use super::served::{Detail, OriginHead, Served};
 use super::stream::{Capture, OriginStream, Prefix};
-use crate::cache::{ResponseControl, StoredResponse, owned_headers, varied_request_fields};
+use crate::cache::{ResponseControl, StoredResponse, varied_request_fields};
 
 /// The origin's answer to a fetch, its head settled and its storage decided.
 struct Fetched {
@@ -73,8 +73,6 @@ impl Proxy {
             }
         };
         strip_hop_by_hop(&mut head.headers);
-        // What may be stored must not pin the connections' read buffers (see `owned_headers`).
-        head.headers = owned_headers(&head.headers);
         let config = fetch.exchange.config();
         let control = ResponseControl::of(&head.headers, &config.cache.targeted_fields);
         let (decision, storable) = self.decide(&fetch, &head, &control, framing);

@@ -115,10 +115,10 @@ pub fn ranged(
 
 /// A stored entry (or a coalesced fetch's) as this request gets it: whole, without a body for
 /// HEAD, or the part its `Range` asks for. A 200 says that ranges of it are served.
-fn from_entry(parts: &Parts, entry: &StoredResponse) -> Response<ProxyBody> {
+fn from_entry(parts: &Parts, entry: &StoredResponse, headers: HeaderMap) -> Response<ProxyBody> {
     let (mut head, ()) = Response::new(()).into_parts();
     head.status = entry.status;
-    head.headers = entry.headers.clone();
+    head.headers = headers;
     if entry.status == StatusCode::OK {
         head.headers
             .insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
@@ -126,7 +126,7 @@ fn from_entry(parts: &Parts, entry: &StoredResponse) -> Response<ProxyBody> {
     if parts.method == Method::HEAD {
         return Response::from_parts(head, empty());
     }
-    match Ranges::requested(parts, entry.status, &entry.headers) {
+    match Ranges::requested(parts, entry.status, &head.headers) {
         Some(ranges) => {
             let length = entry.body.len() as u64;
             ranged(head, WholeBody::Whole(entry.body.clone()), length, &ranges)
@@ -164,12 +164,13 @@ pub fn origin_failed(failure: OriginFailure, fwd: Fwd) -> Answer {
 /// part its `Range` asks for, if any.
 pub fn stored(parts: &Parts, entry: &StoredResponse, served: Served, now: SystemTime) -> Answer {
     let age = HeaderValue::from(entry.age(now).as_secs());
-    if not_modified(&parts.headers, &entry.headers) {
-        let mut response = not_modified_response(&entry.headers);
+    let headers = entry.headers();
+    if not_modified(&parts.headers, &headers) {
+        let mut response = not_modified_response(&headers);
         response.headers_mut().insert(header::AGE, age);
         return Answer::new(response, served);
     }
-    let mut response = from_entry(parts, entry);
+    let mut response = from_entry(parts, entry, headers);
     let sent = response.body().size_hint().exact().unwrap_or(0);
     super::series::series().hit_bytes.increment(sent);
     response.headers_mut().insert(header::AGE, age);
@@ -197,8 +198,9 @@ pub fn stale_on_error(parts: &Parts, entry: &StoredResponse, origin_status: u16)
 /// The response another request fetched for the same key (coalescing).
 pub fn shared(parts: &Parts, shared: &SharedResponse, served: Served) -> Answer {
     let entry = &shared.entry;
-    if entry.status == StatusCode::OK && not_modified(&parts.headers, &entry.headers) {
-        return Answer::new(not_modified_response(&entry.headers), served);
+    let headers = entry.headers();
+    if entry.status == StatusCode::OK && not_modified(&parts.headers, &headers) {
+        return Answer::new(not_modified_response(&headers), served);
     }
-    Answer::new(from_entry(parts, entry), served)
+    Answer::new(from_entry(parts, entry, headers), served)
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
 
 use bloomgate::admission::probation::{Budget, Segment};
-use bloomgate::cache::{CacheKey, Store, StoredResponse, owned_headers};
+use bloomgate::cache::{CacheKey, Store, StoredResponse};
 use bloomgate::config::Config;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -83,8 +83,7 @@ fn entry(index: usize, body_bytes: usize, vary: Option<&str>) -> (CacheKey, Stor
     if vary.is_some() {
         field("vary", "Accept-Encoding".into());
     }
-    let response = owned_headers(&response);
-    let request_headers = owned_headers(&parts.headers);
+    let request_headers = parts.headers;
     let now = SystemTime::now();
     let body = Bytes::from(vec![b'x'; body_bytes]);
     let entry = StoredResponse::new(StatusCode::OK, response, body, &request_headers, &[], now);

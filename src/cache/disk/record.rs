@@ -58,8 +58,8 @@ pub fn encode(variants: &[Arc<StoredResponse>]) -> Vec<u8> {
             .unwrap_or_default();
         let received = u64::try_from(received.as_millis()).unwrap_or(u64::MAX);
         out.extend_from_slice(&received.to_le_bytes());
-        put_u16(&mut out, variant.headers.len());
-        for (name, value) in &variant.headers {
+        put_u16(&mut out, variant.head.fields().count());
+        for (name, value) in variant.head.fields() {
             put_bytes16(&mut out, name.as_str().as_bytes());
             put_bytes32(&mut out, value.as_bytes());
         }
@@ -228,7 +228,7 @@ mod tests {
         assert_eq!(read.len(), 2);
         for (before, after) in stored.iter().zip(&read) {
             assert_eq!(after.status, before.status);
-            assert_eq!(after.headers, before.headers);
+            assert_eq!(after.head, before.head);
             assert_eq!(after.body, before.body);
             assert_eq!(after.vary_names, before.vary_names);
             assert_eq!(after.vary_selection, before.vary_selection);
