@@ -144,38 +144,35 @@ pub struct StoredResponse {
     stale_if_error: u32,
     /// Whether a targeted field (RFC 9213) gave the directives.
     pub targeted: bool,
+    /// What its `Vary` selects on, if it varies: most responses do not, and pay 8 bytes for it.
+    vary: Option<Box<Vary>>,
+}
+
+/// A varying response's request fields.
+#[derive(Debug)]
+struct Vary {
     /// The request fields the response's `Vary` names, lower-cased, in the order it names them.
-    pub vary_names: Box<[HeaderName]>,
+    names: Box<[HeaderName]>,
     /// Those fields' combined values as the stored request had them: which requests this variant
     /// answers.
-    pub vary_selection: Box<[Option<HeaderValue>]>,
-    /// Bytes this entry costs the store: body, headers and bookkeeping.
-    pub weight: u32,
+    selection: Box<[Option<HeaderValue>]>,
 }
 
-/// What a stored response costs in memory (see [`weight`]): its body, its headers, its `Vary`
-/// selection, and the structs around them.
-fn weigh(
-    head: &Head,
-    body: &Bytes,
-    varied_names: &[HeaderName],
-    vary_selection: &[Option<HeaderValue>],
-) -> u32 {
-    let selection = vary_selection
-        .iter()
-        .flatten()
-        .map(|value| weight::allocation(value.len()))
-        .sum::<usize>()
-        + weight::allocation(std::mem::size_of_val(vary_selection))
-        + weight::allocation(std::mem::size_of_val(varied_names));
-    let bytes =
-        weight::allocation(body.len()) + head.weight() + selection + weight::allocation(ENTRY);
-    u32::try_from(bytes).unwrap_or(u32::MAX)
+impl Vary {
+    /// What it holds in memory: its struct, its names' slice, its values' slice and their bytes.
+    fn weight(&self) -> usize {
+        let values = self
+            .selection
+            .iter()
+            .flatten()
+            .map(|value| weight::allocation(value.len()))
+            .sum::<usize>();
+        weight::allocation(std::mem::size_of::<Vary>())
+            + weight::allocation(std::mem::size_of_val(&*self.selection))
+            + weight::allocation(std::mem::size_of_val(&*self.names))
+            + values
+    }
 }
-
-/// What every stored response holds whatever its headers: its struct in an `Arc` (the `Arc`'s
-/// two counts), before jemalloc's rounding. Measured in `tests/memory`.
-const ENTRY: usize = std::mem::size_of::<StoredResponse>() + 16;
 
 fn seconds(seconds: u32) -> Duration {
     Duration::from_secs(seconds.into())
@@ -226,15 +223,15 @@ impl StoredResponse {
     ) -> StoredResponse {
         let directives = &control.directives;
         let lifetime = Lifetime::of(status, &headers, control, response_time);
-        let vary_names: Box<[HeaderName]> = vary_header_names(&headers).collect();
-        // Owned: the selection lives as long as the entry (see `owned_value`).
-        let vary_selection: Box<[Option<HeaderValue>]> =
-            field::selection(request_headers, &vary_names)
+        let names: Box<[HeaderName]> = vary_header_names(&headers).collect();
+        let vary = (!names.is_empty()).then(|| {
+            // Owned: the selection lives as long as the entry (see `owned_value`).
+            let selection = field::selection(request_headers, &names)
                 .iter()
                 .map(|value| value.as_ref().map(owned_value))
                 .collect();
-        let head = Head::of(&headers);
-        let weight = weigh(&head, &body, &vary_names, &vary_selection);
+            Box::new(Vary { names, selection })
+        });
         let window = |delta: Option<Delta>| {
             u32::try_from(delta.map_or(0, Delta::seconds)).unwrap_or(u32::MAX)
         };
@@ -246,12 +243,31 @@ impl StoredResponse {
             stale_while_revalidate: window(directives.stale_while_revalidate),
             stale_if_error: window(directives.stale_if_error),
             targeted: control.is_targeted(),
-            head,
+            head: Head::of(&headers),
             body,
-            vary_names,
-            vary_selection,
-            weight,
+            vary,
         }
+    }
+
+    /// Bytes this entry costs the store: body, headers, its `Vary` selection, and its struct in an
+    /// `Arc` (the `Arc`'s two counts), as jemalloc rounds them (see [`weight`]).
+    pub fn weight(&self) -> u32 {
+        let bytes = weight::allocation(self.body.len())
+            + self.head.weight()
+            + self.vary.as_ref().map_or(0, |vary| vary.weight())
+            + weight::allocation(std::mem::size_of::<StoredResponse>() + 16);
+        u32::try_from(bytes).unwrap_or(u32::MAX)
+    }
+
+    /// The request fields the response's `Vary` names, lower-cased, in the order it names them.
+    pub fn vary_names(&self) -> &[HeaderName] {
+        self.vary.as_ref().map_or(&[], |vary| &vary.names)
+    }
+
+    /// Those fields' combined values as the stored request had them: which requests this variant
+    /// answers.
+    pub fn vary_selection(&self) -> &[Option<HeaderValue>] {
+        self.vary.as_ref().map_or(&[], |vary| &vary.selection)
     }
 
     /// This entry updated by a `304 Not Modified` received at `now` (RFC 9111 section 3.2): the
@@ -317,7 +333,7 @@ impl StoredResponse {
     /// Whether this variant was stored for a request that selected the same `Vary` field values
     /// (each field's lines joined, RFC 9111 section 4.1).
     pub fn vary_matches(&self, request_headers: &HeaderMap) -> bool {
-        *field::selection(request_headers, &self.vary_names) == *self.vary_selection
+        *field::selection(request_headers, self.vary_names()) == *self.vary_selection()
     }
 
     /// How this entry can answer a request with `request_headers` now (RFC 9111 section 4.2,
@@ -472,7 +488,7 @@ mod tests {
         ]);
         let response = headers(&[("cache-control", "public, max-age=60"), ("vary", "Cookie")]);
         let stored = entry(response, &request, SystemTime::now());
-        let kept = format!("{:?}", stored.vary_selection);
+        let kept = format!("{:?}", stored.vary_selection());
         assert!(kept.contains("secret-cookie"), "{kept}");
         assert!(
             !kept.contains("secret-token") && !kept.contains("gzip"),

@@ -18,7 +18,8 @@ use super::variants::Variants;
 use super::weight;
 
 /// What a key costs the store beside its variants (whose own cost [`Variants`] counts): the key;
-/// its slot in the index, whose tables run between half and seven eighths full; and a queue node
+/// its slot in the index (with the variants' handle), whose tables run between half and seven
+/// eighths full; and a queue node
 /// for each of its `variants` written and a stale one (nodes of replaced entries wait until they
 /// outnumber the live ones), in queues up to half empty after they grow. Measured in
 /// `tests/memory`.
@@ -52,7 +53,7 @@ pub struct Usage {
 
 /// One key's place in the store.
 struct Slot {
-    variants: Arc<Variants>,
+    variants: Variants,
     segment: Segment,
     /// The queue node that stands for this slot; nodes with another ticket are stale.
     ticket: u64,
@@ -142,7 +143,7 @@ impl Tick {
 /// An entry the store dropped to make room, as its eviction listener sees it.
 pub struct Evicted {
     pub key: CacheKey,
-    pub variants: Arc<Variants>,
+    pub variants: Variants,
     /// Hit while in the store, or written on a second request (seen before): the rule for what a
     /// disk tier below RAM takes (a first-and-only request never costs a disk write).
     pub proof: Option<Proof>,
@@ -252,13 +253,13 @@ impl Store {
     }
 
     /// The variants stored under `key`, if any can still be served; the hit is recorded.
-    pub fn get(&self, key: &CacheKey) -> Option<Arc<Variants>> {
+    pub fn get(&self, key: &CacheKey) -> Option<Variants> {
         let slot = self.inner.index.get(key)?;
         if Tick::now() >= slot.expires {
             return None;
         }
         slot.used();
-        Some(Arc::clone(&slot.variants))
+        Some(slot.variants.clone())
     }
 
     /// Records a use of the entry under `key`, if there is one, without reading it: for a request
@@ -298,7 +299,7 @@ impl Store {
         &self,
         key: &CacheKey,
         responses: impl IntoIterator<Item = StoredResponse>,
-    ) -> Option<Arc<Variants>> {
+    ) -> Option<Variants> {
         for response in responses {
             let response = Arc::new(response);
             self.write(key.clone(), &response, Segment::Main, Write::Restored);
@@ -307,11 +308,8 @@ impl Store {
     }
 
     /// The variants stored under `key`, expired or not, without recording a use.
-    pub fn peek(&self, key: &CacheKey) -> Option<Arc<Variants>> {
-        self.inner
-            .index
-            .get(key)
-            .map(|slot| Arc::clone(&slot.variants))
+    pub fn peek(&self, key: &CacheKey) -> Option<Variants> {
+        self.inner.index.get(key).map(|slot| slot.variants.clone())
     }
 
     /// Every live entry that has proved itself, as an eviction would hand it on: what a tier
@@ -326,7 +324,7 @@ impl Store {
                 Some(Evicted {
                     proof: Some(slot.proof()?),
                     key: slot.key().clone(),
-                    variants: Arc::clone(&slot.variants),
+                    variants: slot.variants.clone(),
                 })
             })
             .collect()
@@ -367,7 +365,7 @@ impl Store {
                     queues.stale += 1;
                 }
                 (
-                    live.then(|| Arc::clone(&slot.variants)),
+                    live.then(|| slot.variants.clone()),
                     placed,
                     kept_ticket,
                     uses,
@@ -386,7 +384,7 @@ impl Store {
         let cap = inner.max_variants;
         let bookkeeping = |variants| key_bookkeeping(&key, variants);
         let mut variants =
-            Variants::with(existing.as_deref(), Arc::clone(response), cap, bookkeeping);
+            Variants::with(existing.as_ref(), Arc::clone(response), cap, bookkeeping);
         if u64::from(variants.weight()) > inner.budget.total() {
             // Too large with its siblings: the newest variant alone, if it fits.
             variants = Variants::with(None, Arc::clone(response), cap, bookkeeping);
@@ -406,7 +404,7 @@ impl Store {
             key.clone(),
             Slot {
                 expires: Tick::after(now, variants.keep_for()),
-                variants: Arc::new(variants),
+                variants,
                 segment,
                 ticket,
                 uses: AtomicU8::new(uses),

@@ -12,18 +12,20 @@ use super::{field, weight};
 
 /// The variants stored under one key (usually one; more when the origin sends `Vary`), indexed by
 /// the request field values that select them, so a lookup costs the same with 1 or 1,000 variants.
-#[derive(Debug)]
+///
+/// A handle as cheap to clone as an `Arc`, kept in the store's slot itself: most keys hold one
+/// variant, which then costs no allocation beyond its response.
+#[derive(Clone, Debug)]
 pub struct Variants {
     stored: Stored,
     weight: u32,
-    keep_for: Duration,
 }
 
-/// Most keys hold one variant: it needs no map, and its `Vary` names and selection are its own.
-#[derive(Debug)]
+/// One variant needs no map: its `Vary` names and selection are its own.
+#[derive(Clone, Debug)]
 enum Stored {
     One(Arc<StoredResponse>),
-    Many(Box<Many>),
+    Many(Arc<Many>),
 }
 
 #[derive(Debug)]
@@ -37,13 +39,12 @@ struct Many {
 
 type Selection = Box<[Option<HeaderValue>]>;
 
-/// What the variants of a key cost beside their responses' own weight: their struct, and for
-/// several variants their `Vary` names, their selections' map and order (two copies of each
-/// selection, whose values share their buffers). Measured in `tests/memory`.
+/// What the variants of a key cost beside their responses' own weight (the handle is counted in
+/// the key's slot): for several variants, their `Vary` names, their selections' map and order (two
+/// copies of each selection, whose values share their buffers). Measured in `tests/memory`.
 fn bookkeeping(many: Option<&Many>) -> usize {
-    let variants = weight::allocation(size_of::<Variants>() + 16);
     let Some(many) = many else {
-        return variants;
+        return 0;
     };
     let names = weight::allocation(size_of_val(&*many.names));
     // Both made with room for their count: hashbrown's table has a power of two of buckets, at
@@ -64,7 +65,7 @@ fn bookkeeping(many: Option<&Many>) -> usize {
                 + weight::SHARED * selection.iter().flatten().count()
         })
         .sum();
-    variants + weight::allocation(size_of::<Many>()) + names + map + order + copies
+    weight::allocation(size_of::<Many>() + 16) + names + map + order + copies
 }
 
 impl Variants {
@@ -82,8 +83,8 @@ impl Variants {
             .into_iter()
             .flat_map(Variants::responses)
             .filter(|kept| {
-                kept.vary_names == response.vary_names
-                    && kept.vary_selection != response.vary_selection
+                kept.vary_names() == response.vary_names()
+                    && kept.vary_selection() != response.vary_selection()
             })
             .cloned()
             .collect();
@@ -91,17 +92,13 @@ impl Variants {
         let skip = (kept.len() + 1).saturating_sub(cap.max(1));
         let mut all: Vec<Arc<StoredResponse>> = kept.into_iter().skip(skip).collect();
         all.push(response);
-        let now = SystemTime::now();
-        let keep_for = all
+        let responses = all
             .iter()
-            .map(|v| v.keep_for(now))
-            .max()
-            .unwrap_or_default();
-        let responses = all.iter().fold(0u32, |sum, v| sum.saturating_add(v.weight));
+            .fold(0u32, |sum, v| sum.saturating_add(v.weight()));
         let count = all.len();
         let stored = match <[_; 1]>::try_from(all) {
             Ok([one]) => Stored::One(one),
-            Err(all) => Stored::Many(Box::new(Many::of(all))),
+            Err(all) => Stored::Many(Arc::new(Many::of(all))),
         };
         let many = match &stored {
             Stored::Many(many) => Some(&**many),
@@ -113,7 +110,6 @@ impl Variants {
                 .unwrap_or(u32::MAX)
                 .saturating_add(responses),
             stored,
-            keep_for,
         }
     }
 
@@ -161,7 +157,11 @@ impl Variants {
     /// How long the longest-lived variant can still be served (freshness plus the stale windows),
     /// from when they were written.
     pub(super) fn keep_for(&self) -> Duration {
-        self.keep_for
+        let now = SystemTime::now();
+        self.responses()
+            .map(|v| v.keep_for(now))
+            .max()
+            .unwrap_or_default()
     }
 
     /// The body bytes of all variants.
@@ -175,13 +175,13 @@ impl Many {
     fn of(all: Vec<Arc<StoredResponse>>) -> Many {
         let names = all
             .first()
-            .map(|first| first.vary_names.clone())
+            .map(|first| Box::from(first.vary_names()))
             .unwrap_or_default();
         let mut by_selection = HashMap::with_capacity(all.len());
         let mut order = VecDeque::with_capacity(all.len());
         for response in all {
-            order.push_back(response.vary_selection.clone());
-            by_selection.insert(response.vary_selection.clone(), response);
+            order.push_back(Selection::from(response.vary_selection()));
+            by_selection.insert(Selection::from(response.vary_selection()), response);
         }
         Many {
             names,

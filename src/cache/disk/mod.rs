@@ -165,7 +165,7 @@ pub struct DiskError {
 enum Job {
     Write {
         key: CacheKey,
-        variants: Arc<Variants>,
+        variants: Variants,
         reason: WriteReason,
         /// The purge sequence when the write was queued (see [`Purges`]).
         sequence: u64,
@@ -356,13 +356,13 @@ impl DiskTier {
 
     /// After a revalidation refreshed an entry's headers: the record on disk, if there is one,
     /// is rewritten with them.
-    pub fn refreshed(&self, key: &CacheKey, variants: Arc<Variants>) {
+    pub fn refreshed(&self, key: &CacheKey, variants: Variants) {
         if self.shared.engine.may_contain(key.as_str()) {
             self.queue(key.clone(), variants, WriteReason::Revalidated, false);
         }
     }
 
-    fn queue(&self, key: CacheKey, variants: Arc<Variants>, reason: WriteReason, patient: bool) {
+    fn queue(&self, key: CacheKey, variants: Variants, reason: WriteReason, patient: bool) {
         let shared = &self.shared;
         let weight = u64::from(variants.weight());
         let queued = shared.queued.fetch_add(weight, Ordering::AcqRel);

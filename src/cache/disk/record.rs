@@ -44,7 +44,7 @@ pub fn encode(variants: &[Arc<StoredResponse>]) -> Vec<u8> {
     // takes.
     let size = variants
         .iter()
-        .map(|v| usize::try_from(v.weight).unwrap_or(0))
+        .map(|v| usize::try_from(v.weight()).unwrap_or(0))
         .sum::<usize>();
     let mut out = Vec::with_capacity(size + 64);
     out.extend_from_slice(MAGIC);
@@ -63,8 +63,8 @@ pub fn encode(variants: &[Arc<StoredResponse>]) -> Vec<u8> {
             put_bytes16(&mut out, name.as_str().as_bytes());
             put_bytes32(&mut out, value.as_bytes());
         }
-        put_u16(&mut out, variant.vary_names.len());
-        for (name, value) in variant.vary_names.iter().zip(&variant.vary_selection) {
+        put_u16(&mut out, variant.vary_names().len());
+        for (name, value) in variant.vary_names().iter().zip(variant.vary_selection()) {
             put_bytes16(&mut out, name.as_str().as_bytes());
             out.push(u8::from(value.is_some()));
             put_bytes32(
@@ -230,8 +230,8 @@ mod tests {
             assert_eq!(after.status, before.status);
             assert_eq!(after.head, before.head);
             assert_eq!(after.body, before.body);
-            assert_eq!(after.vary_names, before.vary_names);
-            assert_eq!(after.vary_selection, before.vary_selection);
+            assert_eq!(after.vary_names(), before.vary_names());
+            assert_eq!(after.vary_selection(), before.vary_selection());
             // Age keeps counting from the response's time (30 s from the origin, 100 s since).
             assert_eq!(after.age(now).as_secs(), before.age(now).as_secs());
             assert!(after.age(now).as_secs() >= 130);
