@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
-use http::uri::PathAndQuery;
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
@@ -322,17 +321,14 @@ impl OriginClient {
         }
     }
 
-    /// A health probe: GET `path` of `server`, the status of its answer within `timeout`. Not
-    /// counted as a request, nor for passive health.
+    /// A health probe: GET `uri` (a path of `server`), the status of its answer within
+    /// `timeout`. Not counted as a request, nor for passive health.
     pub async fn probe(
         &self,
         server: &Server,
-        path: PathAndQuery,
+        uri: Uri,
         timeout: Duration,
     ) -> Result<StatusCode, OriginError> {
-        let uri = server.uri_for(path).map_err(|_| OriginError::NoServer {
-            upstream: Arc::clone(&server.label),
-        })?;
         let host = uri
             .authority()
             .and_then(|authority| HeaderValue::from_str(authority.as_str()).ok());
@@ -440,6 +436,7 @@ fn closed_before_answering(error: &hyper_util::client::legacy::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use http::uri::PathAndQuery;
     use http_body_util::Empty;
 
     use super::*;

@@ -83,41 +83,35 @@ impl Group {
                         (load(a) * u64::from(b.weight)).cmp(&(load(b) * u64::from(a.weight)))
                     })
             }
-            Balance::ConsistentHash => {
-                let hash = seed(key);
-                self.servers
-                    .iter()
-                    .filter(&eligible)
-                    .max_by(|a, b| rendezvous(hash, a).total_cmp(&rendezvous(hash, b)))
-            }
+            Balance::ConsistentHash => self
+                .servers
+                .iter()
+                .filter(&eligible)
+                .map(|server| (rendezvous(key, server), server))
+                .max_by(|(a, _), (b, _)| a.total_cmp(b))
+                .map(|(_, server)| server),
         }
     }
 }
 
-/// A fixed hash of a text (the same in every process and every run, so that every bloomgate of a
-/// tier sends a key to the same server).
+/// A fixed hash of a text: the same in every process and every run, so that every bloomgate of a
+/// tier sends a key to the same server.
 pub fn seed(text: &str) -> u64 {
     let mut hasher = SipHasher13::new_with_keys(0, 0);
     hasher.write(text.as_bytes());
     hasher.finish()
 }
 
-/// The weighted rendezvous score of `server` for a key's hash: `-weight / ln(u)` with `u` uniform
-/// in (0, 1) from the pair's hash (Schindelhauer and Schomaker, "Weighted distributed hash
-/// tables", 2005), so a server gets keys in proportion to its weight and only its own keys move
-/// when it leaves.
-fn rendezvous(hash: u64, server: &Server) -> f64 {
-    let mixed = splitmix64(hash ^ server.seed);
-    // 53 bits of the mix, as a float in (0, 1].
-    let unit = ((mixed >> 11) + 1) as f64 / (1u64 << 53) as f64;
+/// The weighted rendezvous score of `server` for `key`: `-weight / ln(u)`, with `u` uniform in
+/// (0, 1] from the key hashed under the server's own seed (Schindelhauer and Schomaker, "Weighted
+/// distributed hash tables", 2005), so a server gets keys in proportion to its weight and only
+/// its own keys move when it leaves.
+fn rendezvous(key: &str, server: &Server) -> f64 {
+    let mut hasher = SipHasher13::new_with_keys(server.seed, 0);
+    hasher.write(key.as_bytes());
+    // 53 bits of the hash, as a float in (0, 1].
+    let unit = ((hasher.finish() >> 11) + 1) as f64 / (1u64 << 53) as f64;
     -f64::from(server.weight) / unit.ln()
-}
-
-/// SplitMix64's finaliser (Steele, Lea and Flood, 2014): every input bit moves every output bit.
-fn splitmix64(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 #[cfg(test)]

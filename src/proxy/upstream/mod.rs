@@ -49,10 +49,9 @@ impl Routing {
                     .servers
                     .iter()
                     .map(|server| {
-                        let label = server.url.to_string();
-                        let label = label.trim_end_matches('/');
+                        let label = server::label(&server.url);
                         let state = states
-                            .get(&(group.name.as_str(), label))
+                            .get(&(group.name.as_str(), label.as_str()))
                             .map_or_else(Arc::default, |state| Arc::clone(state));
                         Arc::new(Server::new(&group.name, server, &group.health, state))
                     })
@@ -99,13 +98,13 @@ impl Routing {
                 continue;
             };
             for server in &group.servers {
-                let task = tokio::spawn(probe::run(
-                    Arc::clone(server),
-                    client.clone(),
-                    path.clone(),
-                    health.clone(),
-                ));
-                probes.push(task.abort_handle());
+                // A server URL has a scheme and an authority, and the path was checked when read.
+                let Ok(uri) = server.uri_for(path.clone()) else {
+                    tracing::error!(server = %server.label, %path, "no probe URI; not probed");
+                    continue;
+                };
+                let probe = probe::run(Arc::clone(server), client.clone(), uri, health.clone());
+                probes.push(tokio::spawn(probe).abort_handle());
             }
         }
     }

@@ -4,27 +4,22 @@
 
 use std::sync::Arc;
 
-use http::uri::PathAndQuery;
+use http::Uri;
 
 use super::health::Streak;
 use super::server::Server;
 use crate::config::HealthConfig;
 use crate::proxy::origin::OriginClient;
 
-/// Probes `server` until aborted.
-pub async fn run(
-    server: Arc<Server>,
-    client: OriginClient,
-    path: PathAndQuery,
-    health: HealthConfig,
-) {
+/// Probes `server` at `uri` until aborted.
+pub async fn run(server: Arc<Server>, client: OriginClient, uri: Uri, health: HealthConfig) {
     let mut streak = Streak::default();
     let mut every = tokio::time::interval(health.probe_interval);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
         let passed = match client
-            .probe(&server, path.clone(), health.probe_timeout)
+            .probe(&server, uri.clone(), health.probe_timeout)
             .await
         {
             Ok(status) => status.as_u16() == health.expect_status,

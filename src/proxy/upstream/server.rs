@@ -93,7 +93,7 @@ impl Server {
         health: &HealthConfig,
         state: Arc<ServerState>,
     ) -> Server {
-        let label: Arc<str> = config.url.to_string().trim_end_matches('/').into();
+        let label: Arc<str> = label(&config.url).into();
         let series = ServerSeries::new(upstream, &label);
         let server = Server {
             url: config.url.clone(),
@@ -172,6 +172,16 @@ impl Server {
                 .set(f64::from(u8::from(change == Change::Up)));
         }
     }
+}
+
+/// How a server is named in logs, metric labels and a reload's carry-over: its URL without the
+/// trailing `/` (`http://10.0.0.1:8080`).
+pub fn label(url: &Uri) -> String {
+    let mut label = url.to_string();
+    if label.ends_with('/') {
+        label.pop();
+    }
+    label
 }
 
 /// A request in flight to a server (for least-outstanding balancing).
