@@ -83,13 +83,16 @@ fn summary(config: &Config) -> String {
             let groups: Vec<String> = upstreams
                 .groups
                 .iter()
-                .map(|group| format!("{} ({} servers)", group.name, group.servers.len()))
+                .map(|group| match group.servers.len() {
+                    1 => format!("{} (1 server)", group.name),
+                    n => format!("{} ({n} servers)", group.name),
+                })
                 .collect();
-            format!(
-                "upstreams {} by {} routes",
-                groups.join(", "),
-                upstreams.routes.len()
-            )
+            let routes = match upstreams.routes.len() {
+                1 => "1 route".to_owned(),
+                n => format!("{n} routes"),
+            };
+            format!("upstreams {} by {routes}", groups.join(", "))
         }
     };
     format!(
@@ -127,7 +130,7 @@ mod tests {
         .expect("valid");
         let summary = summary(&groups);
         assert!(
-            summary.contains("-> upstreams a (2 servers) by 1 routes,"),
+            summary.contains("-> upstreams a (2 servers) by 1 route,"),
             "{summary}"
         );
         assert!(!summary.contains("origin"), "{summary}");

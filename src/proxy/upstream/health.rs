@@ -108,6 +108,12 @@ impl ServerState {
         }
         let until = self.out_until.load(Ordering::Relaxed);
         let passive_out = until != 0 && now < until;
+        if until != 0 && !passive_out {
+            // The passive hold ran out unnoticed: this change is its end too, reported once.
+            let _ = self
+                .out_until
+                .compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed);
+        }
         match (up, passive_out) {
             (_, true) => None,
             (true, false) => Some(Change::Up),
@@ -199,5 +205,14 @@ mod tests {
         assert_eq!(probe(true), None);
         assert_eq!(probe(true), Some(Change::Up));
         assert_eq!(probe(true), None);
+    }
+
+    #[test]
+    fn a_return_after_both_checks_held_a_server_out_is_reported_once() {
+        let state = ServerState::default();
+        assert_eq!(state.failed(1_000, 1, WINDOW), Some(Change::Down));
+        assert_eq!(state.probed(false, 2_000), None, "already out");
+        assert_eq!(state.probed(true, 20_000), Some(Change::Up));
+        assert_eq!(state.available(20_001), (true, None));
     }
 }

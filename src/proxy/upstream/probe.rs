@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use http::Uri;
 
-use super::health::Streak;
+use super::health::{Streak, now_ms};
 use super::server::Server;
 use crate::config::HealthConfig;
 use crate::proxy::origin::OriginClient;
@@ -31,5 +31,8 @@ pub async fn run(server: Arc<Server>, client: OriginClient, uri: Uri, health: He
         if let Some(up) = streak.count(passed, health.rise, health.fall) {
             server.probed(up);
         }
+        // A passive hold that ran out ends here too, so the server's gauge says so without
+        // waiting for a request to find it.
+        server.available(now_ms());
     }
 }
