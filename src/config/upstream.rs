@@ -247,8 +247,15 @@ const ANY_NAME: &str = "<name>";
 pub(super) fn read(root: &mut Section) -> Option<Option<Upstreams>> {
     let groups = read_groups(root);
     let routes = read_routes(root);
-    let (groups, routes) = (groups?, routes?);
-    if groups.is_empty() {
+    let (
+        Groups {
+            groups,
+            names,
+            all_read,
+        },
+        routes,
+    ) = (groups?, routes?);
+    if names.is_empty() {
         if !routes.is_empty() {
             root.report("routes", "given without any [upstreams.NAME] to route to");
             return None;
@@ -256,8 +263,8 @@ pub(super) fn read(root: &mut Section) -> Option<Option<Upstreams>> {
         return Some(None);
     }
     let routes = if routes.is_empty() {
-        match groups.as_slice() {
-            [only] => vec![default_route(&only.name)],
+        match names.as_slice() {
+            [only] => vec![default_route(only)],
             _ => {
                 root.report(
                     "routes",
@@ -270,13 +277,22 @@ pub(super) fn read(root: &mut Section) -> Option<Option<Upstreams>> {
     } else {
         routes
     };
-    check_routes(root, &groups, &routes)?;
-    Some(Some(Upstreams { groups, routes }))
+    // Checked against every group's name, read or not, so that one file shows every error.
+    check_routes(root, &names, &routes)?;
+    all_read.then_some(Some(Upstreams { groups, routes }))
 }
 
-fn read_groups(root: &mut Section) -> Option<Vec<UpstreamConfig>> {
+/// The groups read, and the names of all that were given (a group with errors too).
+struct Groups {
+    groups: Vec<UpstreamConfig>,
+    names: Vec<String>,
+    all_read: bool,
+}
+
+fn read_groups(root: &mut Section) -> Option<Groups> {
     let named = root.named_tables("upstreams", ANY_NAME)?;
     let mut groups = Vec::new();
+    let names = named.iter().map(|(name, _)| name.clone()).collect();
     let mut failed = false;
     for (name, table) in named {
         let mut table = table.clone();
@@ -302,7 +318,11 @@ fn read_groups(root: &mut Section) -> Option<Vec<UpstreamConfig>> {
             None => failed = true,
         }
     }
-    (!failed).then_some(groups)
+    Some(Groups {
+        groups,
+        names,
+        all_read: !failed,
+    })
 }
 
 fn is_group_name(name: &str) -> bool {
@@ -514,15 +534,10 @@ fn read_route(s: &mut Section) -> Option<RouteConfig> {
 
 /// Every route names a group, none is hidden behind an earlier one, and the last takes every
 /// request.
-fn check_routes(
-    root: &mut Section,
-    groups: &[UpstreamConfig],
-    routes: &[RouteConfig],
-) -> Option<()> {
+fn check_routes(root: &mut Section, names: &[String], routes: &[RouteConfig]) -> Option<()> {
     let mut ok = true;
     for (index, route) in routes.iter().enumerate() {
-        if !groups.iter().any(|group| group.name == route.upstream) {
-            let names: Vec<&str> = groups.iter().map(|group| group.name.as_str()).collect();
+        if !names.contains(&route.upstream) {
             root.report(
                 &format!("routes[{index}].upstream"),
                 format!(
@@ -624,6 +639,18 @@ mod tests {
         assert!(host.matches("img.example.com"));
         assert!(!host.matches("example.com"));
         assert!(upstreams.any_https());
+    }
+
+    #[test]
+    fn a_route_is_checked_even_when_a_group_has_errors() {
+        let found = errors(
+            "[upstreams.a]\nservers = [\"http://127.0.0.1:1/app\"]\n[[routes]]\nupstream = \"b\"",
+        );
+        assert!(found.contains("upstreams.a.servers: [0]"), "{found}");
+        assert!(
+            found.contains("routes[0].upstream: no upstream group \"b\""),
+            "{found}"
+        );
     }
 
     #[test]
