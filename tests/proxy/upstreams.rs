@@ -218,12 +218,37 @@ async fn a_reload_that_changes_a_group_moves_traffic_and_keeps_each_kept_servers
     all_succeed(&client, &proxy, 4).await;
     assert_eq!(a.count("/obj"), 4);
 
+    // A bad file first: refused, naming the key, and the running groups stay.
+    let unknown = format!(
+        "{}[[routes]]\nupstream = \"nope\"\n",
+        group(&[a.addr, c.addr])
+    );
+    std::fs::write(&path, ProxyConfig::with_upstreams(&unknown).text()).expect("write config");
+    let refused = reload(&client, &proxy).await;
+    assert_eq!(
+        refused.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        refused.text()
+    );
+    assert!(
+        refused.text().contains("routes[0].upstream"),
+        "{}",
+        refused.text()
+    );
+    all_succeed(&client, &proxy, 2).await;
+    assert_eq!(
+        (a.count("/obj"), c.count("/obj")),
+        (6, 0),
+        "the old group stays"
+    );
+
     let changed = ProxyConfig::with_upstreams(&group(&[dead, a.addr, c.addr])).text();
     std::fs::write(&path, changed).expect("write config");
     let reloaded = reload(&client, &proxy).await;
     assert_eq!(reloaded.status, StatusCode::OK, "{}", reloaded.text());
     all_succeed(&client, &proxy, 10).await;
-    assert_eq!((a.count("/obj"), c.count("/obj")), (9, 5));
+    assert_eq!((a.count("/obj"), c.count("/obj")), (11, 5));
     let scrape = client.get(&proxy.admin_url("/metrics")).await.text();
     assert_eq!(
         metric(&scrape, &errors(dead, "connect_error")),
