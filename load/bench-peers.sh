@@ -21,9 +21,15 @@
 #
 # Usage: load/bench-peers.sh            (from the repository root; builds the release binary)
 # Environment:
-#   PEERS="bloomgate nginx varnish ats"   which proxies to run, in this order
+#   PEERS="bloomgate nginx varnish ats"   which proxies to run, in this order; also "group":
+#                                         bloomgate in front of an upstream group of three origin
+#                                         servers (the origin and two more like it, round-robin,
+#                                         passive and active health checks), whose cpu/bg against
+#                                         "bloomgate" is what balancing and health cost per request
 #   DURATION=10 CONNECTIONS=64 THREADS=2 CACHE_MIB=256
 #   ROUNDS=1                              rounds of every workload; the median round is shown
+#   ALTERNATE=1                           even rounds take the peers in reverse order (default:
+#                                         always the PEERS order)
 #   BLOOMGATE=path/to/bloomgate           skip the build and use this binary
 #   BASELINE=path/to/older/bloomgate      also run this binary as the peer "baseline" (add it to
 #                                         PEERS), e.g. a build of main before a change, for a
@@ -44,7 +50,7 @@
 #                                         nginx's proxy_cache_path max_size, ATS's storage)
 #   DISK_DIR=/dev/shm                     the file system every peer's disk cache lives on (tmpfs
 #                                         unless given; e.g. DISK_DIR=/var/tmp for the machine's disk)
-#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+13 on 127.0.0.1
+#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+17 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
 set -euo pipefail
 
@@ -61,7 +67,7 @@ WORKLOADS=${WORKLOADS:-"1KiB 64KiB mix https tls-hs disk"}
 DISK_OBJECTS=${DISK_OBJECTS:-2000}
 DISK_SMALL_OBJECTS=${DISK_SMALL_OBJECTS:-20000}
 DISK_MIB=${DISK_MIB:-1024}
-declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)))
+declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)) [group]=$((BASE_PORT + 14)))
 # The HTTPS listeners of the peers that have one here.
 declare -A TLS_PORT=([bloomgate]=$((BASE_PORT + 6)) [nginx]=$((BASE_PORT + 7)))
 DISK_TLS_PORT=$((BASE_PORT + 12))
@@ -70,6 +76,11 @@ DISK_TLS_PORT=$((BASE_PORT + 12))
 declare -A DISK_PORT=([bloomgate]=$((BASE_PORT + 10)) [nginx]=${PORT[nginx]} [ats]=$((BASE_PORT + 13)))
 ADMIN_PORT=$((BASE_PORT + 9))
 ORIGIN="127.0.0.1:$ORIGIN_PORT"
+# The peer "group": its admin listener, and the two origin servers it has besides ORIGIN.
+GROUP_ADMIN_PORT=$((BASE_PORT + 15))
+GROUP_SERVERS=("127.0.0.1:$((BASE_PORT + 16))" "127.0.0.1:$((BASE_PORT + 17))")
+# Every origin server running: requests that reached "the origin" are summed over them.
+ORIGINS=("$ORIGIN")
 
 # shellcheck source=load/lib.sh
 source load/lib.sh
@@ -141,7 +152,14 @@ disk_hits() {
   metric <({ curl -s "http://127.0.0.1:$((BASE_PORT + 11))/metrics" || true; }) bloomgate_disk_hits_total
 }
 
-origin_requests() { curl -s "http://$ORIGIN/_origin/stats" | sed -E 's/.*"requests": ?([0-9]+).*/\1/'; }
+origin_requests() {
+  local total=0 origin n
+  for origin in "${ORIGINS[@]}"; do
+    n=$(curl -s "http://$origin/_origin/stats" | sed -E 's/.*"requests": ?([0-9]+).*/\1/')
+    total=$((total + ${n:-0}))
+  done
+  echo "$total"
+}
 
 start_origin() {
   "$BLOOMGATE" origin --listen "$ORIGIN" >"$WORK/origin.log" 2>&1 &
@@ -221,6 +239,33 @@ EOF
   "$BLOOMGATE" serve --config "$WORK/bloomgate-disk.toml" >"$WORK/bloomgate-disk.log" 2>&1 &
   DISK_PID=$!
   PIDS+=("$DISK_PID")
+}
+
+# bloomgate in front of a group of three origin servers: ORIGIN and GROUP_SERVERS, round-robin,
+# passive checks (the defaults) and a probe of each every second. The probes reach the origins'
+# stats endpoint, which no request counts.
+start_group() {
+  local server
+  for server in "${GROUP_SERVERS[@]}"; do
+    "$BLOOMGATE" origin --listen "$server" >"$WORK/origin-${server##*:}.log" 2>&1 &
+    PIDS+=($!)
+    wait_for_http "${server##*:}"
+    ORIGINS+=("$server")
+  done
+  {
+    bloomgate_config "${PORT[group]}" "$GROUP_ADMIN_PORT" 'mode = "probation"' | grep -v '^url = '
+    cat <<EOF
+[upstreams.origins]
+servers = ["http://$ORIGIN", "http://${GROUP_SERVERS[0]}", "http://${GROUP_SERVERS[1]}"]
+balance = "round_robin"
+[upstreams.origins.health]
+probe_path = "/_origin/stats"
+probe_interval = "1s"
+EOF
+  } >"$WORK/group.toml"
+  "$BLOOMGATE" serve --config "$WORK/group.toml" >"$WORK/group.log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
 }
 
 start_baseline() {
@@ -470,8 +515,14 @@ done
 RESULTS="$WORK/results"
 : >"$RESULTS"
 for round in $(seq "$ROUNDS"); do
+  # With ALTERNATE=1, even rounds take the peers in reverse order, so that none always runs first.
+  order=("${RUNNING[@]}")
+  if [[ "${ALTERNATE:-0}" == 1 ]] && ((round % 2 == 0)); then
+    order=()
+    for ((i = ${#RUNNING[@]} - 1; i >= 0; i--)); do order+=("${RUNNING[i]}"); done
+  fi
   for workload in $WORKLOADS; do
-    for peer in "${RUNNING[@]}"; do
+    for peer in "${order[@]}"; do
       base="http://127.0.0.1:${PORT[$peer]}"
       secure="https://127.0.0.1:${TLS_PORT[$peer]:-0}"
       if [[ $workload == https || $workload == tls-hs ]] && [[ -z "${TLS_PORT[$peer]:-}" ]]; then

@@ -153,7 +153,14 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = load_config(args.config.as_ref())?;
     init_logging(&config.log.level);
     runtime()?.block_on(async {
-        let origin = config.origin.url.clone();
+        // The line names one origin: the first server of the group the default route picks.
+        let upstreams = config.upstreams();
+        let origin = upstreams
+            .routes
+            .last()
+            .and_then(|route| upstreams.groups.iter().find(|g| g.name == route.upstream))
+            .and_then(|group| group.servers.first())
+            .map_or_else(|| config.origin.url.clone(), |server| server.url.clone());
         let path = args.config.clone().or_else(|| {
             let default = PathBuf::from(config::DEFAULT_PATH);
             default.exists().then_some(default)

@@ -47,6 +47,11 @@ pub const DISK_RECOVERED_ENTRIES: &str = "bloomgate_disk_recovered_entries";
 pub const DISK_RECOVERY_SECONDS: &str = "bloomgate_disk_recovery_seconds";
 pub const ORIGIN_REQUESTS_TOTAL: &str = "bloomgate_origin_requests_total";
 pub const ORIGIN_BYTES_TOTAL: &str = "bloomgate_origin_bytes_total";
+pub const UPSTREAM_REQUESTS_TOTAL: &str = "bloomgate_upstream_requests_total";
+pub const UPSTREAM_ERRORS_TOTAL: &str = "bloomgate_upstream_errors_total";
+pub const UPSTREAM_RESPONSE_SECONDS: &str = "bloomgate_upstream_response_seconds";
+pub const UPSTREAM_HEALTHY: &str = "bloomgate_upstream_healthy";
+pub const UPSTREAM_HEALTH_CHANGES_TOTAL: &str = "bloomgate_upstream_health_changes_total";
 pub const CONNECTIONS_OPEN: &str = "bloomgate_connections_open";
 pub const CONNECTIONS_REFUSED_TOTAL: &str = "bloomgate_connections_refused_total";
 pub const CONNECTIONS_IDLE_CLOSED_TOTAL: &str = "bloomgate_connections_idle_closed_total";
@@ -81,6 +86,12 @@ pub fn recorder() -> &'static PrometheusHandle {
                 Matcher::Full(REQUEST_DURATION_SECONDS.to_string()),
                 DURATION_BUCKETS,
             )
+            .and_then(|builder| {
+                builder.set_buckets_for_metric(
+                    Matcher::Full(UPSTREAM_RESPONSE_SECONDS.to_string()),
+                    DURATION_BUCKETS,
+                )
+            })
             .map(PrometheusBuilder::build_recorder)
             .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
         let handle = recorder.handle();
@@ -171,6 +182,27 @@ fn describe() {
         ORIGIN_BYTES_TOTAL,
         Unit::Bytes,
         "Body bytes received from the origin."
+    );
+    describe_counter!(
+        UPSTREAM_REQUESTS_TOTAL,
+        "Requests sent to each server of each upstream group (retries included; probes not)."
+    );
+    describe_counter!(
+        UPSTREAM_ERRORS_TOTAL,
+        "Requests to each server that got no response head, by kind (connect_error, timeout, tls_error, protocol_error)."
+    );
+    describe_histogram!(
+        UPSTREAM_RESPONSE_SECONDS,
+        Unit::Seconds,
+        "Time from sending a request to each server to its response head."
+    );
+    describe_gauge!(
+        UPSTREAM_HEALTHY,
+        "1 while a server is in rotation, 0 while passive or active health checks hold it out."
+    );
+    describe_counter!(
+        UPSTREAM_HEALTH_CHANGES_TOTAL,
+        "Times a server left rotation (to=down) or came back (to=up)."
     );
     describe_gauge!(CONNECTIONS_OPEN, "Client connections open.");
     describe_counter!(

@@ -77,10 +77,27 @@ fn summary(config: &Config) -> String {
         ),
         None => String::new(),
     };
+    let origin = match &config.upstreams {
+        None => format!("origin {}", config.origin.url),
+        Some(upstreams) => {
+            let groups: Vec<String> = upstreams
+                .groups
+                .iter()
+                .map(|group| match group.servers.len() {
+                    1 => format!("{} (1 server)", group.name),
+                    n => format!("{} ({n} servers)", group.name),
+                })
+                .collect();
+            let routes = match upstreams.routes.len() {
+                1 => "1 route".to_owned(),
+                n => format!("{n} routes"),
+            };
+            format!("upstreams {} by {routes}", groups.join(", "))
+        }
+    };
     format!(
-        "listen {}{https} -> origin {}, cache {} (objects up to {}){disk}, {admission}, admin {}, log {}{access}",
+        "listen {}{https} -> {origin}, cache {} (objects up to {}){disk}, {admission}, admin {}, log {}{access}",
         config.server.listen,
-        config.origin.url,
         format_size(config.cache.max_bytes),
         format_size(config.cache.max_object_bytes),
         config.admin.listen,
@@ -103,5 +120,19 @@ mod tests {
             summary(&with_disk)
         );
         assert!(!summary(&Config::defaults()).contains("disk"));
+    }
+
+    #[test]
+    fn the_summary_names_the_groups_in_place_of_the_origin_when_there_are_some() {
+        let groups = Config::from_toml_str(
+            "[upstreams.a]\nservers = [\"http://127.0.0.1:1\", \"http://127.0.0.1:2\"]",
+        )
+        .expect("valid");
+        let summary = summary(&groups);
+        assert!(
+            summary.contains("-> upstreams a (2 servers) by 1 route,"),
+            "{summary}"
+        );
+        assert!(!summary.contains("origin"), "{summary}");
     }
 }

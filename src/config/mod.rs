@@ -8,6 +8,7 @@ mod check;
 mod error;
 mod parse;
 mod size;
+mod upstream;
 mod values;
 mod write;
 
@@ -24,6 +25,10 @@ use crate::admission::probation::Mode;
 pub use check::{CheckConfigArgs, check_config};
 pub use error::{ConfigError, ConfigErrors};
 pub use size::{SizeError, format_size, parse_size};
+pub use upstream::{
+    Balance, HealthConfig, HostPattern, IMPLICIT_GROUP, RouteConfig, UpstreamConfig,
+    UpstreamServer, Upstreams,
+};
 pub use values::FORWARDING_HEADERS;
 
 /// The annotated default configuration, as shipped in `config/bloomgate.toml`.
@@ -53,6 +58,9 @@ pub struct Config {
     pub disk: DiskConfig,
     pub admin: AdminConfig,
     pub log: LogConfig,
+    /// `[upstreams.NAME]` and `[[routes]]`; `None` when the file gives none, and `origin.url`
+    /// stands for them (see [`Config::upstreams`]).
+    pub upstreams: Option<Upstreams>,
 }
 
 /// `[server]`: the public listener.
@@ -266,6 +274,9 @@ impl Config {
         let user: Table = text
             .parse()
             .map_err(|error| ConfigErrors::new(vec![ConfigError::syntax(text, &error)]))?;
+        if let Some(conflict) = parse::conflicts(&user) {
+            return Err(ConfigErrors::new(vec![conflict]));
+        }
         let mut user = user;
         let migrated = parse::migrate(&mut user);
         if !migrated.is_empty() {
@@ -293,6 +304,15 @@ impl Config {
             Config::load(path)
         } else {
             Ok(Config::defaults())
+        }
+    }
+
+    /// The groups and routes in force: those given, or one group of `origin.url` and one route
+    /// to it.
+    pub fn upstreams(&self) -> std::borrow::Cow<'_, Upstreams> {
+        match &self.upstreams {
+            Some(upstreams) => std::borrow::Cow::Borrowed(upstreams),
+            None => std::borrow::Cow::Owned(Upstreams::implicit(&self.origin)),
         }
     }
 

@@ -11,6 +11,7 @@ use crate::admission::probation::Mode;
 
 use super::error::ConfigError;
 use super::size::format_size;
+use super::upstream::{self, Upstreams};
 use super::values::{self, shown};
 use super::{
     AccessLogConfig, AccessLogFormat, AccessLogPath, AdminConfig, AdmissionConfig, CacheConfig,
@@ -27,6 +28,22 @@ pub(super) fn overlay(base: &mut Table, user: Table) {
             }
         }
     }
+}
+
+/// Keys of the user's table that cannot be given together, checked before the defaults go
+/// underneath (the default `origin.url` lies under every file; only the user's own conflicts).
+pub(super) fn conflicts(user: &Table) -> Option<ConfigError> {
+    let origin_url = user
+        .get("origin")
+        .and_then(Value::as_table)
+        .is_some_and(|origin| origin.contains_key("url"));
+    (origin_url && user.contains_key("upstreams")).then(|| {
+        ConfigError::invalid(
+            "origin.url".to_owned(),
+            "given with [upstreams]: list the server in a group instead ([origin] keeps the \
+             client settings every group shares)",
+        )
+    })
 }
 
 /// Rewrites keys of older versions in the user's table into today's, before the defaults go
@@ -89,7 +106,28 @@ fn read_config(root: &mut Section) -> Option<Config> {
     let disk = root.child("disk", read_disk);
     let admin = root.child("admin", read_admin);
     let log = root.child("log", read_log);
+    let upstreams = upstream::read(root);
     let (origin, cache, disk) = (origin?, cache?, disk?);
+    let upstreams = upstreams?;
+    let https = match &upstreams {
+        Some(upstreams) => upstreams.any_https(),
+        None => Upstreams::implicit(&origin).any_https(),
+    };
+    if !https {
+        // A CA or name for plain-HTTP servers would be silently unused: the operator meant https.
+        let servers = match upstreams {
+            Some(_) => "no upstream server is https",
+            None => "origin.url is not https",
+        };
+        if origin.ca_file.is_some() {
+            root.report("origin.ca_file", format!("is set, but {servers}"));
+            return None;
+        }
+        if origin.tls_server_name.is_some() {
+            root.report("origin.tls_server_name", format!("is set, but {servers}"));
+            return None;
+        }
+    }
     if disk.path.is_some() && disk.block_bytes <= cache.max_object_bytes {
         // A record is the object plus its headers: a block no larger than the largest object
         // could not hold it.
@@ -120,6 +158,7 @@ fn read_config(root: &mut Section) -> Option<Config> {
         disk,
         admin: admin?,
         log: log?,
+        upstreams,
     })
 }
 
@@ -197,23 +236,10 @@ fn read_origin(s: &mut Section) -> Option<OriginConfig> {
     let preserve_host = s.get("preserve_host", values::boolean);
     let trusted_forwarding_headers =
         s.get("trusted_forwarding_headers", values::forwarding_headers);
-    let url = url?;
-    let (ca_file, tls_server_name) = (ca_file?, tls_server_name?);
-    if url.scheme_str() != Some("https") {
-        // A CA or name for a plain-HTTP origin would be silently unused: the operator meant https.
-        if ca_file.is_some() {
-            s.report("ca_file", "is set, but origin.url is not https");
-            return None;
-        }
-        if tls_server_name.is_some() {
-            s.report("tls_server_name", "is set, but origin.url is not https");
-            return None;
-        }
-    }
     Some(OriginConfig {
-        url,
-        ca_file,
-        tls_server_name,
+        url: url?,
+        ca_file: ca_file?,
+        tls_server_name: tls_server_name?,
         connect_timeout: connect_timeout?,
         first_byte_timeout: first_byte_timeout?,
         idle_timeout: idle_timeout?,
@@ -447,7 +473,7 @@ fn at_least_one(value: &Value) -> Result<usize, String> {
 static EMPTY_TABLE: LazyLock<Table> = LazyLock::new(Table::new);
 
 /// One table being read: remembers which keys were read so the rest can be reported as unknown.
-struct Section<'t> {
+pub(super) struct Section<'t> {
     path: String,
     table: &'t Table,
     read: Vec<&'static str>,
@@ -459,7 +485,7 @@ struct Section<'t> {
 }
 
 impl<'t> Section<'t> {
-    fn new(path: String, table: &'t Table, listing: bool) -> Self {
+    pub(super) fn new(path: String, table: &'t Table, listing: bool) -> Self {
         Self {
             path,
             table,
@@ -486,7 +512,7 @@ impl<'t> Section<'t> {
         }
     }
 
-    fn report(&mut self, key: &str, problem: impl Into<String>) {
+    pub(super) fn report(&mut self, key: &str, problem: impl Into<String>) {
         let key = self.dotted(key);
         self.errors.push(ConfigError::invalid(key, problem));
     }
@@ -501,7 +527,7 @@ impl<'t> Section<'t> {
         value
     }
 
-    fn get<T>(
+    pub(super) fn get<T>(
         &mut self,
         key: &'static str,
         read: impl FnOnce(&Value) -> Result<T, String>,
@@ -514,7 +540,7 @@ impl<'t> Section<'t> {
     }
 
     /// A key a user's table must give itself (it has no default), in a table that is optional.
-    fn required<T>(
+    pub(super) fn required<T>(
         &mut self,
         key: &'static str,
         read: impl FnOnce(&Value) -> Result<T, String>,
@@ -548,7 +574,7 @@ impl<'t> Section<'t> {
         self.child(key, read).map(Some)
     }
 
-    fn child<T>(
+    pub(super) fn child<T>(
         &mut self,
         key: &'static str,
         read: impl FnOnce(&mut Section<'t>) -> Option<T>,
@@ -561,6 +587,115 @@ impl<'t> Section<'t> {
             }
         };
         let mut child = Section::new(self.dotted(key), table, self.listing);
+        let value = read(&mut child);
+        self.keys.append(&mut child.keys);
+        self.errors.extend(child.finish());
+        value
+    }
+
+    /// Whether keys are being listed rather than a file read.
+    pub(super) fn listing(&self) -> bool {
+        self.listing
+    }
+
+    /// Reports a problem with this table itself (its name), rather than one of its keys.
+    pub(super) fn report_here(&mut self, problem: impl Into<String>) {
+        self.errors
+            .push(ConfigError::invalid(self.path.clone(), problem));
+    }
+
+    /// A key with no default that may be left out: `Some(None)` when it is.
+    pub(super) fn optional<T>(
+        &mut self,
+        key: &'static str,
+        read: impl FnOnce(&Value) -> Result<T, String>,
+    ) -> Option<Option<T>> {
+        self.read.push(key);
+        self.keys.push(self.dotted(key));
+        let Some(value) = self.table.get(key) else {
+            return Some(None);
+        };
+        read(value)
+            .map(Some)
+            .map_err(|problem| self.report(key, problem))
+            .ok()
+    }
+
+    /// The tables of a table of tables named by the user (`[upstreams.NAME]`), which has no
+    /// defaults and may be absent. Listing keys, it is one empty table called `any_name`.
+    pub(super) fn named_tables(
+        &mut self,
+        key: &'static str,
+        any_name: &str,
+    ) -> Option<Vec<(String, &'t Table)>> {
+        self.read.push(key);
+        if self.listing {
+            return Some(vec![(any_name.to_owned(), &*EMPTY_TABLE)]);
+        }
+        let Some(value) = self.table.get(key) else {
+            return Some(Vec::new());
+        };
+        let Value::Table(outer) = value else {
+            self.report(
+                key,
+                format!("expected a table of named tables, got {}", shown(value)),
+            );
+            return None;
+        };
+        let mut named = Vec::with_capacity(outer.len());
+        for (name, value) in outer {
+            match value {
+                Value::Table(table) => named.push((name.clone(), table)),
+                other => {
+                    self.report(
+                        &format!("{key}.{name}"),
+                        format!("expected a table, got {}", shown(other)),
+                    );
+                    return None;
+                }
+            }
+        }
+        Some(named)
+    }
+
+    /// The tables of an array of tables (`[[routes]]`), with their indexes; absent = none.
+    /// Listing keys, it is one empty table without an index.
+    pub(super) fn array_of_tables(
+        &mut self,
+        key: &'static str,
+    ) -> Option<Vec<(Option<usize>, &'t Table)>> {
+        self.read.push(key);
+        if self.listing {
+            return Some(vec![(None, &*EMPTY_TABLE)]);
+        }
+        let Some(value) = self.table.get(key) else {
+            return Some(Vec::new());
+        };
+        let tables = value.as_array().and_then(|array| {
+            array
+                .iter()
+                .enumerate()
+                .map(|(index, value)| value.as_table().map(|table| (Some(index), table)))
+                .collect::<Option<Vec<_>>>()
+        });
+        if tables.is_none() {
+            self.report(
+                key,
+                format!("expected [[{key}]] tables, got {}", shown(value)),
+            );
+        }
+        tables
+    }
+
+    /// Reads `table` as the table at the dotted `path` (not necessarily one of this table's
+    /// own keys), its keys and errors kept with this table's.
+    pub(super) fn nested<T>(
+        &mut self,
+        path: String,
+        table: &Table,
+        read: impl FnOnce(&mut Section<'_>) -> Option<T>,
+    ) -> Option<T> {
+        let mut child = Section::new(path, table, self.listing);
         let value = read(&mut child);
         self.keys.append(&mut child.keys);
         self.errors.extend(child.finish());
@@ -620,6 +755,19 @@ mod tests {
                 "server.tls.listen",
                 "server.tls.cert_file",
                 "server.tls.key_file",
+                "upstreams.<name>.servers",
+                "upstreams.<name>.balance",
+                "upstreams.<name>.health.max_fails",
+                "upstreams.<name>.health.fail_timeout",
+                "upstreams.<name>.health.probe_path",
+                "upstreams.<name>.health.probe_interval",
+                "upstreams.<name>.health.probe_timeout",
+                "upstreams.<name>.health.expect_status",
+                "upstreams.<name>.health.rise",
+                "upstreams.<name>.health.fall",
+                "routes[].host",
+                "routes[].path_prefix",
+                "routes[].upstream",
             ]
             .map(String::from),
         );

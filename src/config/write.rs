@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use toml::{Table, Value};
 
-use super::Config;
 use super::size::format_size;
+use super::{Config, Upstreams};
 
 impl Config {
     /// The whole configuration as config-file text, every key written out, so that
@@ -20,6 +20,7 @@ impl Config {
             disk,
             admin,
             log,
+            upstreams,
         } = self;
         let tls = server.tls.as_ref().map(|tls| {
             table([
@@ -133,7 +134,7 @@ impl Config {
                 ]),
             ),
         ]);
-        let root: Table = [
+        let mut root: Table = [
             ("server", server),
             ("origin", origin),
             ("cache", cache),
@@ -145,8 +146,60 @@ impl Config {
         .into_iter()
         .map(|(name, table)| (name.to_owned(), table))
         .collect();
+        if let Some(upstreams) = upstreams {
+            // The groups replace origin.url, which may not be given beside them.
+            if let Some(Value::Table(origin)) = root.get_mut("origin") {
+                origin.remove("url");
+            }
+            root.insert("upstreams".to_owned(), groups(upstreams));
+            root.insert("routes".to_owned(), routes(upstreams));
+        }
         root.to_string()
     }
+}
+
+fn groups(upstreams: &Upstreams) -> Value {
+    let groups = upstreams.groups.iter().map(|group| {
+        let servers = group.servers.iter().map(|server| {
+            table([
+                ("url", text(&server.url)),
+                ("weight", count(server.weight)),
+                ("backup", Value::Boolean(server.backup)),
+            ])
+        });
+        let health = &group.health;
+        let probe_path = health.probe_path.as_ref().map_or("", |path| path.as_str());
+        let health = table([
+            ("max_fails", count(health.max_fails)),
+            ("fail_timeout", duration(health.fail_timeout)),
+            ("probe_path", text(probe_path)),
+            ("probe_interval", duration(health.probe_interval)),
+            ("probe_timeout", duration(health.probe_timeout)),
+            ("expect_status", count(health.expect_status)),
+            ("rise", count(health.rise)),
+            ("fall", count(health.fall)),
+        ]);
+        let group_table = table([
+            ("servers", Value::Array(servers.collect())),
+            ("balance", text(group.balance.as_str())),
+            ("health", health),
+        ]);
+        (group.name.clone(), group_table)
+    });
+    Value::Table(groups.collect())
+}
+
+fn routes(upstreams: &Upstreams) -> Value {
+    let routes = upstreams.routes.iter().map(|route| {
+        let mut entry = Table::new();
+        if let Some(host) = &route.host {
+            entry.insert("host".to_owned(), text(host));
+        }
+        entry.insert("path_prefix".to_owned(), text(&route.path_prefix));
+        entry.insert("upstream".to_owned(), text(&route.upstream));
+        Value::Table(entry)
+    });
+    Value::Array(routes.collect())
 }
 
 /// A path the file spells "" when there is none.
@@ -265,6 +318,19 @@ mod tests {
         )));
         config.log.access.format = crate::config::AccessLogFormat::Json;
         config.log.access.buffer = 64 << 10;
+        assert_eq!(Config::from_toml_str(&config.to_toml()), Ok(config.clone()));
+        let groups = Config::from_toml_str(
+            "[upstreams.a]\nservers = [{ url = \"http://127.0.0.1:1\", weight = 2 }, \
+             { url = \"https://b.internal\", backup = true }]\nbalance = \"consistent_hash\"\n\
+             [upstreams.a.health]\nprobe_path = \"/up?deep=1\"\n\
+             [upstreams.b]\nservers = [\"http://127.0.0.1:2\"]\n\
+             [[routes]]\nhost = \"*.b.example\"\npath_prefix = \"/x/\"\nupstream = \"b\"\n\
+             [[routes]]\nupstream = \"a\"",
+        )
+        .expect("valid");
+        config.upstreams = groups.upstreams;
+        // Not written beside groups, which stand in its place.
+        config.origin.url = Config::defaults().origin.url;
         assert_eq!(Config::from_toml_str(&config.to_toml()), Ok(config));
         let defaults = Config::defaults();
         assert_eq!(Config::from_toml_str(&defaults.to_toml()), Ok(defaults));

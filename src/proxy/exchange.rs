@@ -17,6 +17,7 @@ use super::Live;
 use super::headers::{Forwarding, OriginBody, to_origin};
 use super::origin::OutgoingBody;
 use super::served::Fwd;
+use super::upstream::{Group, Server};
 use crate::cache::{Authority, CacheKey, ClientTls, KeyError, StoredResponse, keyed_query};
 use crate::config::Config;
 
@@ -29,8 +30,10 @@ pub struct Exchange {
     pub authority: Authority,
     pub key: CacheKey,
     route: Route,
-    /// Where the request goes at the origin: its base with the client's path and query.
-    origin_uri: Uri,
+    /// The upstream group its route picks.
+    pub group: Arc<Group>,
+    /// The path and query it is sent to a server with.
+    target: PathAndQuery,
 }
 
 /// Where a request goes first.
@@ -73,7 +76,10 @@ impl Exchange {
                 .cloned()
                 .unwrap_or_else(|| PathAndQuery::from_static("/")),
         };
-        let origin_uri = live.origin.uri_for(target)?;
+        let group = Arc::clone(live.routing.route(authority.as_str(), parts.uri.path()));
+        // Every server's URL has a scheme and an authority, so a target that makes a URI with one
+        // makes a URI with each.
+        group.servers[0].uri_for(target.clone())?;
         Ok(Exchange {
             parts,
             peer,
@@ -81,7 +87,8 @@ impl Exchange {
             authority,
             key,
             route,
-            origin_uri,
+            group,
+            target,
         })
     }
 
@@ -124,14 +131,19 @@ impl Exchange {
             authority: self.authority.clone(),
             key: self.key.clone(),
             route: self.route,
-            origin_uri: self.origin_uri.clone(),
+            group: Arc::clone(&self.group),
+            target: self.target.clone(),
         }
     }
 
     /// The request a cacheable fetch sends: GET, no body, and the validators of the stale entry
     /// being revalidated, if any (RFC 9111 section 4.3.1).
-    pub fn fetch_request(&self, stale: Option<&StoredResponse>) -> Request<OutgoingBody> {
-        let mut head = self.origin_head(OriginBody::Dropped);
+    pub fn fetch_request(
+        &self,
+        stale: Option<&StoredResponse>,
+        server: &Server,
+    ) -> Request<OutgoingBody> {
+        let mut head = self.origin_head(OriginBody::Dropped, server);
         if let Some(entry) = stale {
             if let Some(etag) = entry.etag() {
                 head.headers_mut().insert(header::IF_NONE_MATCH, etag);
@@ -145,39 +157,43 @@ impl Exchange {
     }
 
     /// The request a pass sends: the client's method and body, with framing derived from the body.
-    pub fn pass_request(&self, body: Incoming) -> Request<OutgoingBody> {
+    pub fn pass_request(&self, body: Incoming, server: &Server) -> Request<OutgoingBody> {
         let length = hyper::body::Body::size_hint(&body).exact();
-        let head = self.origin_head(OriginBody::Forwarded(length));
+        let head = self.origin_head(OriginBody::Forwarded(length), server);
         head.map(|()| body.boxed())
     }
 
     /// The request that passes a GET's range to the origin: the client's `Range` and
     /// conditionals, no body, for the target its key names.
-    pub fn range_request(&self) -> Request<OutgoingBody> {
-        self.origin_head(OriginBody::Omitted).map(|()| empty_body())
+    pub fn range_request(&self, server: &Server) -> Request<OutgoingBody> {
+        self.origin_head(OriginBody::Omitted, server)
+            .map(|()| empty_body())
     }
 
-    /// The head of the request to the origin: a cacheable fetch is always a GET (a HEAD is
+    /// The head of the request to `server`: a cacheable fetch is always a GET (a HEAD is
     /// answered from the full response), a pass keeps the client's method.
-    fn origin_head(&self, body: OriginBody) -> Request<()> {
+    fn origin_head(&self, body: OriginBody, server: &Server) -> Request<()> {
         let method = match body {
             OriginBody::Dropped => Method::GET,
             OriginBody::Forwarded(_) | OriginBody::Omitted => self.parts.method.clone(),
         };
         let mut request = Request::new(());
         *request.method_mut() = method;
-        *request.uri_mut() = self.origin_uri.clone();
-        *request.headers_mut() = to_origin(&self.parts.headers, &self.forwarding(), body);
+        // Checked when the exchange was made (see `new`).
+        *request.uri_mut() = server
+            .uri_for(self.target.clone())
+            .unwrap_or_else(|_| Uri::from(self.target.clone()));
+        *request.headers_mut() = to_origin(&self.parts.headers, &self.forwarding(server), body);
         request
     }
 
-    /// The forwarding fields of a request to the origin. With `preserve_host` the origin gets the
-    /// validated authority the cache key was built from, so it answers for the host the entry is
-    /// stored under.
-    fn forwarding(&self) -> Forwarding<'_> {
+    /// The forwarding fields of a request to `server`, whose authority is its `Host` (RFC 9110
+    /// section 7.2). With `preserve_host` it gets the validated authority the cache key was built
+    /// from instead, so it answers for the host the entry is stored under.
+    fn forwarding(&self, server: &Server) -> Forwarding<'_> {
         let authority = match self.config().origin.preserve_host {
             true => Some(self.authority.as_str()),
-            false => self.live.origin.base().authority().map(|a| a.as_str()),
+            false => server.url.authority().map(|a| a.as_str()),
         };
         let host = authority
             .and_then(|authority| HeaderValue::from_str(authority).ok())
@@ -208,7 +224,7 @@ fn route(parts: &Parts) -> Route {
 }
 
 /// What the origin receives for a client's request head, built exactly as the request path builds
-/// it, without any I/O: the cache key, the route, and the request head (`body_length` is the
+/// it for the first server of its group, without any I/O: the cache key, the route, and the request head (`body_length` is the
 /// length of a passed body, when known). `Err` is a request the proxy refuses with 400. For the
 /// fuzz target (`fuzz/fuzz_targets/request_to_origin.rs`) and the tests below.
 pub fn translate(
@@ -223,7 +239,8 @@ pub fn translate(
         Route::Cache => OriginBody::Dropped,
         Route::Pass(_) => OriginBody::Forwarded(body_length),
     };
-    let head = exchange.origin_head(body);
+    // A request goes to one server of its group; any one shows what each gets.
+    let head = exchange.origin_head(body, &exchange.group.servers[0]);
     Ok((exchange.key, route, head))
 }
 

@@ -37,7 +37,9 @@ impl Fetch {
         exchange
             .live
             .origin
-            .send_idempotent(|| exchange.fetch_request(stale))
+            .send_idempotent(&exchange.group, exchange.key.as_str(), |server| {
+                exchange.fetch_request(stale, server)
+            })
             .await
     }
 

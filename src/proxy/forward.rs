@@ -43,7 +43,7 @@ impl Fetched {
     /// The answer of this fetch that sends `response`.
     fn answer(&self, response: Response<ProxyBody>) -> Answer {
         let served = Served::fetched(self.fetch.fwd, self.decision, self.targeted.clone());
-        Answer::new(response, served).answered_by(self.origin)
+        Answer::new(response, served).answered_by(self.origin.clone())
     }
 
     fn idle_timeout(&self) -> Duration {

@@ -138,9 +138,14 @@ impl Proxy {
 
     /// Forwards a request the cache does not answer (other methods), streaming both ways.
     async fn pass(self: &Arc<Self>, exchange: Exchange, body: Incoming, fwd: Fwd) -> Answer {
-        let request = exchange.pass_request(body);
         let asked = Instant::now();
-        let response = exchange.live.origin.send(request).await;
+        let response = exchange
+            .live
+            .origin
+            .send_once(&exchange.group, exchange.key.as_str(), |server| {
+                exchange.pass_request(body, server)
+            })
+            .await;
         self.passed(exchange, response, asked, fwd, None)
     }
 
@@ -156,7 +161,9 @@ impl Proxy {
         let response = exchange
             .live
             .origin
-            .send_idempotent(|| exchange.range_request())
+            .send_idempotent(&exchange.group, exchange.key.as_str(), |server| {
+                exchange.range_request(server)
+            })
             .await;
         let detail = reason.map(Detail::NotStored);
         self.passed(exchange, response, asked, Fwd::Bypass, detail)

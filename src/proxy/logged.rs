@@ -135,7 +135,7 @@ impl Drop for Entry {
             .or(self.host.as_ref().map(HeaderValue::as_bytes));
         let answer = self.answer.as_ref();
         let cache = answer.map(|answer| answer.served.log_fields());
-        let origin = answer.and_then(|answer| answer.origin);
+        let origin = answer.and_then(|answer| answer.origin.as_ref());
         let line = AccessLine {
             time: self.time,
             client: self.peer.ip(),
@@ -152,6 +152,7 @@ impl Drop for Entry {
             decision: cache.and_then(|cache| cache.decision),
             origin_status: origin.map(|origin| origin.status),
             origin_time: origin.map(|origin| origin.elapsed),
+            server: origin.and_then(|origin| origin.server.as_deref()),
             size: answer.and_then(|answer| self.object_size(answer)),
             user_agent: self.user_agent.as_ref().map(HeaderValue::as_bytes),
             referer: self.referer.as_ref().map(HeaderValue::as_bytes),

@@ -24,6 +24,7 @@ mod server;
 mod slice;
 mod stall;
 mod stream;
+mod upstream;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,23 +49,27 @@ pub use server::{RunningProxy, ServeError, Signals, start, start_with_file};
 
 use coalesce::Coalescer;
 use origin::OriginClient;
+use upstream::Routing;
 
 /// What a configuration reload can swap while requests run: each request reads one `Live`.
 pub struct Live {
     pub config: Arc<Config>,
     pub origin: OriginClient,
+    /// The upstream groups, their servers' health, and the routes to them.
+    pub routing: Routing,
     pub doorkeeper: Option<Arc<Doorkeeper>>,
     /// Where requests write their lines, when `log.access.path` is set.
     pub access_log: Option<Arc<AccessLog>>,
 }
 
 impl Live {
-    /// The live state for a configuration: its origin client, and a fresh doorkeeper when
-    /// admission is on; no access log (it is a file the serving proxy opens). Fails only on an
-    /// `https` origin's TLS files.
+    /// The live state for a configuration: its origin client and routing (without probes, which
+    /// a serving proxy starts), and a fresh doorkeeper when admission is on; no access log (it
+    /// is a file the serving proxy opens). Fails only on an `https` origin's TLS files.
     pub fn new(config: Config) -> Result<Live, TlsError> {
         Ok(Live {
-            origin: OriginClient::new(&config.origin)?,
+            origin: OriginClient::new(&config.origin, config.upstreams().any_https())?,
+            routing: Routing::new(&config, None),
             doorkeeper: new_doorkeeper(&config.admission),
             access_log: None,
             config: Arc::new(config),
@@ -102,7 +107,8 @@ impl Proxy {
         disk: Option<Arc<DiskTier>>,
         access_log: Option<Arc<AccessLog>>,
     ) -> Result<Proxy, TlsError> {
-        let origin = OriginClient::new(&config.origin)?;
+        let origin = OriginClient::new(&config.origin, config.upstreams().any_https())?;
+        let routing = Routing::new(&config, None);
         let certificates = match &config.server.tls {
             Some(tls) => Some(Arc::new(Certificates::load(&tls.cert_file, &tls.key_file)?)),
             None => None,
@@ -126,6 +132,7 @@ impl Proxy {
             flights: Arc::new(Coalescer::default()),
             live: ArcSwap::from_pointee(Live {
                 origin,
+                routing,
                 doorkeeper,
                 access_log,
                 config: Arc::new(config),
@@ -135,6 +142,12 @@ impl Proxy {
             reloading: Mutex::new(()),
             saving: Mutex::new(()),
         })
+    }
+
+    /// Starts the live configuration's health probes, on the current runtime.
+    pub fn start_probes(&self) {
+        let live = self.live();
+        live.routing.start_probes(&live.origin);
     }
 
     /// The HTTPS listener's certificate store, when there is one.

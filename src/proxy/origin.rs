@@ -8,11 +8,12 @@
 //! threads twice (the request to the connection's task, the response back), each a futex wake.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::uri::PathAndQuery;
+use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
+use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilder};
@@ -22,6 +23,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use thread_local::ThreadLocal;
 
 use super::series::{OriginOutcome, series};
+use super::upstream::{ErrorKind, Group, Server};
 use crate::config::OriginConfig;
 use crate::tls::{self, TlsError};
 
@@ -44,6 +46,9 @@ impl std::fmt::Display for Waiting {
 /// Why the origin gave no usable response head.
 #[derive(Debug, thiserror::Error)]
 pub enum OriginError {
+    /// Nothing was sent: every server of the group is out of rotation.
+    #[error("upstream {upstream}: every server is out of rotation")]
+    NoServer { upstream: Arc<str> },
     #[error("origin {origin}: connection failed: {source}")]
     Connect {
         origin: Uri,
@@ -67,18 +72,40 @@ pub enum OriginError {
 impl OriginError {
     pub fn failure(&self) -> OriginFailure {
         match self {
+            OriginError::NoServer { .. } => OriginFailure::Unavailable,
             OriginError::Timeout { .. } => OriginFailure::Timeout,
             OriginError::Tls { .. } => OriginFailure::Tls,
             OriginError::Connect { .. } | OriginError::Protocol { .. } => OriginFailure::Error,
         }
     }
 
-    fn outcome(&self) -> OriginOutcome {
+    /// How the request failed at the server; `None` when none was asked.
+    fn kind(&self) -> Option<ErrorKind> {
         match self {
-            OriginError::Connect { .. } => OriginOutcome::ConnectError,
-            OriginError::Timeout { .. } => OriginOutcome::Timeout,
-            OriginError::Tls { .. } => OriginOutcome::TlsError,
-            OriginError::Protocol { .. } => OriginOutcome::ProtocolError,
+            OriginError::NoServer { .. } => None,
+            OriginError::Connect { .. } => Some(ErrorKind::Connect),
+            OriginError::Timeout { .. } => Some(ErrorKind::Timeout),
+            OriginError::Tls { .. } => Some(ErrorKind::Tls),
+            OriginError::Protocol { .. } => Some(ErrorKind::Protocol),
+        }
+    }
+
+    fn outcome(kind: ErrorKind) -> OriginOutcome {
+        match kind {
+            ErrorKind::Connect => OriginOutcome::ConnectError,
+            ErrorKind::Timeout => OriginOutcome::Timeout,
+            ErrorKind::Tls => OriginOutcome::TlsError,
+            ErrorKind::Protocol => OriginOutcome::ProtocolError,
+        }
+    }
+
+    /// Whether the request failed before a byte of it was sent: no connection, or no TLS session
+    /// (an idempotent request may then go to another server).
+    fn before_sending(&self) -> bool {
+        match self {
+            OriginError::Connect { .. } | OriginError::Tls { .. } => true,
+            OriginError::Timeout { waiting, .. } => *waiting == Waiting::Connect,
+            OriginError::NoServer { .. } | OriginError::Protocol { .. } => false,
         }
     }
 }
@@ -93,6 +120,8 @@ pub enum OriginFailure {
     Timeout,
     /// 502: the origin's certificate was refused, or the handshake failed.
     Tls,
+    /// 503 (RFC 9110 section 15.6.4): every server of the group is out of rotation.
+    Unavailable,
 }
 
 impl OriginFailure {
@@ -100,6 +129,7 @@ impl OriginFailure {
         match self {
             OriginFailure::Error | OriginFailure::Tls => StatusCode::BAD_GATEWAY,
             OriginFailure::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            OriginFailure::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -108,6 +138,7 @@ impl OriginFailure {
             OriginFailure::Error => "origin unavailable\n",
             OriginFailure::Timeout => "origin timed out\n",
             OriginFailure::Tls => "origin TLS handshake failed\n",
+            OriginFailure::Unavailable => "no origin server available\n",
         }
     }
 }
@@ -117,35 +148,37 @@ pub type OutgoingBody = BoxBody<Bytes, hyper::Error>;
 
 type Connector = HttpsConnector<HttpConnector>;
 
-/// A pooled client bound to one origin; clones share the pools.
+/// A pooled client for every server of the configuration; clones share the pools. hyper-util's
+/// client keeps one pool per scheme and authority, so one client per thread serves every server.
 #[derive(Clone)]
 pub struct OriginClient {
-    /// One client, and so one pool, per thread that sends (see the module docs).
+    /// One client, and so one pool per server, per thread that sends (see the module docs).
     clients: Arc<ThreadLocal<Client<Connector, OutgoingBody>>>,
     connector: Connector,
     pool_idle_timeout: Duration,
     /// Each thread's share of `origin.pool_max_idle_per_host`.
     pool_max_idle_per_thread: usize,
-    base: Uri,
     connect_timeout: Duration,
     first_byte_timeout: Duration,
 }
 
 impl OriginClient {
-    /// A client for `config.url`; for `https`, its TLS configuration (`origin.ca_file` or the
-    /// system's roots) is read here, and an error names the file or key at fault.
-    pub fn new(config: &OriginConfig) -> Result<OriginClient, TlsError> {
+    /// A client for servers reached with `config`'s settings; when `https` (some server is), its
+    /// TLS configuration (`origin.ca_file` or the system's roots) is read here, and an error
+    /// names the file or key at fault.
+    pub fn new(config: &OriginConfig, https: bool) -> Result<OriginClient, TlsError> {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(config.connect_timeout));
         connector.set_nodelay(true);
         connector.set_keepalive(Some(Duration::from_secs(60)));
         // The TLS layer hands https URLs to the TCP connector.
         connector.enforce_http(false);
-        let connector = match config.url.scheme_str() {
-            Some("https") => {
+        // Each server's scheme is its URL's, checked when the configuration was read.
+        let connector = match https {
+            true => {
                 let builder = HttpsConnectorBuilder::new()
                     .with_tls_config(tls::origin_client_config(config.ca_file.as_deref())?)
-                    .https_only();
+                    .https_or_http();
                 let builder = match &config.tls_server_name {
                     Some(name) => {
                         let name = rustls_pki_types::ServerName::try_from(name.clone())
@@ -157,7 +190,7 @@ impl OriginClient {
                 builder.enable_http1().wrap_connector(connector)
             }
             // Plain HTTP: the TLS layer is never used, so it needs no roots.
-            _ => HttpsConnectorBuilder::new()
+            false => HttpsConnectorBuilder::new()
                 .with_tls_config(tls::no_roots_client_config()?)
                 .https_or_http()
                 .enable_http1()
@@ -170,7 +203,6 @@ impl OriginClient {
             connector,
             pool_idle_timeout: config.pool_idle_timeout,
             pool_max_idle_per_thread: config.pool_max_idle_per_host.div_ceil(threads),
-            base: config.url.clone(),
             connect_timeout: config.connect_timeout,
             first_byte_timeout: config.first_byte_timeout,
         })
@@ -189,71 +221,155 @@ impl OriginClient {
         })
     }
 
-    pub fn base(&self) -> &Uri {
-        &self.base
-    }
-
-    /// The origin's URI for a client's path and query.
-    pub fn uri_for(&self, path_and_query: PathAndQuery) -> Result<Uri, http::uri::InvalidUriParts> {
-        let mut parts = self.base.clone().into_parts();
-        parts.path_and_query = Some(path_and_query);
-        Uri::from_parts(parts)
-    }
-
-    /// Sends a request and waits for the response head, within the first-byte timeout.
+    /// Sends a request to `server` and waits for the response head, within the first-byte
+    /// timeout; counts it for the server and its health.
     pub async fn send(
         &self,
+        server: &Server,
         request: Request<OutgoingBody>,
     ) -> Result<Response<Incoming>, OriginError> {
+        let sent = Instant::now();
+        let outstanding = server.begin();
         let result =
             tokio::time::timeout(self.first_byte_timeout, self.client().request(request)).await;
+        drop(outstanding);
         let outcome = match result {
             Err(_) => Err(OriginError::Timeout {
-                origin: self.base.clone(),
+                origin: server.url.clone(),
                 waiting: Waiting::FirstByte,
                 timeout: self.first_byte_timeout,
             }),
-            Ok(Err(source)) if source.is_connect() => Err(self.connect_failed(source)),
+            Ok(Err(source)) if source.is_connect() => Err(self.connect_failed(server, source)),
             Ok(Err(source)) => Err(OriginError::Protocol {
-                origin: self.base.clone(),
+                origin: server.url.clone(),
                 source,
             }),
-            Ok(Ok(response)) => Ok(response),
+            // The server that answered goes with the response, for the access log.
+            Ok(Ok(mut response)) => {
+                response
+                    .extensions_mut()
+                    .insert(AnsweredBy(Arc::clone(&server.label)));
+                Ok(response)
+            }
         };
         let label = match &outcome {
-            Ok(response) => OriginOutcome::of_status(response.status()),
-            Err(error) => error.outcome(),
+            Ok(response) => {
+                server.answered(sent.elapsed());
+                OriginOutcome::of_status(response.status())
+            }
+            Err(error) => {
+                let kind = error.kind().unwrap_or(ErrorKind::Protocol);
+                server.failed(kind);
+                OriginError::outcome(kind)
+            }
         };
         series().origin(label).increment(1);
         outcome
     }
 
-    /// Sends a request that may safely be sent twice (a cacheable fetch: GET, no body), retrying
-    /// once on a fresh connection when a pooled one turned out to be closed by the origin before
-    /// it answered: the race every keep-alive client has with an origin that closes idle
-    /// connections (nginx retries the same way on a reused upstream connection).
+    /// Sends a request that is not sent twice (a method other than GET or HEAD, its body
+    /// streamed): to one server of `group`, or to none when every one is out of rotation.
+    pub async fn send_once(
+        &self,
+        group: &Group,
+        key: &str,
+        request: impl FnOnce(&Server) -> Request<OutgoingBody>,
+    ) -> Result<Response<Incoming>, OriginError> {
+        let server = Arc::clone(group.pick(key, None).ok_or_else(|| no_server(group))?);
+        self.send(&server, request(&server)).await
+    }
+
+    /// Sends a request that may safely be sent twice (a GET or HEAD without a body) to a server
+    /// of `group`, the one `key` picks. When the connection to it fails before a byte was sent,
+    /// it goes once to another server of the group; when a pooled connection turns out closed by
+    /// the server before it answered (the race every keep-alive client has with a server that
+    /// closes idle connections; nginx retries the same way), it goes once more to the same server
+    /// on a fresh connection.
     pub async fn send_idempotent(
         &self,
-        request: impl Fn() -> Request<OutgoingBody>,
+        group: &Group,
+        key: &str,
+        request: impl Fn(&Server) -> Request<OutgoingBody>,
     ) -> Result<Response<Incoming>, OriginError> {
-        match self.send(request()).await {
+        let first = Arc::clone(group.pick(key, None).ok_or_else(|| no_server(group))?);
+        let error = match self.send_reusing(&first, &request).await {
+            Ok(response) => return Ok(response),
+            Err(error) => error,
+        };
+        let retry = error
+            .before_sending()
+            .then(|| group.pick(key, Some(&first)))
+            .flatten();
+        let Some(second) = retry.map(Arc::clone) else {
+            return Err(error);
+        };
+        tracing::debug!(%error, server = %second.label, "retrying once on another server");
+        self.send_reusing(&second, &request).await
+    }
+
+    async fn send_reusing(
+        &self,
+        server: &Server,
+        request: &impl Fn(&Server) -> Request<OutgoingBody>,
+    ) -> Result<Response<Incoming>, OriginError> {
+        match self.send(server, request(server)).await {
             Err(OriginError::Protocol { source, .. }) if closed_before_answering(&source) => {
-                tracing::debug!(origin = %self.base, "pooled connection closed by the origin; retrying once");
-                self.send(request()).await
+                tracing::debug!(server = %server.label, "pooled connection closed by the server; retrying once");
+                self.send(server, request(server)).await
             }
             outcome => outcome,
+        }
+    }
+
+    /// A health probe: GET `uri` (a path of `server`), the status of its answer within
+    /// `timeout`. Not counted as a request, nor for passive health.
+    pub async fn probe(
+        &self,
+        server: &Server,
+        uri: Uri,
+        timeout: Duration,
+    ) -> Result<StatusCode, OriginError> {
+        let host = uri
+            .authority()
+            .and_then(|authority| HeaderValue::from_str(authority.as_str()).ok());
+        let mut request = Request::new(empty_body());
+        *request.uri_mut() = uri;
+        if let Some(host) = host {
+            request.headers_mut().insert(header::HOST, host);
+        }
+        request.headers_mut().insert(
+            header::USER_AGENT,
+            HeaderValue::from_static("bloomgate-health-probe"),
+        );
+        match tokio::time::timeout(timeout, self.client().request(request)).await {
+            Err(_) => Err(OriginError::Timeout {
+                origin: server.url.clone(),
+                waiting: Waiting::FirstByte,
+                timeout,
+            }),
+            Ok(Err(source)) if source.is_connect() => Err(self.connect_failed(server, source)),
+            Ok(Err(source)) => Err(OriginError::Protocol {
+                origin: server.url.clone(),
+                source,
+            }),
+            // The body is dropped unread: the connection is not reused, which a probe can afford.
+            Ok(Ok(response)) => Ok(response.status()),
         }
     }
 
     /// The connector reports its own timeout as a connect error whose cause is an I/O timeout; a
     /// client should see 504 for it. A refused certificate or failed handshake is told apart, so
     /// that the log and the client's 502 say what an operator must fix.
-    fn connect_failed(&self, source: hyper_util::client::legacy::Error) -> OriginError {
+    fn connect_failed(
+        &self,
+        server: &Server,
+        source: hyper_util::client::legacy::Error,
+    ) -> OriginError {
         let mut cause = std::error::Error::source(&source);
         while let Some(error) = cause {
             if let Some(tls) = rustls_error(error) {
                 return OriginError::Tls {
-                    origin: self.base.clone(),
+                    origin: server.url.clone(),
                     problem: tls.to_string(),
                 };
             }
@@ -262,7 +378,7 @@ impl OriginClient {
                 .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
             {
                 return OriginError::Timeout {
-                    origin: self.base.clone(),
+                    origin: server.url.clone(),
                     waiting: Waiting::Connect,
                     timeout: self.connect_timeout,
                 };
@@ -270,10 +386,26 @@ impl OriginClient {
             cause = error.source();
         }
         OriginError::Connect {
-            origin: self.base.clone(),
+            origin: server.url.clone(),
             source,
         }
     }
+}
+
+/// The server that answered, as a response's extension (for the access log).
+#[derive(Clone, Debug)]
+pub struct AnsweredBy(pub Arc<str>);
+
+fn no_server(group: &Group) -> OriginError {
+    OriginError::NoServer {
+        upstream: Arc::clone(&group.name),
+    }
+}
+
+fn empty_body() -> OutgoingBody {
+    http_body_util::Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// The rustls error inside a connect error, if the TLS handshake is what failed. tokio-rustls
@@ -304,10 +436,12 @@ fn closed_before_answering(error: &hyper_util::client::legacy::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use http_body_util::{BodyExt, Empty};
+    use http::uri::PathAndQuery;
+    use http_body_util::Empty;
 
     use super::*;
     use crate::config::Config;
+    use crate::proxy::upstream::Routing;
 
     #[test]
     fn every_outcome_label_the_client_produces_is_registered() {
@@ -325,7 +459,12 @@ mod tests {
         ];
         let statuses = [200, 301, 404, 503]
             .map(|code| OriginOutcome::of_status(StatusCode::from_u16(code).expect("status")));
-        let labels = errors.iter().map(OriginError::outcome).chain(statuses);
+        let labels = errors
+            .iter()
+            .filter_map(OriginError::kind)
+            .chain(ErrorKind::ALL)
+            .map(OriginError::outcome)
+            .chain(statuses);
         for label in labels.chain([OriginOutcome::BodyError]) {
             assert!(OriginOutcome::ALL.contains(&label), "{label:?}");
         }
@@ -359,14 +498,19 @@ mod tests {
     #[tokio::test]
     async fn a_connect_timeout_is_a_504_that_names_its_real_duration() {
         let (_listener, _fillers, addr) = full_listener();
-        let mut config = Config::defaults().origin;
-        config.url = format!("http://{addr}").parse().expect("url");
-        config.connect_timeout = Duration::from_millis(200);
-        config.first_byte_timeout = Duration::from_secs(5);
-        let client = OriginClient::new(&config).expect("a plain-HTTP client");
+        let mut config = Config::defaults();
+        config.origin.url = format!("http://{addr}").parse().expect("url");
+        config.origin.connect_timeout = Duration::from_millis(200);
+        config.origin.first_byte_timeout = Duration::from_secs(5);
+        let client = OriginClient::new(&config.origin, false).expect("a plain-HTTP client");
+        let routing = Routing::new(&config, None);
+        let server = &routing.route("site.example", "/").servers[0];
         let mut request = Request::new(Empty::<Bytes>::new().map_err(|n| match n {}).boxed());
-        *request.uri_mut() = client.uri_for(PathAndQuery::from_static("/")).expect("uri");
-        let error = client.send(request).await.expect_err("nothing accepts");
+        *request.uri_mut() = server.uri_for(PathAndQuery::from_static("/")).expect("uri");
+        let error = client
+            .send(server, request)
+            .await
+            .expect_err("nothing accepts");
         assert!(
             matches!(
                 error,

@@ -7,6 +7,7 @@ use super::{AccessLog, Live, Proxy, new_doorkeeper};
 use crate::admission::Doorkeeper;
 use crate::config::{Config, ConfigErrors};
 use crate::proxy::OriginClient;
+use crate::proxy::upstream::Routing;
 use crate::tls::Certificates;
 use crate::tls::TlsError;
 
@@ -43,7 +44,8 @@ impl Proxy {
     /// key, an `https` origin's CA) are read first, every time: if any cannot be used, nothing
     /// changes and the error names the file.
     ///
-    /// Live: origin (URL, timeouts, pool), the cache key rules, `cache.max_object_bytes`, admission
+    /// Live: origin (URL, timeouts, pool), upstream groups and routes (a server kept in the same
+    /// group keeps its health state), the cache key rules, `cache.max_object_bytes`, admission
     /// (thresholds keep the filters' memory; a new capacity or target rate starts fresh filters;
     /// a new snapshot path or interval applies from the next save),
     /// PURGE networks, shutdown grace, the HTTPS listener's certificate and key (connections
@@ -114,12 +116,21 @@ impl Proxy {
 
         // The TLS files first, so that a bad one changes nothing. A CA file is read again even
         // when the key is unchanged: the file's content may be new.
-        let origin = if was.origin != config.origin || config.origin.ca_file.is_some() {
+        let https = config.upstreams().any_https();
+        let origin = if was.origin != config.origin
+            || was.upstreams().any_https() != https
+            || config.origin.ca_file.is_some()
+        {
             outcome.applied.push("origin");
-            OriginClient::new(&config.origin)?
+            OriginClient::new(&config.origin, https)?
         } else {
             old.origin.clone()
         };
+        if was.upstreams() != config.upstreams() {
+            outcome.applied.push("upstreams");
+        }
+        // Servers the new configuration keeps keep their health; its probes replace the old.
+        let routing = Routing::new(&config, Some(&old.routing));
         let certificate = match (&self.certificates, &config.server.tls) {
             (Some(certificates), Some(tls)) => Some((
                 certificates,
@@ -167,12 +178,20 @@ impl Proxy {
                 old.access_log.clone()
             }
         };
-        self.live.store(Arc::new(Live {
+        let live = Arc::new(Live {
             config: Arc::new(config),
             origin,
+            routing,
             doorkeeper,
             access_log,
-        }));
+        });
+        old.routing.stop_probes();
+        // A serving proxy reloads on its runtime; a configuration applied outside one (a test of
+        // the configuration alone) has no probes to run.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            live.routing.start_probes(&live.origin);
+        }
+        self.live.store(live);
         Ok(outcome)
     }
 }

@@ -1,12 +1,13 @@
 //! What the cache did for one request ([`Served`]), and what is said about it, each derived here
 //! once: the RFC 9211 `Cache-Status` member, the metric labels and the access log's fields.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 
 use super::decision::Decision;
-use super::origin::OriginFailure;
+use super::origin::{AnsweredBy, OriginFailure};
 use super::series::{CachedError, Outcome};
 use crate::admission::probation::Segment;
 use crate::cache::NotStored;
@@ -63,6 +64,8 @@ pub enum Detail {
     OriginTimeout,
     /// The proxy's own 502: the origin's certificate was refused or its TLS handshake failed.
     OriginTls,
+    /// The proxy's own 503: every server of the request's upstream group is out of rotation.
+    UpstreamDown,
     Purge,
 }
 
@@ -77,6 +80,7 @@ impl Detail {
             Detail::OriginError => "origin-error",
             Detail::OriginTimeout => "origin-timeout",
             Detail::OriginTls => "origin-tls-error",
+            Detail::UpstreamDown => "upstream-down",
             Detail::Purge => "purge",
         }
     }
@@ -97,6 +101,7 @@ impl From<OriginFailure> for Detail {
             OriginFailure::Error => Detail::OriginError,
             OriginFailure::Timeout => Detail::OriginTimeout,
             OriginFailure::Tls => Detail::OriginTls,
+            OriginFailure::Unavailable => Detail::UpstreamDown,
         }
     }
 }
@@ -380,11 +385,13 @@ impl Served {
     }
 }
 
-/// The origin's response head for one request: its status, and how long it took to arrive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The origin's response head for one request: its status, how long it took to arrive, and the
+/// server that sent it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OriginHead {
     pub status: u16,
     pub elapsed: Duration,
+    pub server: Option<Arc<str>>,
 }
 
 impl OriginHead {
@@ -393,6 +400,10 @@ impl OriginHead {
         OriginHead {
             status: response.status().as_u16(),
             elapsed: asked.elapsed(),
+            server: response
+                .extensions()
+                .get::<AnsweredBy>()
+                .map(|by| Arc::clone(&by.0)),
         }
     }
 }

@@ -218,6 +218,7 @@ pub async fn start_with_file(
         None => None,
     };
     let proxy = Arc::new(Proxy::new(config, config_path, disk, access_log)?);
+    proxy.start_probes();
     let acceptor = match proxy.certificates() {
         Some(certificates) => Some(TlsAcceptor::from(
             certificates.server_config().map_err(TlsError::from)?,

@@ -4,7 +4,7 @@
 //! Combined (nginx's `combined`, then `key=value` fields; times in UTC):
 //!
 //! ```text
-//! 192.0.2.7 - - [10/Oct/2024:13:55:36 +0000] "GET /a.jpg?w=1 HTTP/1.1" 200 1024 "-" "curl/8.5" host="example.com" cache=miss fwd=miss detail=probation decision=probation origin_status=200 origin_ms=3.210 duration_ms=3.512 size=1024
+//! 192.0.2.7 - - [10/Oct/2024:13:55:36 +0000] "GET /a.jpg?w=1 HTTP/1.1" 200 1024 "-" "curl/8.5" host="example.com" cache=miss fwd=miss detail=probation decision=probation origin_status=200 origin_ms=3.210 server=http://10.0.0.1:8080 duration_ms=3.512 size=1024
 //! ```
 //!
 //! Every byte a client chose (method, target, referer, user agent, host) is written with `"`, `\`,
@@ -57,6 +57,8 @@ pub struct AccessLine<'a> {
     /// long it took to arrive.
     pub origin_status: Option<u16>,
     pub origin_time: Option<Duration>,
+    /// The upstream server that sent that head (`http://10.0.0.1:8080`).
+    pub server: Option<&'a str>,
     /// The whole object's length, when known: the response's `Content-Length` (a HEAD's too),
     /// else the body sent when it ended whole.
     pub size: Option<u64>,
@@ -119,6 +121,9 @@ impl AccessLine<'_> {
             Some(time) => push_ms(out, time),
             None => out.push(b'-'),
         }
+        // A URL from the configuration, checked when read: no space, quote or control byte.
+        out.extend_from_slice(b" server=");
+        out.extend_from_slice(self.server.unwrap_or("-").as_bytes());
         out.extend_from_slice(b" duration_ms=");
         push_ms(out, self.duration);
         out.extend_from_slice(b" size=");
@@ -148,6 +153,7 @@ impl AccessLine<'_> {
             decision: self.decision,
             origin_status: self.origin_status,
             origin_ms: self.origin_time.map(ms),
+            server: self.server,
             size: self.size,
             user_agent: text(self.user_agent),
             referer: text(self.referer),
@@ -176,6 +182,7 @@ struct JsonOut<'a> {
     decision: Option<&'a str>,
     origin_status: Option<u16>,
     origin_ms: Option<f64>,
+    server: Option<&'a str>,
     size: Option<u64>,
     user_agent: Option<Cow<'a, str>>,
     referer: Option<Cow<'a, str>>,
@@ -491,6 +498,7 @@ pub(super) mod tests {
             decision: Some("probation"),
             origin_status: Some(200),
             origin_time: Some(Duration::from_micros(3210)),
+            server: Some("http://10.0.0.1:8080"),
             size: Some(1024),
             user_agent: Some(b"curl/8.5"),
             referer: None,
@@ -515,7 +523,8 @@ pub(super) mod tests {
             combined(&line()),
             "192.0.2.7 - - [10/Oct/2024:13:55:36 +0000] \"GET /a.jpg?w=1 HTTP/1.1\" 200 1024 \
              \"-\" \"curl/8.5\" host=\"Example.com\" cache=miss fwd=miss detail=probation \
-             decision=probation origin_status=200 origin_ms=3.210 duration_ms=3.512 size=1024\n"
+             decision=probation origin_status=200 origin_ms=3.210 server=http://10.0.0.1:8080 \
+             duration_ms=3.512 size=1024\n"
         );
         let hit = AccessLine {
             cache: "hit",
@@ -524,6 +533,7 @@ pub(super) mod tests {
             decision: None,
             origin_status: None,
             origin_time: None,
+            server: None,
             host: None,
             size: None,
             ..line()
@@ -531,7 +541,7 @@ pub(super) mod tests {
         assert!(
             combined(&hit).ends_with(
                 "host=- cache=hit fwd=- detail=- decision=- origin_status=- origin_ms=- \
-                 duration_ms=3.512 size=-\n"
+                 server=- duration_ms=3.512 size=-\n"
             ),
             "{}",
             combined(&hit)

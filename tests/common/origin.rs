@@ -242,6 +242,15 @@ impl Origin {
 
     /// An origin that reads request bodies as `reading` says.
     pub fn start_reading(reading: BodyReading) -> Origin {
+        Origin::start_on("127.0.0.1:0".parse().expect("address"), reading)
+    }
+
+    /// An origin on `addr`: a server that went away comes back on the address it had.
+    pub fn start_at(addr: SocketAddr) -> Origin {
+        Origin::start_on(addr, BodyReading::BeforeAnswer)
+    }
+
+    fn start_on(addr: SocketAddr, reading: BodyReading) -> Origin {
         let state = Arc::new(State {
             reading,
             ..State::default()
@@ -257,7 +266,7 @@ impl Origin {
                     .build()
                     .expect("origin runtime");
                 runtime.block_on(async move {
-                    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind origin");
+                    let listener = TcpListener::bind(addr).await.expect("bind origin");
                     addr_tx
                         .send(listener.local_addr().expect("origin address"))
                         .expect("send origin address");

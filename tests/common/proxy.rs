@@ -13,6 +13,8 @@ use bloomgate::listening::ListeningLine;
 pub struct ProxyConfig {
     origin: String,
     tables: Vec<(&'static str, Vec<String>)>,
+    /// `[upstreams.NAME]` and `[[routes]]` as TOML, given in place of `origin.url`.
+    upstreams: Option<String>,
 }
 
 impl ProxyConfig {
@@ -21,6 +23,7 @@ impl ProxyConfig {
         let mut config = ProxyConfig {
             origin: origin_url.to_string(),
             tables: Vec::new(),
+            upstreams: None,
         };
         config
             .set("server", "listen", "\"127.0.0.1:0\"")
@@ -44,6 +47,14 @@ impl ProxyConfig {
             None => self.tables.push((table, vec![line])),
         }
         self
+    }
+
+    /// Listeners and timeouts as [`ProxyConfig::new`], and `upstreams` (TOML: the groups and
+    /// routes) in place of an origin URL.
+    pub fn with_upstreams(upstreams: &str) -> ProxyConfig {
+        let mut config = ProxyConfig::new("");
+        config.upstreams = Some(upstreams.to_owned());
+        config
     }
 
     pub fn admission(&mut self, enabled: bool) -> &mut ProxyConfig {
@@ -70,7 +81,7 @@ impl ProxyConfig {
         let mut origin_written = false;
         for (table, lines) in &self.tables {
             text.push_str(&format!("[{table}]\n"));
-            if *table == "origin" {
+            if *table == "origin" && self.upstreams.is_none() {
                 text.push_str(&format!("url = \"{}\"\n", self.origin));
                 origin_written = true;
             }
@@ -79,8 +90,12 @@ impl ProxyConfig {
                 text.push('\n');
             }
         }
-        if !origin_written {
-            text.push_str(&format!("[origin]\nurl = \"{}\"\n", self.origin));
+        match &self.upstreams {
+            Some(upstreams) => text.push_str(upstreams),
+            None if !origin_written => {
+                text.push_str(&format!("[origin]\nurl = \"{}\"\n", self.origin));
+            }
+            None => {}
         }
         text
     }

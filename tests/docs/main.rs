@@ -156,6 +156,23 @@ fn every_toml_example_in_the_guide_is_a_valid_configuration() {
     );
 }
 
+/// The worked examples run as they are: each file in `config/examples/` is a valid configuration.
+#[test]
+fn every_example_configuration_is_valid() {
+    let dir = Path::new(ROOT).join("config/examples");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).expect("config/examples/") {
+        let path = entry.expect("an entry of config/examples/").path();
+        if path.extension().is_some_and(|ext| ext == "toml") {
+            checked += 1;
+            if let Err(errors) = Config::load(&path) {
+                panic!("{}:\n{errors}", path.display());
+            }
+        }
+    }
+    assert!(checked > 0, "no example in {}", dir.display());
+}
+
 /// GitHub's anchor for a heading: lower case, spaces to hyphens, other punctuation dropped, a
 /// repeated heading numbered.
 fn anchors(text: &str) -> Vec<String> {

@@ -30,4 +30,5 @@ mod rfc9111;
 mod security;
 mod service_unit;
 mod tls;
+mod upstreams;
 mod version_cli;
