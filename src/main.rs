@@ -15,14 +15,10 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// jemalloc's options (`_RJEM_MALLOC_CONF` in the environment overrides them): freed pages go back
-/// to the system within 200 ms, from a background thread, instead of ten seconds: the cache frees
-/// bodies as fast as misses arrive, and with 1 MiB objects at 60/s a one-second decay peaked at
-/// 100 MiB where 200 ms peaked at 87 MiB (64 MiB cache). And one arena instead of four per core, as
-/// bodies are freed by whichever thread evicts them (docs/decisions.md, jemalloc).
+/// jemalloc's options (`_RJEM_MALLOC_CONF` in the environment overrides them), which the weigher
+/// assumes: [`bloomgate::cache::weight::JEMALLOC_CONF`].
 #[unsafe(export_name = "_rjem_malloc_conf")]
-static MALLOC_CONF: MallocConf =
-    MallocConf(c"background_thread:true,dirty_decay_ms:200,muzzy_decay_ms:0,narenas:1".as_ptr());
+static MALLOC_CONF: MallocConf = MallocConf(bloomgate::cache::weight::JEMALLOC_CONF.as_ptr());
 
 /// jemalloc reads its options from a `const char *` of this name.
 #[repr(transparent)]

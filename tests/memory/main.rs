@@ -16,19 +16,28 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use tikv_jemallocator::Jemalloc;
 
 /// The binary's allocator, counting the bytes it holds: each allocation's size class, not the
-/// size asked for, and for a large one (past 14 KiB) the page more that jemalloc gives it to start
-/// it at a random cache line (`opt.cache_oblivious`), which the allocation's bytes then touch.
+/// size asked for; past 14 KiB, the pages it touches (its size class may run further, untouched).
 struct Counting;
 
-fn held_by(ptr: *mut u8) -> usize {
+fn held_by(ptr: *mut u8, asked: usize) -> usize {
     // SAFETY: `ptr` is a live allocation of jemalloc's.
     let usable = unsafe { tikv_jemallocator::usable_size(ptr) };
     if usable > 14 * 1024 {
-        usable + 4096
+        asked.next_multiple_of(4096)
     } else {
         usable
     }
 }
+
+/// The binary's options, so that sizes here are the binary's.
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static MALLOC_CONF: MallocConf = MallocConf(bloomgate::cache::weight::JEMALLOC_CONF.as_ptr());
+
+#[repr(transparent)]
+struct MallocConf(*const std::ffi::c_char);
+
+// SAFETY: a pointer to a `'static` C string jemalloc only reads.
+unsafe impl Sync for MallocConf {}
 
 static HELD: AtomicUsize = AtomicUsize::new(0);
 
@@ -37,13 +46,13 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let ptr = unsafe { Jemalloc.alloc(layout) };
         if !ptr.is_null() {
-            HELD.fetch_add(held_by(ptr), Ordering::Relaxed);
+            HELD.fetch_add(held_by(ptr, layout.size()), Ordering::Relaxed);
         }
         ptr
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        HELD.fetch_sub(held_by(ptr), Ordering::Relaxed);
+        HELD.fetch_sub(held_by(ptr, layout.size()), Ordering::Relaxed);
         unsafe { Jemalloc.dealloc(ptr, layout) }
     }
 }
