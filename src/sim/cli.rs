@@ -89,6 +89,11 @@ pub struct SimulateArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also draw hit ratio, byte hit ratio and bytes written into main against cache size, one
+    /// line per policy, to this file: SVG, or HTML (the SVG with the report under it) for a name
+    /// ending in `.html`. Give several sizes (`--cache-percent 1,5,10`) for curves.
+    #[arg(long, conflicts_with_all = ["ram_bytes", "ram_percent", "disk_bytes", "disk_percent"])]
+    pub plot: Option<PathBuf>,
     /// Skip and count lines that cannot be parsed instead of stopping at the first.
     #[arg(long)]
     pub skip_bad_lines: bool,
@@ -102,6 +107,9 @@ pub fn run(args: &SimulateArgs) -> Result<(), SimError> {
         print(&mut stdout, &report, args.json)
     } else {
         let report = simulate(args)?;
+        if let Some(path) = &args.plot {
+            super::plot::write_plot(path, &report)?;
+        }
         print(&mut stdout, &report, args.json)
     }
 }

@@ -27,6 +27,7 @@ fn args(trace: PathBuf) -> SimulateArgs {
         jobs: None,
         seed: 1,
         json: true,
+        plot: None,
         skip_bad_lines: false,
     }
 }

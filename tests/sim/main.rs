@@ -3,6 +3,7 @@
 //! so that it is linked once.
 
 mod command;
+mod plot;
 mod policies;
 mod trace_reader;
 mod trace_synthetic;

@@ -1,0 +1,62 @@
+//! The demo's picture: its synthetic trace through `simulate` at several cache sizes, drawn as
+//! `simulate --plot` draws it.
+
+use std::path::Path;
+
+use crate::sim::{MainEviction, SimError, SimulateArgs, simulate, write_plot};
+use crate::trace::{Compression, SyntheticTrace, TraceWriter};
+
+use super::{DemoArgs, DemoError};
+
+/// Cache sizes of the picture, in percent of the trace's footprint: around the demo's own.
+const CACHE_PERCENT: [f64; 6] = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0];
+
+/// Writes the curves of `trace` to `args.plot` and says where.
+pub(super) fn draw(args: &DemoArgs, trace: &SyntheticTrace) -> Result<(), DemoError> {
+    let dir = std::env::temp_dir().join(format!("bloomgate-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("demo-trace.csv");
+    let drawn = write_trace(&path, trace).and_then(|()| plot(&path, &args.plot));
+    // The trace was only the simulator's input.
+    let _ = std::fs::remove_dir_all(&dir);
+    drawn?;
+    println!(
+        "\ncurves: {} (hit ratio, byte hit ratio and bytes written into main against cache size, \
+         by admission policy, simulated on the same trace; `bloomgate simulate --plot` draws them \
+         for any trace)",
+        args.plot.display()
+    );
+    Ok(())
+}
+
+fn write_trace(path: &Path, trace: &SyntheticTrace) -> Result<(), SimError> {
+    let mut writer = TraceWriter::create(path, Compression::None)?;
+    for request in trace.iter() {
+        writer.write(&request)?;
+    }
+    Ok(writer.finish()?)
+}
+
+fn plot(trace: &Path, out: &Path) -> Result<(), SimError> {
+    let args = SimulateArgs {
+        trace: trace.to_path_buf(),
+        cache_bytes: Vec::new(),
+        cache_percent: CACHE_PERCENT.to_vec(),
+        capacity: None,
+        target_fpr: 0.01,
+        rotate_at_fpr: 0.02,
+        max_age: None,
+        probation_share: 0.1,
+        probation_main: MainEviction::Fifo,
+        ram_bytes: None,
+        ram_percent: None,
+        disk_bytes: None,
+        disk_percent: None,
+        jobs: None,
+        seed: 1,
+        json: false,
+        plot: None,
+        skip_bad_lines: false,
+    };
+    write_plot(out, &simulate(&args)?)
+}
