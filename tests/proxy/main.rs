@@ -29,5 +29,6 @@ mod reload;
 mod rfc9111;
 mod security;
 mod service_unit;
+mod status_page;
 mod tls;
 mod version_cli;

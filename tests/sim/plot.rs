@@ -30,7 +30,13 @@ fn synthetic_trace(name: &str) -> PathBuf {
 
 fn simulate_plot(trace: &Path, plot: &Path) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
-        .args(["simulate", "--jobs", "2", "--cache-percent", &SIZES.join(",")])
+        .args([
+            "simulate",
+            "--jobs",
+            "2",
+            "--cache-percent",
+            &SIZES.join(","),
+        ])
         .arg("--trace")
         .arg(trace)
         .arg("--plot")
@@ -59,12 +65,19 @@ fn plot_draws_one_curve_per_policy_with_a_point_per_size_in_each_panel() {
         .filter_map(|node| node.text())
         .map(str::trim)
         .collect();
-    let title = format!("{}: 20000 requests", trace.file_name().unwrap().to_string_lossy());
+    let title = format!(
+        "{}: 20000 requests",
+        trace.file_name().unwrap().to_string_lossy()
+    );
     assert!(
         texts.iter().any(|text| text.starts_with(&title)),
         "no title {title:?} in {texts:?}"
     );
-    for axis in ["hit ratio (%)", "byte hit ratio (%)", "footprint, log scale)"] {
+    for axis in [
+        "hit ratio (%)",
+        "byte hit ratio (%)",
+        "footprint, log scale)",
+    ] {
         assert!(
             texts.iter().any(|text| text.contains(axis)),
             "no axis {axis:?} in {texts:?}"
@@ -82,13 +95,24 @@ fn plot_draws_one_curve_per_policy_with_a_point_per_size_in_each_panel() {
     // A curve is a polyline through a point per size (a legend marker has two points), in its
     // policy's colour, with a dot on each point.
     let mut curves: BTreeMap<&str, usize> = BTreeMap::new();
-    for line in document.descendants().filter(|n| n.has_tag_name("polyline")) {
-        let points = line.attribute("points").unwrap_or("").split_whitespace().count();
+    for line in document
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline"))
+    {
+        let points = line
+            .attribute("points")
+            .unwrap_or("")
+            .split_whitespace()
+            .count();
         if points == SIZES.len() {
             *curves.entry(line.attribute("stroke").unwrap()).or_default() += 1;
         }
     }
-    assert_eq!(curves.len(), POLICIES.len(), "one colour per policy: {curves:?}");
+    assert_eq!(
+        curves.len(),
+        POLICIES.len(),
+        "one colour per policy: {curves:?}"
+    );
     assert!(curves.values().all(|&n| n == PANELS), "{curves:?}");
     let mut dots: BTreeMap<&str, usize> = BTreeMap::new();
     for dot in document.descendants().filter(|n| n.has_tag_name("circle")) {
