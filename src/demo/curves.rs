@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::sim::{MainEviction, SimError, SimulateArgs, simulate, write_plot};
+use crate::sim::{SimError, SimulateArgs, simulate, write_plot};
 use crate::trace::{Compression, SyntheticTrace, TraceWriter};
 
 use super::{DemoArgs, DemoError};
@@ -38,25 +38,6 @@ fn write_trace(path: &Path, trace: &SyntheticTrace) -> Result<(), SimError> {
 }
 
 fn plot(trace: &Path, out: &Path) -> Result<(), SimError> {
-    let args = SimulateArgs {
-        trace: trace.to_path_buf(),
-        cache_bytes: Vec::new(),
-        cache_percent: CACHE_PERCENT.to_vec(),
-        capacity: None,
-        target_fpr: 0.01,
-        rotate_at_fpr: 0.02,
-        max_age: None,
-        probation_share: 0.1,
-        probation_main: MainEviction::Fifo,
-        ram_bytes: None,
-        ram_percent: None,
-        disk_bytes: None,
-        disk_percent: None,
-        jobs: None,
-        seed: 1,
-        json: false,
-        plot: None,
-        skip_bad_lines: false,
-    };
+    let args = SimulateArgs::with_cache_percent(trace, &CACHE_PERCENT)?;
     write_plot(out, &simulate(&args)?)
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use bloomgate::trace::{Compression, SyntheticTrace, TraceWriter};
+use bloomgate::trace::SyntheticTrace;
 
 /// The policies the picture draws, by their legend's first word.
 const POLICIES: [&str; 4] = ["admit-all", "second-hit-exact", "bloom", "probation"];
@@ -19,13 +19,7 @@ fn synthetic_trace(name: &str) -> PathBuf {
         objects: 4_000,
         ..SyntheticTrace::default()
     };
-    let path = std::env::temp_dir().join(format!("bloomgate-plot-{}-{name}", std::process::id()));
-    let mut writer = TraceWriter::create(&path, Compression::None).unwrap();
-    for request in trace.iter() {
-        writer.write(&request).unwrap();
-    }
-    writer.finish().unwrap();
-    path
+    crate::synthetic_trace_file(name, &trace)
 }
 
 fn simulate_plot(trace: &Path, plot: &Path) -> String {
