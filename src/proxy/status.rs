@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::admission::RotationReason;
 use crate::admission::probation::Segment;
 use crate::cache::disk::WriteReason;
 use crate::config::Config;
@@ -181,43 +182,25 @@ pub fn status(proxy: &Proxy, history: &History) -> Status {
     let series = Exposition::render(proxy);
     let config = proxy.config();
     let totals = series.totals();
-    let by_segment = |name: &str| {
-        Segment::ALL
-            .iter()
-            .map(|s| {
-                (
-                    s.as_str(),
-                    series.count(name, Some(("segment", s.as_str()))),
-                )
-            })
-            .collect()
-    };
+    let by_segment = |name| series.by_label(name, "segment", Segment::ALL.map(|s| s.as_str()));
     let generations = |name: &str| Generations {
         current: series.value(name, Some(("generation", "current"))),
         previous: series.value(name, Some(("generation", "previous"))),
     };
     Status {
         mode: config.admission.mode.as_str(),
-        requests: Outcome::ALL
-            .iter()
-            .map(|o| {
-                (
-                    o.as_str(),
-                    series.count(REQUESTS_TOTAL, Some(("cache_status", o.as_str()))),
-                )
-            })
-            .collect(),
+        requests: series.by_label(
+            REQUESTS_TOTAL,
+            "cache_status",
+            Outcome::ALL.map(Outcome::as_str),
+        ),
         hit_ratio: share(totals.hits, totals.requests),
         byte_hit_ratio: share(totals.hit_bytes, totals.hit_bytes + totals.origin_bytes),
-        admission: DecisionLabel::ALL
-            .iter()
-            .map(|d| {
-                (
-                    d.as_str(),
-                    series.count(ADMISSION_TOTAL, Some(("decision", d.as_str()))),
-                )
-            })
-            .collect(),
+        admission: series.by_label(
+            ADMISSION_TOTAL,
+            "decision",
+            DecisionLabel::ALL.map(DecisionLabel::as_str),
+        ),
         doorkeeper: series.doorkeeper.then(|| DoorkeeperStatus {
             generation: series.count(FILTER_GENERATION, None),
             capacity: series.count(FILTER_CAPACITY, None),
@@ -226,10 +209,11 @@ pub fn status(proxy: &Proxy, history: &History) -> Status {
             estimated_fpr: series.value(FILTER_ESTIMATED_FPR, None),
             rotate_at_fpr: series.value(FILTER_ROTATE_AT_FPR, None),
             max_age_remaining_seconds: series.value(FILTER_MAX_AGE_REMAINING_SECONDS, None),
-            rotations: ["fpr_threshold", "capacity", "max_age"]
-                .into_iter()
-                .map(|r| (r, series.count(FILTER_ROTATIONS_TOTAL, Some(("reason", r)))))
-                .collect(),
+            rotations: series.by_label(
+                FILTER_ROTATIONS_TOTAL,
+                "reason",
+                RotationReason::ALL.map(|r| r.as_str()),
+            ),
             bytes: series.count(FILTER_BYTES, None),
         }),
         cache: CacheStatus {
@@ -298,6 +282,19 @@ impl Exposition {
 
     fn count(&self, name: &str, label: Option<(&str, &str)>) -> u64 {
         self.value(name, label) as u64
+    }
+
+    /// The series `name{label="value"}` of each value, by value.
+    fn by_label<const N: usize>(
+        &self,
+        name: &str,
+        label: &str,
+        values: [&'static str; N],
+    ) -> BTreeMap<&'static str, u64> {
+        values
+            .into_iter()
+            .map(|value| (value, self.count(name, Some((label, value)))))
+            .collect()
     }
 
     fn totals(&self) -> Totals {
