@@ -145,7 +145,10 @@ pub struct History(Mutex<VecDeque<Totals>>);
 impl History {
     /// Samples the counters now (a `/metrics` render); the admin listener calls it on a timer.
     pub fn sample(&self, proxy: &Proxy) {
-        let totals = Exposition::render(proxy).totals();
+        self.record(Exposition::render(proxy).totals());
+    }
+
+    fn record(&self, totals: Totals) {
         let mut samples = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if samples.len() == SAMPLES_KEPT {
             samples.pop_front();
@@ -313,4 +316,51 @@ impl Exposition {
 /// `part / whole`, or `None` when `whole` is 0.
 fn share(part: u64, whole: u64) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: u64, requests: u64, hits: u64) -> Totals {
+        Totals {
+            unix_seconds: seconds as f64,
+            requests,
+            hits,
+            hit_bytes: hits * 100,
+            origin_bytes: (requests - hits) * 100,
+        }
+    }
+
+    #[test]
+    fn history_keeps_ten_minutes_and_its_last_interval_ends_now() {
+        let history = History::default();
+        // 20 minutes of samples: 10 requests every 5 s, 4 of them hits.
+        for i in 0..240 {
+            history.record(at(5 * i, 10 * i, 4 * i));
+        }
+        let intervals = history.intervals(at(5 * 239 + 2, 10 * 239 + 3, 4 * 239 + 3));
+        assert_eq!(intervals.len(), SAMPLES_KEPT);
+        let first = &intervals[0];
+        assert_eq!(first.end_unix_seconds - first.seconds, (5 * 120) as f64);
+        assert_eq!((first.requests, first.hit_ratio), (10, Some(0.4)));
+        let last = &intervals[SAMPLES_KEPT - 1];
+        assert_eq!(
+            (last.seconds, last.requests, last.hit_ratio),
+            (2.0, 3, Some(1.0))
+        );
+        assert_eq!(last.byte_hit_ratio, Some(1.0));
+    }
+
+    #[test]
+    fn an_interval_without_requests_has_no_ratio() {
+        let history = History::default();
+        history.record(at(0, 5, 1));
+        let intervals = history.intervals(at(5, 5, 1));
+        assert_eq!(intervals.len(), 1);
+        assert_eq!(
+            (intervals[0].hit_ratio, intervals[0].byte_hit_ratio),
+            (None, None)
+        );
+    }
 }
