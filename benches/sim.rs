@@ -107,6 +107,7 @@ fn main() {
         jobs: None,
         seed: 1,
         json: false,
+        plot: None,
         skip_bad_lines: false,
     };
     let mut cpu = Vec::new();

@@ -2,6 +2,7 @@
 //! synthetic trace, and what admission saved, in RAM and on a disk tier, in one command on free
 //! loopback ports.
 
+mod curves;
 mod disk;
 
 use std::collections::HashMap;
@@ -40,6 +41,10 @@ pub struct DemoArgs {
     /// Stop after serving this long once the replay is done (e.g. "30s"); without it, until Ctrl-C.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Option<Duration>,
+    /// Where to write the picture of the trace simulated at several cache sizes (SVG; `.html`
+    /// for a page with the simulator's report under it).
+    #[arg(long, default_value = "bloomgate-demo-curves.svg")]
+    pub plot: PathBuf,
 }
 
 /// Why the demo could not run.
@@ -53,6 +58,8 @@ pub enum DemoError {
     Replay(#[from] crate::traffic::TrafficError),
     #[error("demo: a proxy to compare with did not start: {0}")]
     Child(String),
+    #[error("demo: drawing the curves: {0}")]
+    Curves(#[from] crate::sim::SimError),
 }
 
 pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
@@ -171,6 +178,7 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
             indicatif::HumanBytes(stats.memory_bytes as u64)
         );
     }
+    curves::draw(&args, &trace)?;
     disk::show(&args, &origin, &config, &options).await?;
     println!(
         "\nproxy   http://{}  (try: curl -i http://{}/obj/hello?size=100)",

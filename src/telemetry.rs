@@ -1,6 +1,7 @@
 //! Metric names in one place, the Prometheus exporter, and the gauges refreshed at each scrape.
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -18,6 +19,7 @@ pub use doorkeeper::metrics::{
 pub const REQUESTS_TOTAL: &str = "bloomgate_requests_total";
 pub const REQUEST_DURATION_SECONDS: &str = "bloomgate_request_duration_seconds";
 pub const FILTER_SNAPSHOTS_TOTAL: &str = "bloomgate_filter_snapshots_total";
+pub const FILTER_MAX_AGE_REMAINING_SECONDS: &str = "bloomgate_filter_max_age_remaining_seconds";
 pub const CACHE_ENTRIES: &str = "bloomgate_cache_entries";
 pub const CACHE_BYTES: &str = "bloomgate_cache_bytes";
 pub const CACHE_MAX_BYTES: &str = "bloomgate_cache_max_bytes";
@@ -67,7 +69,7 @@ const DURATION_BUCKETS: &[f64] = &[
 ];
 
 /// How often the exporter's histogram samples are folded into their buckets when nobody scrapes.
-const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// The process-wide Prometheus recorder, installed on first use.
 ///
@@ -140,6 +142,11 @@ fn describe() {
     describe_gauge!(FILTER_BYTES, Unit::Bytes, help::FILTER_BYTES);
     describe_gauge!(FILTER_GENERATION, help::FILTER_GENERATION);
     describe_counter!(FILTER_ROTATIONS_TOTAL, help::FILTER_ROTATIONS_TOTAL);
+    describe_gauge!(
+        FILTER_MAX_AGE_REMAINING_SECONDS,
+        Unit::Seconds,
+        "Time until admission.max_age rotates the current generation; its false-positive estimate or capacity may rotate it first."
+    );
     describe_counter!(
         FILTER_SNAPSHOTS_TOTAL,
         "Doorkeeper snapshots written to admission.snapshot_path, by outcome (ok, error)."
@@ -299,9 +306,17 @@ fn describe_disk() {
     );
 }
 
+/// The doorkeeper's figures at scrape time, with the settings they are read against.
+pub struct DoorkeeperState {
+    pub stats: DoorkeeperStats,
+    pub rotate_at_fpr: f64,
+    pub capacity: u64,
+    pub max_age: Duration,
+}
+
 /// The state sampled at scrape time, so the gauges cost nothing on the request path.
 pub struct ScrapeState {
-    pub doorkeeper: Option<(DoorkeeperStats, f64, u64)>,
+    pub doorkeeper: Option<DoorkeeperState>,
     /// Per segment, indexed by [`Segment::index`].
     pub cache_entries: [u64; 2],
     pub cache_bytes: [u64; 2],
@@ -319,7 +334,8 @@ pub struct ScrapeState {
 /// Sets every gauge from the sampled state and renders the Prometheus text exposition.
 pub fn render(state: &ScrapeState) -> String {
     let handle = recorder();
-    if let Some((stats, rotate_at_fpr, capacity)) = &state.doorkeeper {
+    if let Some(door) = &state.doorkeeper {
+        let stats = &door.stats;
         gauge!(FILTER_FILL_RATIO, "generation" => "current").set(stats.current.fill_ratio);
         gauge!(FILTER_ESTIMATED_ITEMS, "generation" => "current")
             .set(stats.current.estimated_items);
@@ -329,8 +345,10 @@ pub fn render(state: &ScrapeState) -> String {
         gauge!(FILTER_ESTIMATED_ITEMS, "generation" => "previous")
             .set(previous.map_or(0.0, |p| p.estimated_items));
         gauge!(FILTER_ESTIMATED_FPR).set(stats.combined_fpr);
-        gauge!(FILTER_ROTATE_AT_FPR).set(*rotate_at_fpr);
-        gauge!(FILTER_CAPACITY).set(*capacity as f64);
+        gauge!(FILTER_ROTATE_AT_FPR).set(door.rotate_at_fpr);
+        gauge!(FILTER_CAPACITY).set(door.capacity as f64);
+        gauge!(FILTER_MAX_AGE_REMAINING_SECONDS)
+            .set(door.max_age.saturating_sub(stats.current_age).as_secs_f64());
         gauge!(FILTER_BYTES).set(stats.memory_bytes as f64);
         gauge!(FILTER_GENERATION).set(stats.generation as f64);
         for (reason, count) in [

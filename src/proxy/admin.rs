@@ -1,4 +1,5 @@
-//! The admin listener: `/metrics`, `/healthz`, `/readyz`, and PURGE.
+//! The admin listener: the status page, `/status.json`, `/metrics`, `/healthz`, `/readyz`,
+//! `POST /reload`, and PURGE.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,9 +15,32 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::Proxy;
+use super::status::{self, History};
 use crate::telemetry;
 
+/// Answers the admin endpoints, and samples the status page's history, until dropped.
 pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: watch::Receiver<bool>) {
+    let history = Arc::new(History::default());
+    tokio::select! {
+        () = accept(listener, Arc::clone(&proxy), shutdown, Arc::clone(&history)) => {}
+        () = sample(&proxy, &history) => {}
+    }
+}
+
+async fn sample(proxy: &Proxy, history: &History) {
+    let mut tick = tokio::time::interval(status::SAMPLE_EVERY);
+    loop {
+        tick.tick().await;
+        history.sample(proxy);
+    }
+}
+
+async fn accept(
+    listener: TcpListener,
+    proxy: Arc<Proxy>,
+    shutdown: watch::Receiver<bool>,
+    history: Arc<History>,
+) {
     let builder = auto::Builder::new(TokioExecutor::new());
     loop {
         let Ok((stream, _peer)) = listener.accept().await else {
@@ -24,8 +48,9 @@ pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: watch::Re
         };
         let proxy = Arc::clone(&proxy);
         let shutdown = shutdown.clone();
+        let history = Arc::clone(&history);
         let service = service_fn(move |request| {
-            let response = answer(&proxy, &shutdown, request);
+            let response = answer(&proxy, &shutdown, &history, request);
             async move { Ok::<_, Infallible>(response) }
         });
         let connection = builder
@@ -40,6 +65,7 @@ pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: watch::Re
 fn answer(
     proxy: &Proxy,
     shutdown: &watch::Receiver<bool>,
+    history: &History,
     request: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let (parts, _body) = request.into_parts();
@@ -65,19 +91,25 @@ fn answer(
     if parts.method != Method::GET {
         return text(
             StatusCode::METHOD_NOT_ALLOWED,
-            "GET /metrics, /healthz, /readyz; POST /reload; PURGE <path> with Host\n",
+            "GET /, /status.json, /metrics, /healthz, /readyz; POST /reload; PURGE <path> with Host\n",
         );
     }
     match parts.uri.path() {
-        "/metrics" => {
-            let body = telemetry::render(&proxy.scrape_state());
-            let mut response = Response::new(Full::new(Bytes::from(body)));
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-            );
-            response
-        }
+        "/" => typed(
+            Bytes::from_static(status::PAGE.as_bytes()),
+            "text/html; charset=utf-8",
+        ),
+        "/status.json" => match serde_json::to_vec(&status::status(proxy, history)) {
+            Ok(body) => typed(Bytes::from(body), "application/json"),
+            Err(error) => text_owned(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("status: encoding JSON: {error}\n"),
+            ),
+        },
+        "/metrics" => typed(
+            Bytes::from(telemetry::render(&proxy.scrape_state())),
+            "text/plain; version=0.0.4; charset=utf-8",
+        ),
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" if *shutdown.borrow() => text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
         "/readyz" => match proxy.disk() {
@@ -95,6 +127,14 @@ fn answer(
         },
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
+}
+
+fn typed(body: Bytes, content_type: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
 }
 
 fn text_owned(status: StatusCode, body: String) -> Response<Full<Bytes>> {

@@ -23,6 +23,7 @@ mod served;
 mod server;
 mod slice;
 mod stall;
+mod status;
 mod stream;
 mod upstream;
 
@@ -37,7 +38,7 @@ use crate::admission::probation::Budget;
 use crate::cache::Store;
 use crate::cache::disk::DiskTier;
 use crate::config::{AdmissionConfig, Config};
-use crate::telemetry::ScrapeState;
+use crate::telemetry::{DoorkeeperState, ScrapeState};
 use crate::tls::{Certificates, TlsError};
 
 pub use access_log::{AccessLog, AccessLogError};
@@ -192,11 +193,13 @@ impl Proxy {
             |counters: &[AtomicU64; 2]| counters.each_ref().map(|c| c.load(Ordering::Relaxed));
         ScrapeState {
             doorkeeper: live.doorkeeper.as_ref().map(|door| {
-                (
-                    door.stats(),
-                    live.config.admission.doorkeeper.rotate_at_fpr,
-                    live.config.admission.doorkeeper.capacity,
-                )
+                let settings = &live.config.admission.doorkeeper;
+                DoorkeeperState {
+                    stats: door.stats(),
+                    rotate_at_fpr: settings.rotate_at_fpr,
+                    capacity: settings.capacity,
+                    max_age: settings.max_age,
+                }
             }),
             cache_entries: usage.entries,
             cache_bytes: usage.bytes,

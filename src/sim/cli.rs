@@ -1,9 +1,11 @@
 //! `bloomgate simulate`: its arguments and the run that ties reading, simulating and reporting.
 
+use std::ffi::OsStr;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::admission::DoorkeeperConfig;
@@ -89,6 +91,11 @@ pub struct SimulateArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also draw hit ratio, byte hit ratio and bytes written into main against cache size, one
+    /// line per policy, to this file: SVG, or HTML (the SVG with the report under it) for a name
+    /// ending in `.html`. Give several sizes (`--cache-percent 1,5,10`) for curves.
+    #[arg(long, conflicts_with_all = ["ram_bytes", "ram_percent", "disk_bytes", "disk_percent"])]
+    pub plot: Option<PathBuf>,
     /// Skip and count lines that cannot be parsed instead of stopping at the first.
     #[arg(long)]
     pub skip_bad_lines: bool,
@@ -102,6 +109,9 @@ pub fn run(args: &SimulateArgs) -> Result<(), SimError> {
         print(&mut stdout, &report, args.json)
     } else {
         let report = simulate(args)?;
+        if let Some(path) = &args.plot {
+            super::plot::write_plot(path, &report)?;
+        }
         print(&mut stdout, &report, args.json)
     }
 }
@@ -121,6 +131,28 @@ fn print<R: serde::Serialize + std::fmt::Display>(
 }
 
 impl SimulateArgs {
+    /// The arguments of `bloomgate simulate --trace TRACE --cache-percent PERCENT,...`: every other
+    /// option at its command-line default, read by the same parser.
+    pub fn with_cache_percent(trace: &Path, percent: &[f64]) -> Result<SimulateArgs, SimError> {
+        #[derive(clap::Parser)]
+        struct Simulate {
+            #[command(flatten)]
+            args: SimulateArgs,
+        }
+        let percent: Vec<String> = percent.iter().map(f64::to_string).collect();
+        let percent = percent.join(",");
+        let words = [
+            OsStr::new("simulate"),
+            OsStr::new("--trace"),
+            trace.as_os_str(),
+            OsStr::new("--cache-percent"),
+            OsStr::new(&percent),
+        ];
+        Simulate::try_parse_from(words)
+            .map(|simulate| simulate.args)
+            .map_err(|error| SimError::Argument(error.to_string()))
+    }
+
     /// Whether the two-tier model runs (a disk size is given).
     pub fn is_two_tier(&self) -> bool {
         self.disk_bytes.is_some() || self.disk_percent.is_some()

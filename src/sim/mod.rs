@@ -15,6 +15,7 @@ mod engine;
 mod interner;
 mod lru;
 mod pipeline;
+mod plot;
 mod policy;
 mod prefetch;
 mod ratio;
@@ -29,6 +30,7 @@ pub use engine::{CacheSetup, Simulator};
 pub use interner::Interner;
 pub use lru::ByteLru;
 pub use pipeline::{Consumer, scan};
+pub use plot::{curves_svg, write_plot};
 pub use policy::{NGINX_BYTES_PER_KEY, PolicyKind, PolicyReport, ProbationSetup};
 pub(crate) use ratio::ratio;
 pub use report::{
@@ -51,4 +53,6 @@ pub enum SimError {
     Output(#[from] std::io::Error),
     #[error("simulate: encoding the JSON report: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("simulate: --plot {path}: {error}")]
+    Plot { path: String, error: String },
 }

@@ -29,6 +29,7 @@ mod reload;
 mod rfc9111;
 mod security;
 mod service_unit;
+mod status_page;
 mod tls;
 mod upstreams;
 mod version_cli;

@@ -74,6 +74,13 @@ async fn a_killed_server_leaves_rotation_within_its_window_and_returns_when_it_d
     all_succeed(&client, &proxy, 30).await;
     let scrape = scrape_until(&client, &proxy, |s| metric(s, &healthy(killed)) == 0.0).await;
     assert_eq!(metric(&scrape, &healthy(killed)), 0.0, "{scrape}");
+    // The status page says so, for that server only.
+    let status = client.get(&proxy.admin_url("/status.json")).await.text();
+    let health = |server: SocketAddr| {
+        format!("\"upstream\":\"a\",\"url\":\"http://{server}\",\"health\":\"")
+    };
+    assert!(status.contains(&(health(killed) + "down\"")), "{status}");
+    assert!(status.contains(&(health(addrs[0]) + "up\"")), "{status}");
     let failed = metric(&scrape, &errors(killed, "connect_error"));
     assert!((1.0..=2.0).contains(&failed), "{failed} connects failed");
     all_succeed(&client, &proxy, 30).await;

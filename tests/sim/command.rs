@@ -7,7 +7,7 @@ use bloomgate::config::Config;
 use bloomgate::sim::{
     DiskPolicy, MainEviction, PolicyKind, SimError, SimulateArgs, simulate, simulate_tiers,
 };
-use bloomgate::trace::{Compression, SyntheticTrace, TraceWriter};
+use bloomgate::trace::SyntheticTrace;
 
 fn args(trace: PathBuf) -> SimulateArgs {
     SimulateArgs {
@@ -27,6 +27,7 @@ fn args(trace: PathBuf) -> SimulateArgs {
         jobs: None,
         seed: 1,
         json: true,
+        plot: None,
         skip_bad_lines: false,
     }
 }
@@ -269,12 +270,7 @@ fn jobs_share_out_the_work_and_change_nothing_in_the_report() {
         objects: 6_000,
         ..SyntheticTrace::default()
     };
-    let path = std::env::temp_dir().join(format!("bloomgate-sim-{}-jobs.csv", std::process::id()));
-    let mut writer = TraceWriter::create(&path, Compression::None).unwrap();
-    for request in trace.iter() {
-        writer.write(&request).unwrap();
-    }
-    writer.finish().unwrap();
+    let path = crate::synthetic_trace_file("jobs.csv", &trace);
     let sizes = ["--cache-percent", "1,5,20"];
     let sequential = simulate_json(&path, &[&sizes[..], &["--jobs", "1"]].concat());
     let caches = sequential["caches"].as_array().unwrap();
@@ -290,4 +286,27 @@ fn jobs_share_out_the_work_and_change_nothing_in_the_report() {
     assert_eq!(sequential["policies"].as_array().unwrap().len(), 3);
     let parallel = simulate_json(&path, &[&tiers[..], &["--jobs", "3"]].concat());
     assert_eq!(parallel, sequential);
+}
+
+#[test]
+fn arguments_made_in_code_take_the_command_lines_defaults() {
+    let made = SimulateArgs::with_cache_percent(Path::new("t.csv"), &[0.5, 10.0]).unwrap();
+    assert_eq!(made.cache_percent, [0.5, 10.0]);
+    assert_eq!(made.trace, Path::new("t.csv"));
+    let typed = args(PathBuf::from("t.csv"));
+    assert_eq!(
+        (
+            made.target_fpr,
+            made.rotate_at_fpr,
+            made.probation_share,
+            made.seed
+        ),
+        (
+            typed.target_fpr,
+            typed.rotate_at_fpr,
+            typed.probation_share,
+            typed.seed
+        )
+    );
+    assert_eq!((made.capacity, made.jobs, made.plot), (None, None, None));
 }

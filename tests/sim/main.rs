@@ -3,6 +3,22 @@
 //! so that it is linked once.
 
 mod command;
+mod plot;
 mod policies;
 mod trace_reader;
 mod trace_synthetic;
+
+use std::path::PathBuf;
+
+use bloomgate::trace::{Compression, SyntheticTrace, TraceWriter};
+
+/// `trace` written as CSV to a file of the temp directory named after this process and `name`.
+fn synthetic_trace_file(name: &str, trace: &SyntheticTrace) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("bloomgate-sim-{}-{name}", std::process::id()));
+    let mut writer = TraceWriter::create(&path, Compression::None).unwrap();
+    for request in trace.iter() {
+        writer.write(&request).unwrap();
+    }
+    writer.finish().unwrap();
+    path
+}

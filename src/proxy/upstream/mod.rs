@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use crate::config::{Config, HealthConfig, HostPattern, Upstreams};
 
 pub use balance::Group;
-pub use server::{ErrorKind, Server};
+pub use server::{ErrorKind, Server, label};
 
 use health::ServerState;
 
