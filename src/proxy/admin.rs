@@ -20,7 +20,7 @@ use crate::telemetry;
 
 /// Answers the admin endpoints, and samples the status page's history, until dropped.
 pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: watch::Receiver<bool>) {
-    let history = Arc::new(History::default());
+    let history = Arc::new(History::starting_now());
     tokio::select! {
         () = accept(listener, Arc::clone(&proxy), shutdown, Arc::clone(&history)) => {}
         () = sample(&proxy, &history) => {}

@@ -167,6 +167,21 @@ struct Totals {
 pub struct History(Mutex<VecDeque<Totals>>);
 
 impl History {
+    /// A history whose first sample is now with every counter at zero: the counters start with
+    /// the process, and a first sample taken by the timer could come after the first requests (the
+    /// admin listener's task may start after the public listeners have served some).
+    pub fn starting_now() -> History {
+        let history = History::default();
+        history.record(Totals {
+            unix_seconds: unix_now(),
+            requests: 0,
+            hits: 0,
+            hit_bytes: 0,
+            origin_bytes: 0,
+        });
+        history
+    }
+
     /// Samples the counters now (a `/metrics` render); the admin listener calls it on a timer.
     pub fn sample(&self, proxy: &Proxy) {
         self.record(Exposition::render(proxy).totals());
@@ -287,12 +302,9 @@ impl Exposition {
                 Some((series.to_owned(), value.parse().ok()?))
             })
             .collect();
-        let unix_seconds = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |since| since.as_secs_f64());
         Exposition {
             values,
-            unix_seconds,
+            unix_seconds: unix_now(),
             doorkeeper,
             disk,
         }
@@ -348,6 +360,12 @@ impl Exposition {
 }
 
 /// `part / whole`, or `None` when `whole` is 0.
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |since| since.as_secs_f64())
+}
+
 fn share(part: u64, whole: u64) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)
 }
