@@ -10,6 +10,7 @@ pub mod freshness;
 mod head;
 mod key;
 mod store;
+pub mod tags;
 mod variants;
 pub mod weight;
 
@@ -18,5 +19,6 @@ pub use control::{RequestDirectives, ResponseControl};
 pub use entry::{Freshness, NotStored, StoredResponse, storability, varied_request_fields};
 pub use head::Head;
 pub use key::{CacheKey, ClientTls, KeyError, keyed_query, scheme};
+pub use tags::{PurgeKind, TagPurge, TagPurgeFileError, TagPurges};
 pub use store::{Evicted, EvictionListener, Proof, Store, StoreCounters, Usage};
 pub use variants::Variants;

@@ -1,4 +1,4 @@
-//! The admin listener: `/metrics`, `/healthz`, `/readyz`, and PURGE.
+//! The admin listener: `/metrics`, `/healthz`, `/readyz`, PURGE, and purge by tag.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -47,6 +47,12 @@ fn answer(
         let (status, body) = proxy.purge(&parts);
         return text(status, body);
     }
+    if parts.method == Method::POST
+        && let Some(tag) = parts.uri.path().strip_prefix("/purge/tag/")
+    {
+        let (status, body) = proxy.purge_tag(tag, parts.uri.query());
+        return text_owned(status, body);
+    }
     if parts.method == Method::POST && parts.uri.path() == "/reload" {
         let result = proxy.reload();
         let response = match &result {
@@ -65,7 +71,7 @@ fn answer(
     if parts.method != Method::GET {
         return text(
             StatusCode::METHOD_NOT_ALLOWED,
-            "GET /metrics, /healthz, /readyz; POST /reload; PURGE <path> with Host\n",
+            "GET /metrics, /healthz, /readyz; POST /reload, /purge/tag/<tag>; PURGE <path> with Host\n",
         );
     }
     match parts.uri.path() {
