@@ -29,6 +29,7 @@ mod reload;
 mod rfc9111;
 mod security;
 mod service_unit;
+mod tags;
 mod tls;
 mod upstreams;
 mod version_cli;
