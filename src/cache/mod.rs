@@ -19,6 +19,6 @@ pub use control::{RequestDirectives, ResponseControl};
 pub use entry::{Freshness, NotStored, StoredResponse, storability, varied_request_fields};
 pub use head::Head;
 pub use key::{CacheKey, ClientTls, KeyError, keyed_query, scheme};
-pub use tags::{PurgeKind, TagPurge, TagPurgeFileError, TagPurges};
 pub use store::{Evicted, EvictionListener, Proof, Store, StoreCounters, Usage};
+pub use tags::{PurgeKind, TagPurge, TagPurgeFileError, TagPurges};
 pub use variants::Variants;

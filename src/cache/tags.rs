@@ -217,7 +217,10 @@ fn read(path: &Path) -> Result<HashMap<Box<str>, TagPurge>, TagPurgeFileError> {
             .next()
             .and_then(|nanos| nanos.parse().ok())
             .ok_or_else(corrupt)?;
-        let tag = words.next().filter(|tag| !tag.is_empty()).ok_or_else(corrupt)?;
+        let tag = words
+            .next()
+            .filter(|tag| !tag.is_empty())
+            .ok_or_else(corrupt)?;
         if words.next().is_some() {
             return Err(corrupt());
         }
@@ -276,7 +279,10 @@ mod tests {
             ("cache-control", "max-age=60"),
             ("cache-tag", "blog, post-7,,"),
         ]);
-        assert_eq!(tags(&head), ["product-1", "all", "products", "blog", "post-7"]);
+        assert_eq!(
+            tags(&head),
+            ["product-1", "all", "products", "blog", "post-7"]
+        );
         assert!(tags(&head_of(&[("x-other", "a b")])).is_empty());
     }
 
@@ -302,11 +308,18 @@ mod tests {
         assert_eq!(purges.applying_to(&old, &field), None);
         let keep = Duration::from_secs(3600);
         let soft_at = start + Duration::from_secs(1);
-        purges.purge(&["a"], PurgeKind::Soft, soft_at, keep).unwrap();
-        let soft = TagPurge { at: soft_at, kind: PurgeKind::Soft };
+        purges
+            .purge(&["a"], PurgeKind::Soft, soft_at, keep)
+            .unwrap();
+        let soft = TagPurge {
+            at: soft_at,
+            kind: PurgeKind::Soft,
+        };
         assert_eq!(purges.applying_to(&old, &field), Some(soft));
         let hard_at = start + Duration::from_secs(2);
-        purges.purge(&["b"], PurgeKind::Hard, hard_at, keep).unwrap();
+        purges
+            .purge(&["b"], PurgeKind::Hard, hard_at, keep)
+            .unwrap();
         let hard = purges.applying_to(&old, &field).map(|purge| purge.kind);
         assert_eq!(hard, Some(PurgeKind::Hard));
         let refetched = entry("a b", start + Duration::from_secs(3));
@@ -319,12 +332,19 @@ mod tests {
         let purges = TagPurges::in_memory();
         let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
         let keep = Duration::from_secs(60);
-        purges.purge(&["a", "b"], PurgeKind::Hard, start, keep).unwrap();
+        purges
+            .purge(&["a", "b"], PurgeKind::Hard, start, keep)
+            .unwrap();
         let second = start + keep - Duration::from_secs(1);
         purges.purge(&["a"], PurgeKind::Hard, second, keep).unwrap();
         assert_eq!(purges.len(), 2);
         purges
-            .purge(&["c"], PurgeKind::Soft, start + keep + Duration::from_secs(1), keep)
+            .purge(
+                &["c"],
+                PurgeKind::Soft,
+                start + keep + Duration::from_secs(1),
+                keep,
+            )
             .unwrap();
         // b is past keep; a was purged again since.
         assert_eq!(purges.len(), 2);
@@ -338,7 +358,9 @@ mod tests {
         assert!(error.is_none(), "{error:?}");
         let at = SystemTime::UNIX_EPOCH + Duration::from_nanos(1_764_000_000_123_456_789);
         let keep = Duration::from_secs(u64::from(u32::MAX));
-        purges.purge(&["one", "two"], PurgeKind::Soft, at, keep).unwrap();
+        purges
+            .purge(&["one", "two"], PurgeKind::Soft, at, keep)
+            .unwrap();
         let (reopened, error) = TagPurges::open(&dir);
         assert!(error.is_none(), "{error:?}");
         assert_eq!(*reopened.purges.load_full(), *purges.purges.load_full());

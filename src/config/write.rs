@@ -93,7 +93,10 @@ impl Config {
                 Value::Boolean(cache.forward_targeted_fields),
             ),
             ("tag_header", text(cache.tag_header.as_str())),
-            ("forward_tag_header", Value::Boolean(cache.forward_tag_header)),
+            (
+                "forward_tag_header",
+                Value::Boolean(cache.forward_tag_header),
+            ),
             ("tag_purge_keep", duration(cache.tag_purge_keep)),
             ("key", key),
         ]);

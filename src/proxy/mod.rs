@@ -35,8 +35,8 @@ use arc_swap::ArcSwap;
 
 use crate::admission::Doorkeeper;
 use crate::admission::probation::Budget;
-use crate::cache::{Store, TagPurges};
 use crate::cache::disk::DiskTier;
+use crate::cache::{Store, TagPurges};
 use crate::config::{AdmissionConfig, Config};
 use crate::telemetry::ScrapeState;
 use crate::tls::{Certificates, TlsError};

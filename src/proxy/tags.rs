@@ -57,12 +57,13 @@ impl Proxy {
             PurgeKind::Hard
         };
         let keep = self.live().config.cache.tag_purge_keep;
-        let saved = self
-            .tag_purges
-            .purge(&[tag], kind, SystemTime::now(), keep);
+        let saved = self.tag_purges.purge(&[tag], kind, SystemTime::now(), keep);
         series().purge(PurgeLabel::of_tag(kind)).increment(1);
         match saved {
-            Ok(()) => (StatusCode::OK, format!("purged tag {tag} ({})\n", kind.as_str())),
+            Ok(()) => (
+                StatusCode::OK,
+                format!("purged tag {tag} ({})\n", kind.as_str()),
+            ),
             Err(error) => {
                 tracing::error!(%error, "a purge by tag holds until a restart only");
                 let body = format!(

@@ -68,7 +68,11 @@ async fn a_hard_tag_purge_removes_every_variant_and_only_entries_with_the_tag() 
         for language in &languages {
             let reply = client.get_with(&proxy.url(varied), language).await;
             assert_eq!(reply.text(), language[0].1);
-            assert_eq!(reply.header("surrogate-key"), None, "tags sent to the client");
+            assert_eq!(
+                reply.header("surrogate-key"),
+                None,
+                "tags sent to the client"
+            );
         }
         for path in [comma, other] {
             let reply = client.get(&proxy.url(path)).await;
@@ -219,8 +223,8 @@ async fn tag_purges_reach_entries_on_disk_and_hold_across_a_restart() {
     }
     let written = targets.len() as f64;
     let ram_hit = "bloomgate_disk_writes_total{reason=\"ram_hit\"}";
-    let scrape = common::scrape_until(&client, &proxy, |s| common::metric(s, ram_hit) >= written)
-        .await;
+    let scrape =
+        common::scrape_until(&client, &proxy, |s| common::metric(s, ram_hit) >= written).await;
     assert!(common::metric(&scrape, ram_hit) >= written, "{scrape}");
 
     purge_tag(&client, &proxy, "hard-now", false).await;
@@ -229,7 +233,11 @@ async fn tag_purges_reach_entries_on_disk_and_hold_across_a_restart() {
     purge_tag(&client, &proxy, "soft-restart", true).await;
 
     let hard = client.get(&proxy.url(targets[0].0)).await;
-    assert!(!hard.is_hit(), "hard-purged, from disk: {}", hard.cache_status());
+    assert!(
+        !hard.is_hit(),
+        "hard-purged, from disk: {}",
+        hard.cache_status()
+    );
     let soft = client.get(&proxy.url(targets[1].0)).await;
     assert!(
         has_member(soft.cache_status(), "detail=stale-while-revalidate"),
