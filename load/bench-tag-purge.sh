@@ -34,7 +34,7 @@ start_proxy tags "$WORK/tags.toml"
 
 log "storing $OBJECTS objects of 1 KiB tagged bulk"
 seq "$OBJECTS" | sed "s|.*|$PROXY_URL/obj/t&?size=1024\&tag=bulk|" |
-  xargs -P 4 -n 1000 curl -s -o /dev/null
+  xargs -P 4 -n 1000 curl -s >/dev/null
 hot_url="$PROXY_URL/obj/hot?size=1024&tag=hot"
 curl -s -o /dev/null "$hot_url"
 scrape "$ADMIN_URL" "$WORK/filled.prom"
@@ -77,6 +77,6 @@ for run in before during; do
 done
 wait "$purger"
 scrape "$ADMIN_URL" "$WORK/after.prom"
-printf '\npurge call: %s s, answered: %s' "$(cat "$WORK/purge-time.txt")" "$(cat "$WORK/purge.txt")"
+printf '\npurge call: %s s, answered: %s\n' "$(cat "$WORK/purge-time.txt")" "$(cat "$WORK/purge.txt")"
 printf 'entries purged (counted when looked up): %s\n' \
   "$(metric "$WORK/after.prom" bloomgate_purged_entries_total 'tag_hard')"
