@@ -132,7 +132,7 @@ fn describe() {
     );
     describe_counter!(
         PURGES_TOTAL,
-        "Purge requests on the admin listener, by kind (key: PURGE of one object; tag_hard, tag_soft: purge by tag)."
+        "Purge requests, by kind (key: PURGE of one object; tag_hard, tag_soft: purge by tag on the admin listener)."
     );
     describe_counter!(
         PURGED_ENTRIES_TOTAL,
