@@ -29,6 +29,8 @@ pub const CACHE_EVICTIONS_TOTAL: &str = "bloomgate_cache_evictions_total";
 pub const CACHE_EXPIRATIONS_TOTAL: &str = "bloomgate_cache_expirations_total";
 pub const CACHE_HIT_BYTES_TOTAL: &str = "bloomgate_cache_hit_bytes_total";
 pub const CACHED_ERRORS_TOTAL: &str = "bloomgate_cached_errors_total";
+pub const PURGES_TOTAL: &str = "bloomgate_purges_total";
+pub const PURGED_ENTRIES_TOTAL: &str = "bloomgate_purged_entries_total";
 pub const DISK_BYTES: &str = "bloomgate_disk_bytes";
 pub const DISK_MAX_BYTES: &str = "bloomgate_disk_max_bytes";
 pub const DISK_ENTRIES: &str = "bloomgate_disk_entries";
@@ -129,6 +131,14 @@ fn describe() {
     describe_counter!(
         CACHED_ERRORS_TOTAL,
         "Responses with an error status (4xx, 5xx) the cache served (served=hit) or stored from the origin (served=stored)."
+    );
+    describe_counter!(
+        PURGES_TOTAL,
+        "Purge requests, by kind (key: PURGE of one object; tag_hard, tag_soft: purge by tag on the admin listener)."
+    );
+    describe_counter!(
+        PURGED_ENTRIES_TOTAL,
+        "Entries purged, by kind; a purge by tag counts each entry when it is next looked up."
     );
     describe_counter!(
         ADMISSION_TOTAL,

@@ -149,7 +149,7 @@ pub struct StoredResponse {
 }
 
 /// A varying response's request fields.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Vary {
     /// The request fields the response's `Vary` names, lower-cased, in the order it names them.
     names: Box<[HeaderName]>,
@@ -368,6 +368,26 @@ impl StoredResponse {
         } else {
             Freshness::Stale
         }
+    }
+
+    /// This entry, stale from `at` on, when it is still fresh then (a soft purge at `at`);
+    /// `None` when it is stale by then anyway.
+    pub fn stale_from(&self, at: SystemTime) -> Option<StoredResponse> {
+        if self.lifetime.time_to_live(at).is_zero() {
+            return None;
+        }
+        Some(StoredResponse {
+            status: self.status,
+            head: self.head.clone(),
+            body: self.body.clone(),
+            lifetime: self.lifetime.ending_at(at),
+            always_revalidate: self.always_revalidate,
+            stale_allowed: self.stale_allowed,
+            stale_while_revalidate: self.stale_while_revalidate,
+            stale_if_error: self.stale_if_error,
+            targeted: self.targeted,
+            vary: self.vary.clone(),
+        })
     }
 
     /// How long ago the response stopped being fresh (zero while fresh).

@@ -88,6 +88,14 @@ impl Lifetime {
     pub fn staleness(&self, now: SystemTime) -> Duration {
         self.age(now).saturating_sub(self.freshness())
     }
+
+    /// This lifetime cut short to end at `at`, if it was longer (a soft purge).
+    pub fn ending_at(self, at: SystemTime) -> Lifetime {
+        Lifetime {
+            freshness: self.freshness.min(seconds(self.age(at))),
+            ..self
+        }
+    }
 }
 
 /// RFC 9111 section 4.2.1, for a shared cache: `s-maxage`, then `max-age`, then `Expires` minus

@@ -141,10 +141,10 @@ pub struct Fields<'a> {
     remaining: usize,
 }
 
-impl<'a> Iterator for Fields<'a> {
-    type Item = (Name<'a>, HeaderValue);
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl<'a> Fields<'a> {
+    /// The next field with its value's bytes, not made into a `HeaderValue` (which checks them
+    /// and counts a reference to the block): for a reader that looks for one name.
+    pub fn next_raw(&mut self) -> Option<(Name<'a>, &'a [u8])> {
         if self.remaining == 0 {
             return None;
         }
@@ -162,9 +162,21 @@ impl<'a> Iterator for Fields<'a> {
             }
         };
         let length = take_varint(rest)?;
-        let start = self.block.len() - rest.len();
-        *rest = rest.get(length..)?;
-        let value = HeaderValue::from_maybe_shared(self.block.slice(start..start + length)).ok()?;
+        let (value, after) = rest.split_at_checked(length)?;
+        *rest = after;
+        Some((name, value))
+    }
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = (Name<'a>, HeaderValue);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (name, value) = self.next_raw()?;
+        // The value ends where the rest begins.
+        let end = self.block.len() - self.rest.len();
+        let value =
+            HeaderValue::from_maybe_shared(self.block.slice(end - value.len()..end)).ok()?;
         Some((name, value))
     }
 

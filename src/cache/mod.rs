@@ -10,6 +10,7 @@ pub mod freshness;
 mod head;
 mod key;
 mod store;
+pub mod tags;
 mod variants;
 pub mod weight;
 
@@ -19,4 +20,5 @@ pub use entry::{Freshness, NotStored, StoredResponse, storability, varied_reques
 pub use head::Head;
 pub use key::{CacheKey, ClientTls, KeyError, keyed_query, scheme};
 pub use store::{Evicted, EvictionListener, Proof, Store, StoreCounters, Usage};
+pub use tags::{PurgeKind, TagPurge, TagPurgeFileError, TagPurges};
 pub use variants::Variants;

@@ -147,6 +147,16 @@ pub struct CacheConfig {
     /// Whether those fields go on to the client (RFC 9213 section 3: CDNs typically forward
     /// them for caches further down). Default true.
     pub forward_targeted_fields: bool,
+    /// The response field naming an entry's tags for purge by tag, space-separated (Fastly's
+    /// `Surrogate-Key`); `Cache-Tag`, comma-separated, is read too. Lower-cased. Default
+    /// `surrogate-key`.
+    pub tag_header: http::HeaderName,
+    /// Whether the tag fields go on to the client. Default false: they name the origin's
+    /// purge groups, which clients have no use for.
+    pub forward_tag_header: bool,
+    /// How long a purge of a tag is remembered: entries stored before it are purged when next
+    /// looked up, until then. Default 30d.
+    pub tag_purge_keep: Duration,
     /// `[cache.key]`
     pub key: CacheKeyConfig,
 }

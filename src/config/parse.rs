@@ -256,6 +256,9 @@ fn read_cache(s: &mut Section) -> Option<CacheConfig> {
     let max_variants = s.get("max_variants", at_least_one);
     let targeted_fields = s.get("targeted_fields", values::targeted_fields);
     let forward_targeted_fields = s.get("forward_targeted_fields", values::boolean);
+    let tag_header = s.get("tag_header", values::field_name);
+    let forward_tag_header = s.get("forward_tag_header", values::boolean);
+    let tag_purge_keep = s.get("tag_purge_keep", values::positive_duration);
     let key = s.child("key", read_cache_key);
     let (max_bytes, max_object_bytes) = (max_bytes?, max_object_bytes?);
     if max_object_bytes > max_bytes {
@@ -275,6 +278,9 @@ fn read_cache(s: &mut Section) -> Option<CacheConfig> {
         max_variants: max_variants?,
         targeted_fields: targeted_fields?,
         forward_targeted_fields: forward_targeted_fields?,
+        tag_header: tag_header?,
+        forward_tag_header: forward_tag_header?,
+        tag_purge_keep: tag_purge_keep?,
         key: key?,
     })
 }

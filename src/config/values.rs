@@ -204,6 +204,18 @@ pub fn file_path(value: &Value) -> Result<std::path::PathBuf, String> {
     }
 }
 
+/// Reads one field name, lower-cased.
+pub fn field_name(value: &Value) -> Result<http::HeaderName, String> {
+    let name = value.as_str().ok_or_else(|| {
+        format!(
+            "expected a field name like \"Surrogate-Key\", got {}",
+            shown(value)
+        )
+    })?;
+    http::HeaderName::from_bytes(name.trim().to_ascii_lowercase().as_bytes())
+        .map_err(|_| format!("{name:?} is not a field name"))
+}
+
 /// Reads a boolean.
 pub fn boolean(value: &Value) -> Result<bool, String> {
     value

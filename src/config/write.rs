@@ -92,6 +92,12 @@ impl Config {
                 "forward_targeted_fields",
                 Value::Boolean(cache.forward_targeted_fields),
             ),
+            ("tag_header", text(cache.tag_header.as_str())),
+            (
+                "forward_tag_header",
+                Value::Boolean(cache.forward_tag_header),
+            ),
+            ("tag_purge_keep", duration(cache.tag_purge_keep)),
             ("key", key),
         ]);
         // The file says "no snapshot" with an empty path.
@@ -301,6 +307,9 @@ mod tests {
             http::HeaderName::from_static("cdn-cache-control"),
         ];
         config.cache.forward_targeted_fields = false;
+        config.cache.tag_header = http::HeaderName::from_static("cache-tag");
+        config.cache.forward_tag_header = true;
+        config.cache.tag_purge_keep = Duration::from_secs(3 * 86_400);
         config.cache.key.include_scheme = true;
         config.cache.key.sort_query = true;
         config.cache.key.drop_query_params = vec!["utm_source".into(), "a \"quoted\" name".into()];

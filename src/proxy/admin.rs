@@ -1,5 +1,5 @@
 //! The admin listener: the status page, `/status.json`, `/metrics`, `/healthz`, `/readyz`,
-//! `POST /reload`, and PURGE.
+//! `POST /reload`, PURGE, and purge by tag.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -73,6 +73,12 @@ fn answer(
         let (status, body) = proxy.purge(&parts);
         return text(status, body);
     }
+    if parts.method == Method::POST
+        && let Some(tag) = parts.uri.path().strip_prefix("/purge/tag/")
+    {
+        let (status, body) = proxy.purge_tag(tag, parts.uri.query());
+        return text_owned(status, body);
+    }
     if parts.method == Method::POST && parts.uri.path() == "/reload" {
         let result = proxy.reload();
         let response = match &result {
@@ -91,7 +97,8 @@ fn answer(
     if parts.method != Method::GET {
         return text(
             StatusCode::METHOD_NOT_ALLOWED,
-            "GET /, /status.json, /metrics, /healthz, /readyz; POST /reload; PURGE <path> with Host\n",
+            "GET /, /status.json, /metrics, /healthz, /readyz; POST /reload, /purge/tag/<tag>; \
+             PURGE <path> with Host\n",
         );
     }
     match parts.uri.path() {

@@ -149,6 +149,7 @@ impl Proxy {
                     .store
                     .get(&fetch.exchange.key)
                     .and_then(|v| v.select(&parts.headers).cloned())?;
+                let entry = self.unless_purged(&fetch.exchange, entry)?;
                 let now = SystemTime::now();
                 match entry.freshness(&parts.headers, now) {
                     Freshness::Fresh => Some(respond::hit(parts, &entry, Tier::Ram, now)),

@@ -17,7 +17,7 @@ use super::headers::{settle_response_framing, strip_hop_by_hop};
 use super::logged::{Entry, Logged};
 use super::origin::{OriginError, OriginFailure};
 use super::respond::{self, Answer, ProxyBody};
-use super::series::series;
+use super::series::{PurgeLabel, series};
 use super::served::{Detail, Fwd, OriginHead, Served, Tier};
 use super::stream::OriginStream;
 use super::{Live, Proxy};
@@ -51,6 +51,10 @@ impl Proxy {
             for name in &cache.targeted_fields {
                 response.headers_mut().remove(name);
             }
+        }
+        if !cache.forward_tag_header {
+            response.headers_mut().remove(&cache.tag_header);
+            response.headers_mut().remove(crate::cache::tags::CACHE_TAG);
         }
         let cache_status = served.cache_status(response.status());
         response.headers_mut().insert("cache-status", cache_status);
@@ -123,6 +127,9 @@ impl Proxy {
                 None => Fwd::Miss,
             };
             return Box::pin(self.fetch(exchange, fwd, None)).await;
+        };
+        let Some(entry) = self.unless_purged(&exchange, entry) else {
+            return Box::pin(self.fetch(exchange, Fwd::Miss, None)).await;
         };
         match entry.freshness(&exchange.parts.headers, now) {
             Freshness::Fresh => respond::hit(&exchange.parts, &entry, tier, now),
@@ -244,8 +251,16 @@ impl Proxy {
                 StatusCode::BAD_REQUEST,
                 "PURGE needs a valid Host and path\n",
             ),
-            Ok(key) if self.forget(&key) => (StatusCode::OK, "purged\n"),
-            Ok(_) => (StatusCode::NOT_FOUND, "not cached\n"),
+            Ok(key) => {
+                let series = series();
+                series.purge(PurgeLabel::Key).increment(1);
+                if self.forget(&key) {
+                    series.purged_entry(PurgeLabel::Key).increment(1);
+                    (StatusCode::OK, "purged\n")
+                } else {
+                    (StatusCode::NOT_FOUND, "not cached\n")
+                }
+            }
         }
     }
 }

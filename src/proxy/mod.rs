@@ -25,6 +25,7 @@ mod slice;
 mod stall;
 mod status;
 mod stream;
+mod tags;
 mod upstream;
 
 use std::path::PathBuf;
@@ -35,8 +36,8 @@ use arc_swap::ArcSwap;
 
 use crate::admission::Doorkeeper;
 use crate::admission::probation::Budget;
-use crate::cache::Store;
 use crate::cache::disk::DiskTier;
+use crate::cache::{Store, TagPurges};
 use crate::config::{AdmissionConfig, Config};
 use crate::telemetry::{DoorkeeperState, ScrapeState};
 use crate::tls::{Certificates, TlsError};
@@ -86,6 +87,9 @@ pub struct Proxy {
     /// The tier below the store, when `disk.path` is set: fed by the store's evictions.
     disk: Option<Arc<DiskTier>>,
     flights: Arc<Coalescer>,
+    /// Purges of tags, applied to entries as they are looked up; saved in `disk.path` with a
+    /// disk tier.
+    tag_purges: TagPurges,
     /// The file `reload` re-reads; `None` when running on built-in defaults.
     config_path: Option<PathBuf>,
     /// The HTTPS listener's certificate, when `[server.tls]` is set: read again on reload.
@@ -127,9 +131,20 @@ impl Proxy {
             }
             None => Store::new(budget, config.cache.max_variants),
         };
+        let tag_purges = match &config.disk.path {
+            Some(dir) => {
+                let (purges, error) = TagPurges::open(dir);
+                if let Some(error) = error {
+                    tracing::error!(%error, "starting with no purges by tag");
+                }
+                purges
+            }
+            None => TagPurges::in_memory(),
+        };
         Ok(Proxy {
             store,
             disk,
+            tag_purges,
             flights: Arc::new(Coalescer::default()),
             live: ArcSwap::from_pointee(Live {
                 origin,

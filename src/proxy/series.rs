@@ -11,9 +11,11 @@ use std::sync::OnceLock;
 use http::StatusCode;
 use metrics::{Counter, Histogram, counter, histogram};
 
+use crate::cache::PurgeKind;
 use crate::telemetry::{
     ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CACHED_ERRORS_TOTAL, ORIGIN_BYTES_TOTAL,
-    ORIGIN_REQUESTS_TOTAL, REQUEST_DURATION_SECONDS, REQUESTS_TOTAL, recorder,
+    ORIGIN_REQUESTS_TOTAL, PURGED_ENTRIES_TOTAL, PURGES_TOTAL, REQUEST_DURATION_SECONDS,
+    REQUESTS_TOTAL, recorder,
 };
 
 /// How a response counts in `bloomgate_requests_total{cache_status}`.
@@ -163,6 +165,34 @@ impl OriginOutcome {
     }
 }
 
+/// The labels of `bloomgate_purges_total{kind}` and `bloomgate_purged_entries_total{kind}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PurgeLabel {
+    Key,
+    TagHard,
+    TagSoft,
+}
+
+impl PurgeLabel {
+    /// Every label, registered at start so every series exists.
+    pub const ALL: [PurgeLabel; 3] = [PurgeLabel::Key, PurgeLabel::TagHard, PurgeLabel::TagSoft];
+
+    pub fn of_tag(kind: PurgeKind) -> PurgeLabel {
+        match kind {
+            PurgeKind::Hard => PurgeLabel::TagHard,
+            PurgeKind::Soft => PurgeLabel::TagSoft,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PurgeLabel::Key => "key",
+            PurgeLabel::TagHard => "tag_hard",
+            PurgeLabel::TagSoft => "tag_soft",
+        }
+    }
+}
+
 pub struct Series {
     /// `bloomgate_requests_total{cache_status}`, in the order of [`Outcome::ALL`].
     requests: [Counter; Outcome::ALL.len()],
@@ -176,6 +206,10 @@ pub struct Series {
     pub origin_bytes: Counter,
     /// `bloomgate_cached_errors_total{served}`, in the order of [`CachedError::ALL`].
     cached_errors: [Counter; CachedError::ALL.len()],
+    /// `bloomgate_purges_total{kind}`, in the order of [`PurgeLabel::ALL`].
+    purges: [Counter; PurgeLabel::ALL.len()],
+    /// `bloomgate_purged_entries_total{kind}`, in the order of [`PurgeLabel::ALL`].
+    purged_entries: [Counter; PurgeLabel::ALL.len()],
 }
 
 impl Series {
@@ -193,6 +227,14 @@ impl Series {
 
     pub fn origin(&self, outcome: OriginOutcome) -> &Counter {
         &self.origin[outcome as usize]
+    }
+
+    pub fn purge(&self, kind: PurgeLabel) -> &Counter {
+        &self.purges[kind as usize]
+    }
+
+    pub fn purged_entry(&self, kind: PurgeLabel) -> &Counter {
+        &self.purged_entries[kind as usize]
     }
 }
 
@@ -214,6 +256,9 @@ pub fn series() -> &'static Series {
             origin_bytes: counter!(ORIGIN_BYTES_TOTAL),
             cached_errors: CachedError::ALL
                 .map(|served| counter!(CACHED_ERRORS_TOTAL, "served" => served.as_str())),
+            purges: PurgeLabel::ALL.map(|kind| counter!(PURGES_TOTAL, "kind" => kind.as_str())),
+            purged_entries: PurgeLabel::ALL
+                .map(|kind| counter!(PURGED_ENTRIES_TOTAL, "kind" => kind.as_str())),
         }
     })
 }
@@ -235,6 +280,9 @@ mod tests {
         }
         for (index, outcome) in OriginOutcome::ALL.into_iter().enumerate() {
             assert_eq!(outcome as usize, index, "{outcome:?}");
+        }
+        for (index, kind) in PurgeLabel::ALL.into_iter().enumerate() {
+            assert_eq!(kind as usize, index, "{kind:?}");
         }
     }
 

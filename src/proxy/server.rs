@@ -22,7 +22,7 @@ use super::access_log::{AccessLog, AccessLogError};
 use super::admin;
 use super::idle::{Activity, Tracked};
 use super::persist;
-use super::series::{CachedError, DecisionLabel, OriginOutcome, Outcome};
+use super::series::{CachedError, DecisionLabel, OriginOutcome, Outcome, PurgeLabel};
 use super::stall::{BodyProgress, SendTimeout, Sending, StallScope, StreamExecutor};
 use crate::cache::ClientTls;
 use crate::cache::disk::DiskTier;
@@ -31,7 +31,8 @@ use crate::telemetry::{
     ACCESS_LOG_DROPPED_TOTAL, ACCESS_LOG_LINES_TOTAL, ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL,
     CACHED_ERRORS_TOTAL, CLIENT_SEND_TIMEOUTS_TOTAL, CONNECTIONS_IDLE_CLOSED_TOTAL,
     CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL, FILTER_SNAPSHOTS_TOTAL, ORIGIN_BYTES_TOTAL,
-    ORIGIN_REQUESTS_TOTAL, REQUESTS_TOTAL, TLS_HANDSHAKES_TOTAL, recorder,
+    ORIGIN_REQUESTS_TOTAL, PURGED_ENTRIES_TOTAL, PURGES_TOTAL, REQUESTS_TOTAL,
+    TLS_HANDSHAKES_TOTAL, recorder,
 };
 use crate::tls::TlsError;
 
@@ -566,6 +567,10 @@ fn register_series() {
     }
     for served in CachedError::ALL {
         counter!(CACHED_ERRORS_TOTAL, "served" => served.as_str()).increment(0);
+    }
+    for kind in PurgeLabel::ALL {
+        counter!(PURGES_TOTAL, "kind" => kind.as_str()).increment(0);
+        counter!(PURGED_ENTRIES_TOTAL, "kind" => kind.as_str()).increment(0);
     }
     for outcome in persist::OUTCOMES {
         counter!(FILTER_SNAPSHOTS_TOTAL, "outcome" => *outcome).increment(0);

@@ -18,6 +18,7 @@
 //! - `vary=<header name>`: adds `Vary: <name>`; body and ETag become those of the key
 //!   `<key>|<value of that request header>`, so each variant has its own bytes.
 //! - `etag=<value>`: this ETag (quoted if given bare).
+//! - `tag=<value>`: adds `Surrogate-Key: <value>` (tags for purge by tag, space-separated).
 //! - `delay-ms=N`: waits N ms before answering.
 //! - `fault=reset-mid-body`: head and half the body, then a TCP reset.
 //! - `fault=short-body`: head with the full Content-Length and half the body, then close.
@@ -299,6 +300,8 @@ struct ObjectRequest {
     cache_control: Option<Option<String>>,
     vary: Option<HeaderName>,
     etag: Option<String>,
+    /// `Surrogate-Key`: the object's tags.
+    tags: Option<String>,
     delay: Option<Duration>,
 }
 
@@ -312,6 +315,7 @@ impl ObjectRequest {
             cache_control: None,
             vary: None,
             etag: None,
+            tags: None,
             delay: None,
         }
     }
@@ -345,6 +349,7 @@ impl ObjectRequest {
                     object.etag = Some(value)
                 }
                 "etag" => object.etag = Some(format!("\"{value}\"")),
+                "tag" => object.tags = Some(value),
                 "delay-ms" => {
                     object.delay = Some(Duration::from_millis(value.parse().map_err(|_| bad())?));
                 }
@@ -442,6 +447,9 @@ impl ObjectRequest {
             HeaderName::from_static("x-origin-count"),
             &count.to_string(),
         );
+        if let Some(tags) = &self.tags {
+            insert(HeaderName::from_static("surrogate-key"), tags);
+        }
         if let Some(vary) = &self.vary {
             headers.insert(header::VARY, HeaderValue::from(vary.clone()));
         }
@@ -584,9 +592,10 @@ mod tests {
     fn query_parameters_are_parsed_and_bad_ones_named() {
         let object = ObjectRequest::parse(
             "a%20b",
-            "size=5&cc=private%2C+max-age%3D1&etag=v1&status=503",
+            "size=5&cc=private%2C+max-age%3D1&etag=v1&status=503&tag=a+b",
         )
         .unwrap();
+        assert_eq!(object.tags.as_deref(), Some("a b"));
         assert_eq!(object.key, "a b");
         assert_eq!(object.size, 5);
         assert_eq!(

@@ -66,6 +66,12 @@ async fn purge_from_the_admin_listener_removes_the_object() {
         .await
         .expect("PURGE");
     assert_eq!(other.status, StatusCode::NOT_FOUND);
+
+    let scrape = client.get(&proxy.admin_url("/metrics")).await.text();
+    let purges = common::required_metric(&scrape, "bloomgate_purges_total{kind=\"key\"}");
+    assert_eq!(purges, 2.0, "one PURGE found its object, one did not");
+    let purged = "bloomgate_purged_entries_total{kind=\"key\"}";
+    assert_eq!(common::required_metric(&scrape, purged), 1.0);
 }
 
 #[tokio::test]

@@ -30,6 +30,7 @@ mod rfc9111;
 mod security;
 mod service_unit;
 mod status_page;
+mod tags;
 mod tls;
 mod upstreams;
 mod version_cli;
