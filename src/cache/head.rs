@@ -64,13 +64,23 @@ impl Head {
 
     /// The first value of the field `name`, if it is present.
     pub fn get(&self, name: &HeaderName) -> Option<HeaderValue> {
-        self.fields()
-            .find(|(field, _)| field.is(name))
-            .map(|(_, value)| value)
+        let mut fields = self.fields();
+        while let Some((field, value)) = fields.next_raw() {
+            if field.is(name) {
+                return fields.shared(value);
+            }
+        }
+        None
     }
 
     pub fn contains(&self, name: &HeaderName) -> bool {
-        self.fields().any(|(field, _)| field.is(name))
+        let mut fields = self.fields();
+        while let Some((field, _)) = fields.next_raw() {
+            if field.is(name) {
+                return true;
+            }
+        }
+        false
     }
 
     /// Bytes the block holds in memory: its buffer and the count it is shared by.
@@ -96,12 +106,6 @@ impl std::fmt::Debug for Head {
         f.debug_map()
             .entries(self.fields().map(|(n, v)| (n.as_str().to_owned(), v)))
             .finish()
-    }
-}
-
-impl From<&HeaderMap> for Head {
-    fn from(headers: &HeaderMap) -> Head {
-        Head::of(headers)
     }
 }
 
@@ -166,6 +170,11 @@ impl<'a> Fields<'a> {
         *rest = after;
         Some((name, value))
     }
+
+    /// A value [`Fields::next_raw`] gave, as a `HeaderValue` sharing the block.
+    fn shared(&self, value: &[u8]) -> Option<HeaderValue> {
+        HeaderValue::from_maybe_shared(self.block.slice_ref(value)).ok()
+    }
 }
 
 impl<'a> Iterator for Fields<'a> {
@@ -173,11 +182,7 @@ impl<'a> Iterator for Fields<'a> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let (name, value) = self.next_raw()?;
-        // The value ends where the rest begins.
-        let end = self.block.len() - self.rest.len();
-        let value =
-            HeaderValue::from_maybe_shared(self.block.slice(end - value.len()..end)).ok()?;
-        Some((name, value))
+        Some((name, self.shared(value)?))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -195,7 +200,7 @@ fn custom_length(name: &HeaderName) -> usize {
 }
 
 /// Whether `http` knows the name as a constant, which costs no allocation.
-pub fn is_standard(name: &HeaderName) -> bool {
+fn is_standard(name: &HeaderName) -> bool {
     STANDARD
         .binary_search_by(|known| known.as_str().cmp(name.as_str()))
         .is_ok()
