@@ -52,6 +52,8 @@
 #                                         unless given; e.g. DISK_DIR=/var/tmp for the machine's disk)
 #   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+17 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
+#   DISK_MMAP=false                       bloomgate's disk instance reads tmpfs segments with pread
+#                                         (disk.mmap; default true)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -229,6 +231,7 @@ path = "$SHM/bloomgate-disk"
 max_bytes = "${DISK_MIB}MiB"
 block_bytes = "16MiB"
 write_buffer = "64MiB"
+mmap = ${DISK_MMAP:-true}
 [admin]
 listen = "127.0.0.1:$((BASE_PORT + 11))"
 [admission]

@@ -38,6 +38,7 @@ pub const DISK_WRITES_TOTAL: &str = "bloomgate_disk_writes_total";
 pub const DISK_WRITTEN_BYTES_TOTAL: &str = "bloomgate_disk_written_bytes_total";
 pub const DISK_ENGINE_WRITTEN_BYTES_TOTAL: &str = "bloomgate_disk_engine_written_bytes_total";
 pub const DISK_COLD_READS_TOTAL: &str = "bloomgate_disk_cold_reads_total";
+pub const DISK_RENEWED_SEGMENTS_TOTAL: &str = "bloomgate_disk_renewed_segments_total";
 pub const DISK_REJECTED_TOTAL: &str = "bloomgate_disk_rejected_total";
 pub const DISK_HITS_TOTAL: &str = "bloomgate_disk_hits_total";
 pub const DISK_HIT_BYTES_TOTAL: &str = "bloomgate_disk_hit_bytes_total";
@@ -280,6 +281,10 @@ fn describe_disk() {
         "Disk reads not in the page cache, finished on the blocking pool instead of the serving thread."
     );
     describe_counter!(
+        DISK_RENEWED_SEGMENTS_TOTAL,
+        "Reclaimed disk segments given a new inode because values read from them through the mapping were still held."
+    );
+    describe_counter!(
         DISK_HIT_BYTES_TOTAL,
         Unit::Bytes,
         "Body bytes read from disk records."
@@ -404,6 +409,7 @@ fn render_disk(disk: &DiskStats) {
     counter!(DISK_ENGINE_WRITTEN_BYTES_TOTAL).absolute(disk.engine_written_bytes);
     counter!(DISK_HITS_TOTAL).absolute(disk.hits);
     counter!(DISK_COLD_READS_TOTAL).absolute(disk.cold_reads);
+    counter!(DISK_RENEWED_SEGMENTS_TOTAL).absolute(disk.renewed_segments);
     counter!(DISK_HIT_BYTES_TOTAL).absolute(disk.hit_bytes);
     counter!(DISK_MISSES_TOTAL).absolute(disk.misses);
     counter!(DISK_READ_ERRORS_TOTAL).absolute(disk.read_errors);

@@ -210,6 +210,8 @@ pub struct DiskConfig {
     pub write_buffer: u64,
     /// Bytes per second written at most; 0 = no limit. Default 0.
     pub write_budget: u64,
+    /// Whether segments on tmpfs or ramfs are read through a mapping, with no copy. Default true.
+    pub mmap: bool,
 }
 
 /// `[admin]`: the metrics, health and purge listener.

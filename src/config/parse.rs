@@ -356,6 +356,7 @@ fn read_disk(s: &mut Section) -> Option<DiskConfig> {
     let max_bytes = s.get("max_bytes", values::size);
     let write_buffer = s.get("write_buffer", values::size);
     let write_budget = s.get("write_budget", values::size);
+    let mmap = s.get("mmap", values::boolean);
     let (block_bytes, max_bytes, write_buffer) = (block_bytes?, max_bytes?, write_buffer?);
     if max_bytes < 4 * block_bytes {
         s.report(
@@ -397,6 +398,7 @@ fn read_disk(s: &mut Section) -> Option<DiskConfig> {
         block_bytes,
         write_buffer,
         write_budget: write_budget?,
+        mmap: mmap?,
     })
 }
 

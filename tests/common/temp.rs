@@ -21,6 +21,18 @@ impl TempDir {
         TempDir(path)
     }
 
+    /// [`TempDir::new`] on `/dev/shm`, a memory-backed file system (tmpfs on Linux).
+    pub fn in_memory(name: &str) -> TempDir {
+        let path = Path::new("/dev/shm").join(format!(
+            "bloomgate-{name}-{}-{}",
+            std::process::id(),
+            MADE.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create a temp dir on /dev/shm");
+        TempDir(path)
+    }
+
     pub fn path(&self) -> &Path {
         &self.0
     }

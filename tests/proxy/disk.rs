@@ -946,6 +946,61 @@ async fn the_disk_keeps_to_max_bytes_under_churn() {
     );
 }
 
+/// On tmpfs the tier reads through a mapping and RAM keeps the disk hits it restores as slices of
+/// it: a segment reclaimed under them moves to a new file, and no body is ever served changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mapped_disk_hits_held_in_ram_stay_whole_while_their_segments_are_reclaimed() {
+    let origin = synthetic_origin().await;
+    let dir = TempDir::in_memory("disk-mapped");
+    let mut config = tiered(&origin.url(), dir.path());
+    config
+        .set("cache", "max_bytes", "\"1MiB\"")
+        .set("disk", "max_bytes", "\"1MiB\"")
+        .set("disk", "block_bytes", "\"128KiB\"")
+        .set("disk", "write_buffer", "\"512KiB\"");
+    let proxy = config.start();
+    let client = Client::new();
+    let renewed = |s: &str| common::metric(s, "bloomgate_disk_renewed_segments_total");
+
+    // Hot objects: proven, pushed to disk by churn, then read back from it into RAM.
+    let hot = objects("hot", 12, 20_000);
+    prove(&client, &proxy, &hot).await;
+    let mut from_disk = 0;
+    let mut scrape = String::new();
+    for batch in 0..8 {
+        let churn = objects_of_varied_sizes(&format!("churn{batch}"), 60);
+        for chunk in churn.chunks(15) {
+            prove(&client, &proxy, chunk).await;
+            // Every hot body, from RAM (a slice of a segment), disk or the origin, is whole.
+            from_disk += served_from_disk(&client, &proxy, &hot).await;
+        }
+        scrape = scrape_metrics(&client, &proxy).await;
+        if renewed(&scrape) > 0.0 && from_disk > 0 && batch >= 2 {
+            break;
+        }
+    }
+    assert!(
+        from_disk > 0,
+        "nothing came from disk:\n{}",
+        disk_metrics(&scrape)
+    );
+    assert!(
+        renewed(&scrape) > 0.0,
+        "no reclaim met a segment RAM still held bytes of:\n{}",
+        disk_metrics(&scrape)
+    );
+    // The old files went away with the slices: only the configured segments remain, no more.
+    let segments = std::fs::read_dir(dir.path())
+        .expect("list the tier's directory")
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .is_ok_and(|entry| entry.file_name().to_string_lossy().starts_with("segment-"))
+        })
+        .count();
+    assert_eq!(segments, 7, "(1 MiB - 4 KiB) / 128 KiB segments");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revalidation_rewrites_the_headers_of_the_disk_copy() {
     let origin = Origin::start();

@@ -357,7 +357,7 @@ fn names_missing_from(scrape: &str, dashboard: &str) -> Vec<String> {
 }
 
 /// Every metric of the disk tier: each has a panel.
-const DISK_METRICS: [&str; 17] = [
+const DISK_METRICS: [&str; 18] = [
     "bloomgate_disk_bytes",
     "bloomgate_disk_max_bytes",
     "bloomgate_disk_entries",
@@ -367,6 +367,7 @@ const DISK_METRICS: [&str; 17] = [
     "bloomgate_disk_rejected_total",
     "bloomgate_disk_hits_total",
     "bloomgate_disk_cold_reads_total",
+    "bloomgate_disk_renewed_segments_total",
     "bloomgate_disk_hit_bytes_total",
     "bloomgate_disk_misses_total",
     "bloomgate_disk_read_errors_total",
@@ -406,10 +407,12 @@ const REFUSALS_NOT_CAUSED: [Rejection; 4] = [
 ];
 
 /// Disk metrics that stay at zero here: no I/O errors, no corrupt records, a disk that never
-/// fills, a tier that started empty, and records the page cache still holds when read.
-const DISK_METRICS_AT_ZERO: [&str; 5] = [
+/// fills, a tier that started empty, records the page cache still holds when read, and no
+/// segment reclaimed.
+const DISK_METRICS_AT_ZERO: [&str; 6] = [
     "bloomgate_disk_read_errors_total",
     "bloomgate_disk_cold_reads_total",
+    "bloomgate_disk_renewed_segments_total",
     "bloomgate_disk_dropped_total",
     "bloomgate_disk_full",
     "bloomgate_disk_recovered_entries",

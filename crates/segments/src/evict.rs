@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use bytes::{Bytes, BytesMut};
 
 use crate::Shared;
+use crate::files::Renewed;
 use crate::index::Location;
 use crate::layout::{
     self, FOOTER_BYTES, Footer, RecordHeader, SEGMENT_HEADER_BYTES, SUMMARY_ENTRY_BYTES,
@@ -41,11 +42,30 @@ impl Shared {
         // kept for them (see `Active::reserved`).
         self.reinsert(keep);
         self.seqs[segment as usize].store(0, Ordering::Release);
-        // A zeroed header makes the segment free on disk too: after a crash it is not replayed.
-        let blank = Bytes::from_static(&[0; SEGMENT_HEADER_BYTES as usize]);
-        if let Err(error) = file.write_all_at(&[blank], 0) {
-            tracing::warn!(path = %file.path.display(), %error, "could not blank a reclaimed segment's header");
-            self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
+        // Values handed out as pins of the mapping keep their bytes: the segment moves to a new
+        // inode rather than be rewritten under them.
+        match file.renew_if_pinned() {
+            Ok(Renewed::InPlace) => {
+                // A zeroed header makes the segment free on disk too: after a crash it is not
+                // replayed. (A new inode is all zeros already.)
+                let blank = Bytes::from_static(&[0; SEGMENT_HEADER_BYTES as usize]);
+                if let Err(error) = file.write_all_at(&[blank], 0) {
+                    tracing::warn!(path = %file.path.display(), %error, "could not blank a reclaimed segment's header");
+                    self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(Renewed::NewInode { .. }) => {
+                self.counters.renewed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(error) => {
+                // Not rewritten while pinned: it waits at the back of the line, its index
+                // entries gone, and is tried again when its turn comes.
+                tracing::warn!(path = %file.path.display(), %error, "could not give a pinned segment a new inode; it is left as it is for now");
+                self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
+                self.log.lock().sealed.push_back(segment);
+                self.log_changed.notify_all();
+                return;
+            }
         }
         self.log.lock().free.push_back(segment);
         self.log_changed.notify_all();

@@ -1,19 +1,230 @@
-//! Segment files: naming, preallocation, and whole reads and writes at an offset.
+//! Segment files: naming, preallocation, whole reads and writes at an offset, and the mapping
+//! that memory-backed segments are read through.
+//!
+//! A segment's file is a [`Generation`]: normally one inode for the engine's life, rewritten in
+//! place when its segment is reclaimed. When reads go through a mapping, a value handed out is a
+//! [`Pin`] of the bytes it was read from; a reclaim that finds pins does not rewrite those bytes
+//! but gives the segment a new inode (the old one, unlinked, keeps only the pinned pages until the
+//! last pin goes; the rest of it is punched out at once).
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 use rustix::fs::{Advice, FallocateFlags};
 
 /// The most buffers one `pwritev` takes (Linux's `IOV_MAX`).
 const MAX_IOVECS: usize = 1024;
 
-/// One preallocated segment file, opened for reading and writing.
+/// Holes are punched in whole pages only: a partial page would be zeroed, pinned bytes with it.
+const PAGE: u64 = 4096;
+
+/// One preallocated segment file: its path and the inode behind it now.
 pub struct SegmentFile {
     pub path: PathBuf,
+    bytes: u64,
+    current: Mutex<Arc<Generation>>,
+}
+
+/// One inode of a segment file, and its read-only mapping when reads go through one.
+pub struct Generation {
     pub file: File,
+    map: OnceLock<Mapping>,
+    /// Byte ranges `(offset, len)` handed out as [`Pin`]s, with how many of each.
+    pins: Mutex<BTreeMap<(u32, u32), u32>>,
+}
+
+/// A whole segment file mapped shared and read-only.
+struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only memory owned by this value until `Drop` unmaps it; reading
+// it from any thread is sound (what is read is checked, and pinned ranges are never rewritten).
+unsafe impl Send for Mapping {}
+// SAFETY: as above; `&Mapping` only reads.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `len` are exactly what `mmap` returned, and no `Pin` outlives this
+        // mapping (each holds the `Arc<Generation>` that owns it).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Bytes of a mapped segment, held in place: while a pin lives, a reclaim leaves its pages as
+/// they are. It becomes a [`Bytes`] without a copy.
+pub struct Pin {
+    generation: Arc<Generation>,
+    offset: u32,
+    len: u32,
+}
+
+impl Pin {
+    /// The pinned bytes.
+    pub fn bytes(&self) -> &[u8] {
+        let map = self
+            .generation
+            .map
+            .get()
+            .expect("a pin is only made of a mapped generation");
+        // SAFETY: `Generation::pin` checked `offset + len <= map.len`; the mapping lives as long
+        // as `self.generation`, and pinned pages are never written or punched.
+        unsafe {
+            std::slice::from_raw_parts(
+                map.ptr.as_ptr().add(self.offset as usize),
+                self.len as usize,
+            )
+        }
+    }
+}
+
+impl AsRef<[u8]> for Pin {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        let mut pins = self.generation.pins.lock();
+        let key = (self.offset, self.len);
+        if let Some(count) = pins.get_mut(&key) {
+            *count -= 1;
+            if *count == 0 {
+                pins.remove(&key);
+            }
+        }
+    }
+}
+
+impl From<Pin> for Bytes {
+    fn from(pin: Pin) -> Bytes {
+        Bytes::from_owner(pin)
+    }
+}
+
+impl Generation {
+    fn new(file: File) -> Arc<Generation> {
+        Arc::new(Generation {
+            file,
+            map: OnceLock::new(),
+            pins: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Whether reads of this inode go through a mapping.
+    pub fn is_mapped(&self) -> bool {
+        self.map.get().is_some()
+    }
+
+    /// Maps the whole file (`len` bytes, its fixed size) for reading.
+    fn map(&self, len: u64) -> io::Result<()> {
+        let len = usize::try_from(len).map_err(io::Error::other)?;
+        // SAFETY: a fresh shared read-only mapping of a file this value owns; the file is never
+        // shortened while mapped (its size is fixed at open), so no access past its end faults.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                self.file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        if let Err(unused) = self.map.set(Mapping { ptr, len }) {
+            drop(unused);
+        }
+        Ok(())
+    }
+
+    /// Pins `len` bytes at `offset` of the mapping; `None` when this inode is not mapped or the
+    /// range passes its end. The caller must check afterwards that the segment still holds what
+    /// it meant to read (its sequence): a reclaim that began first does not see this pin.
+    pub fn pin(self: &Arc<Self>, offset: u32, len: u32) -> Option<Pin> {
+        let map = self.map.get()?;
+        if offset as usize + len as usize > map.len {
+            return None;
+        }
+        *self.pins.lock().entry((offset, len)).or_insert(0) += 1;
+        Some(Pin {
+            generation: Arc::clone(self),
+            offset,
+            len,
+        })
+    }
+
+    /// The pinned ranges now, in order.
+    fn pinned(&self) -> Vec<(u32, u32)> {
+        self.pins.lock().keys().copied().collect()
+    }
+
+    /// Frees the file's blocks outside `pinned` (page-aligned inward), keeping its size.
+    fn punch_except(&self, pinned: &[(u32, u32)], bytes: u64) {
+        let mut holes = Vec::new();
+        let mut cursor = 0u64;
+        for &(offset, len) in pinned {
+            let start = u64::from(offset);
+            holes.push((cursor.next_multiple_of(PAGE), start / PAGE * PAGE));
+            cursor = cursor.max(start + u64::from(len));
+        }
+        holes.push((cursor.next_multiple_of(PAGE), bytes / PAGE * PAGE));
+        for (start, end) in holes {
+            if end <= start {
+                continue;
+            }
+            let flags = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+            if let Err(error) = rustix::fs::fallocate(&self.file, flags, start, end - start) {
+                tracing::debug!(%error, "could not punch a reclaimed inode's unpinned pages");
+                return;
+            }
+        }
+    }
+}
+
+/// What [`SegmentFile::renew_if_pinned`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewed {
+    /// Nothing was pinned: the inode is rewritten in place.
+    InPlace,
+    /// `pinned` ranges were held: the segment has a new inode.
+    NewInode { pinned: usize },
+}
+
+/// The extension of a segment's next inode while it is being made (`segment-00007.next`).
+pub const NEXT_EXTENSION: &str = "next";
+
+/// Sizes `file` to `bytes` with its blocks allocated, so a full disk shows now rather than
+/// mid-write.
+fn preallocate(file: &File, bytes: u64) -> io::Result<()> {
+    match rustix::fs::fallocate(file, FallocateFlags::empty(), 0, bytes) {
+        Ok(()) => Ok(()),
+        // No room for the whole segment: the caller decides (see `Engine::open`).
+        Err(rustix::io::Errno::NOSPC) => Err(io::Error::from(io::ErrorKind::StorageFull)),
+        // File systems without fallocate get a sparse file; its blocks come with the writes,
+        // which may then meet a full disk (counted as write errors).
+        Err(_) => file.set_len(bytes),
+    }
+}
+
+/// Reads are of single records at scattered offsets: readahead would only evict.
+fn advise_random(file: &File, path: &Path) {
+    if let Err(error) = rustix::fs::fadvise(file, 0, None, Advice::Random) {
+        tracing::debug!(path = %path.display(), %error, "fadvise(RANDOM) refused");
+    }
 }
 
 /// The name of segment `index`'s file.
@@ -46,27 +257,64 @@ impl SegmentFile {
             file.set_len(segment_bytes)?;
         }
         if len < segment_bytes {
-            match rustix::fs::fallocate(&file, FallocateFlags::empty(), 0, segment_bytes) {
-                Ok(()) => {}
-                // No room for the whole segment: the caller decides (see `Engine::open`).
-                Err(rustix::io::Errno::NOSPC) => {
-                    return Err(io::Error::from(io::ErrorKind::StorageFull));
-                }
-                // File systems without fallocate get a sparse file; its blocks come with the
-                // writes, which may then meet a full disk (counted as write errors).
-                Err(_) => file.set_len(segment_bytes)?,
-            }
+            preallocate(&file, segment_bytes)?;
         }
-        // Reads are of single records at scattered offsets: readahead would only evict.
-        if let Err(error) = rustix::fs::fadvise(&file, 0, None, Advice::Random) {
-            tracing::debug!(path = %path.display(), %error, "fadvise(RANDOM) refused");
+        advise_random(&file, &path);
+        Ok(SegmentFile {
+            path,
+            bytes: segment_bytes,
+            current: Mutex::new(Generation::new(file)),
+        })
+    }
+
+    /// The inode the segment's reads and writes go to now.
+    pub fn current(&self) -> Arc<Generation> {
+        Arc::clone(&self.current.lock())
+    }
+
+    /// Maps the segment for reads ([`Generation::pin`]); later inodes are mapped too.
+    pub fn map_reads(&self) -> io::Result<()> {
+        self.current.lock().map(self.bytes)
+    }
+
+    /// Makes the segment safe to rewrite, once its sequence says it is retired (so no new pin
+    /// of it can be used): in place when nothing is pinned; otherwise on a new inode, renamed
+    /// over the old one, whose unpinned pages are punched out. Errors leave the old inode in
+    /// place (the caller must not rewrite it).
+    pub fn renew_if_pinned(&self) -> io::Result<Renewed> {
+        let mut current = self.current.lock();
+        let pinned = current.pinned();
+        if pinned.is_empty() {
+            return Ok(Renewed::InPlace);
         }
-        Ok(SegmentFile { path, file })
+        // Room first: on a full file system the new inode needs the old one's free pages.
+        current.punch_except(&pinned, self.bytes);
+        let next = self.path.with_extension(NEXT_EXTENSION);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&next)?;
+        let made = preallocate(&file, self.bytes).and_then(|()| std::fs::rename(&next, &self.path));
+        if let Err(error) = made {
+            let _ = std::fs::remove_file(&next);
+            return Err(error);
+        }
+        advise_random(&file, &self.path);
+        let generation = Generation::new(file);
+        if current.is_mapped() {
+            generation.map(self.bytes)?;
+        }
+        *current = generation;
+        Ok(Renewed::NewInode {
+            pinned: pinned.len(),
+        })
     }
 
     /// Reads exactly `buf.len()` bytes at `offset`; reading past the end is `UnexpectedEof`.
     pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        std::os::unix::fs::FileExt::read_exact_at(&self.file, buf, offset)
+        std::os::unix::fs::FileExt::read_exact_at(&self.current().file, buf, offset)
     }
 
     /// Reads `len` bytes at `offset` into a new buffer.
@@ -79,12 +327,13 @@ impl SegmentFile {
     /// Writes `pieces` one after the other from `offset`, in as few `pwritev` calls as the
     /// kernel allows.
     pub fn write_all_at(&self, pieces: &[Bytes], mut offset: u64) -> io::Result<()> {
+        let generation = self.current();
         for group in pieces.chunks(MAX_IOVECS) {
             let mut slices: Vec<IoSlice<'_>> =
                 group.iter().map(|piece| IoSlice::new(piece)).collect();
             let mut remaining: &mut [IoSlice<'_>] = &mut slices;
             while !remaining.is_empty() {
-                let written = match rustix::io::pwritev(&self.file, remaining, offset) {
+                let written = match rustix::io::pwritev(&generation.file, remaining, offset) {
                     Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                     Ok(written) => written,
                     Err(rustix::io::Errno::INTR) => continue,
@@ -115,7 +364,10 @@ mod tests {
     fn open_sizes_the_file_and_vectored_writes_land_in_order() {
         let dir = tempfile::tempdir().expect("temp dir");
         let segment = SegmentFile::open(dir.path(), 3, 1 << 16).expect("open");
-        assert_eq!(segment.file.metadata().expect("stat").len(), 1 << 16);
+        assert_eq!(
+            segment.current().file.metadata().expect("stat").len(),
+            1 << 16
+        );
         let pieces: Vec<Bytes> = (0..2000u32)
             .map(|n| Bytes::from(n.to_le_bytes().to_vec()))
             .collect();

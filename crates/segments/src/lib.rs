@@ -48,6 +48,7 @@ pub struct Options {
     flush_bytes: u64,
     write_buffer: u64,
     nowait_reads: bool,
+    mmap_reads: bool,
 }
 
 impl Options {
@@ -60,6 +61,7 @@ impl Options {
             flush_bytes: 1 << 20,
             write_buffer: 16 << 20,
             nowait_reads: true,
+            mmap_reads: true,
         }
     }
 
@@ -90,6 +92,16 @@ impl Options {
     /// [`Lookup::Cold`].
     pub fn nowait_reads(mut self, enabled: bool) -> Options {
         self.nowait_reads = enabled;
+        self
+    }
+
+    /// Whether segments on a memory-backed file system (tmpfs, ramfs: [`ReadMode::Memory`]) are
+    /// read through a mapping ([`ReadMode::Mapped`]), values handed out as slices of it with no
+    /// copy (default true).
+    /// Off, they are read with `pread` into a buffer. Segments on a device are never mapped: a
+    /// page the kernel evicted would be read back by a fault on the serving thread.
+    pub fn mmap_reads(mut self, enabled: bool) -> Options {
+        self.mmap_reads = enabled;
         self
     }
 
@@ -203,6 +215,9 @@ pub struct Stats {
     /// Lookups answered [`Lookup::Cold`]: the record was not (all) in the page cache, or the
     /// file system does not read without blocking.
     pub cold_reads: u64,
+    /// Reclaimed segments given a new inode because values read from them were still held
+    /// (see [`ReadMode::Mapped`]).
+    pub renewed: u64,
 }
 
 #[derive(Default)]
@@ -214,6 +229,7 @@ struct Counters {
     write_errors: AtomicU64,
     skipped: AtomicU64,
     cold_reads: AtomicU64,
+    renewed: AtomicU64,
 }
 
 /// What the engine's handle and its writer thread share.
@@ -322,7 +338,16 @@ impl Engine {
         let index = Index::default();
         let segment_bytes = options.segment_bytes as u32;
         let recovered = recover::recover(&files, segment_bytes, &index, &seqs);
-        let read_mode = ReadMode::probe(&files[0], options.nowait_reads);
+        let mut read_mode = ReadMode::probe(&files[0], options.nowait_reads);
+        if read_mode == ReadMode::Memory && options.mmap_reads {
+            // Memory-backed pages never wait for a device: values are read in place.
+            match files.iter().try_for_each(SegmentFile::map_reads) {
+                Ok(()) => read_mode = ReadMode::Mapped,
+                Err(error) => {
+                    tracing::warn!(dir = %dir.display(), %error, "cannot map the segments; reading them with pread");
+                }
+            }
+        }
         let max_record = u64::from(
             segment_bytes
                 - layout::SEGMENT_HEADER_BYTES
@@ -514,6 +539,7 @@ impl Engine {
             write_errors: counter(&shared.counters.write_errors),
             skipped: counter(&shared.counters.skipped),
             cold_reads: counter(&shared.counters.cold_reads),
+            renewed: counter(&shared.counters.renewed),
         }
     }
 
@@ -561,12 +587,20 @@ fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> OpenError + use<> {
 }
 
 /// Deletes segment files past the configured count (so the files stay within `max_bytes`), or
-/// all of them when the directory starts afresh.
+/// all of them when the directory starts afresh, and any half-made next inode.
 fn remove_stray_segments(dir: &Path, segments: u32, all: bool) -> Result<(), OpenError> {
     for entry in std::fs::read_dir(dir).map_err(io_at(dir))? {
         let entry = entry.map_err(io_at(dir))?;
         let name = entry.file_name();
-        let Some(segment) = name.to_str().and_then(files::parse_segment_name) else {
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if name.starts_with("segment-") && name.ends_with(&format!(".{}", files::NEXT_EXTENSION)) {
+            // A new inode a crash left before it was renamed into place.
+            std::fs::remove_file(entry.path()).map_err(io_at(&entry.path()))?;
+            continue;
+        }
+        let Some(segment) = files::parse_segment_name(name) else {
             continue;
         };
         if all || segment >= segments {

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::fs::File;
 use std::io;
+use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,9 +14,14 @@ use rustix::buffer::spare_capacity;
 use rustix::io::{Errno, ReadWriteFlags};
 
 use crate::Shared;
-use crate::files::SegmentFile;
+use crate::files::{Generation, SegmentFile};
 use crate::index::Location;
 use crate::layout::RecordHeader;
+
+/// Values read through a mapping ([`ReadMode::Mapped`]) shorter than this are copied out rather
+/// than pinned: a pin of a reclaimed segment holds at least a page, at most two more than the
+/// value spans, so from 16 KiB up what it holds beyond the value is at most half of it.
+pub const COPY_BELOW: usize = 16 << 10;
 
 /// How [`Engine::get`](crate::Engine::get) reads a record from its file, chosen when the engine
 /// opens from what the file system takes.
@@ -27,6 +33,10 @@ pub enum ReadMode {
     /// A memory-backed file system (tmpfs, ramfs) that refuses `RWF_NOWAIT`: a plain read on the
     /// calling thread, which never waits for a device (only for swap).
     Memory,
+    /// A memory-backed file system, its segments mapped: a value is a slice of the mapping,
+    /// pinned while held (no copy, no system call). A reclaim that meets a pinned segment gives
+    /// it a new inode instead of rewriting it ([`Stats::renewed`](crate::Stats::renewed)).
+    Mapped,
     /// Every read of a flushed record is a [`Lookup::Cold`]: a file system without
     /// `RWF_NOWAIT` on a device, or [`Options::nowait_reads`](crate::Options::nowait_reads) off.
     Blocking,
@@ -40,8 +50,9 @@ impl ReadMode {
         }
         let mut byte = [0u8; 1];
         let mut slices = [io::IoSliceMut::new(&mut byte)];
-        match rustix::io::preadv2(&file.file, &mut slices, 0, ReadWriteFlags::NOWAIT) {
-            Err(Errno::OPNOTSUPP) if memory_backed(&file.file) => ReadMode::Memory,
+        let generation = file.current();
+        match rustix::io::preadv2(&generation.file, &mut slices, 0, ReadWriteFlags::NOWAIT) {
+            Err(Errno::OPNOTSUPP) if memory_backed(&generation.file) => ReadMode::Memory,
             Err(Errno::OPNOTSUPP) => ReadMode::Blocking,
             // Read, or EAGAIN (not cached, which is the point), or an error every read will
             // meet and report.
@@ -54,6 +65,7 @@ impl ReadMode {
         match self {
             ReadMode::NoWait => "nowait",
             ReadMode::Memory => "memory",
+            ReadMode::Mapped => "mapped",
             ReadMode::Blocking => "blocking",
         }
     }
@@ -86,6 +98,8 @@ pub enum Lookup {
 /// thread that may block (e.g. tokio's `spawn_blocking`).
 pub struct ColdRead {
     shared: Arc<Shared>,
+    /// The inode the read began on: a reclaim may give the segment a new one meanwhile.
+    generation: Arc<Generation>,
     hash: u64,
     key: Box<[u8]>,
     pub(crate) location: Location,
@@ -111,8 +125,7 @@ impl ColdRead {
     ///
     /// The read's error when the file could not be read.
     pub fn finish(mut self) -> io::Result<Option<Bytes>> {
-        let file = &self.shared.files[self.location.segment as usize];
-        if !read_rest(&file.file, self.location, &mut self.buf)? {
+        if !read_rest(&self.generation.file, self.location, &mut self.buf)? {
             // The file ends inside the record: it was cut short, the record is not whole.
             drop_entry(&self.shared, self.hash, self.location);
             return Ok(None);
@@ -153,12 +166,33 @@ pub fn lookup(shared: &Arc<Shared>, key: &[u8]) -> Lookup {
         if seq == 0 {
             continue;
         }
+        if shared.read_mode == ReadMode::Mapped {
+            let generation = shared.files[location.segment as usize].current();
+            if let Some(pin) = generation.pin(location.offset, location.len) {
+                // The pin is in place before this look: a reclaim either sees it and leaves its
+                // pages alone, or has already retired the segment, which this look sees.
+                if seqs.load(Ordering::Acquire) != seq {
+                    continue;
+                }
+                return match check(shared, hash, key, location, seq, pin) {
+                    // A small value is copied out: a held pin keeps whole pages of an old inode
+                    // once its segment is reclaimed, 4 KiB or more for a few hundred bytes.
+                    Some(value) if value.len() < COPY_BELOW => {
+                        Lookup::Hit(Bytes::copy_from_slice(&value))
+                    }
+                    Some(value) => Lookup::Hit(value),
+                    None => Lookup::Miss,
+                };
+            }
+        }
         // Not zeroed: the reads fill it (zeroing 64 KiB cost 4% of a disk hit's CPU).
         let mut buf = Vec::with_capacity(location.len as usize);
-        let file = &shared.files[location.segment as usize].file;
+        let generation = shared.files[location.segment as usize].current();
+        let file = &generation.file;
         match shared.read_mode {
             ReadMode::NoWait => read_nowait(file, location, &mut buf),
-            ReadMode::Memory => match read_rest(file, location, &mut buf) {
+            // `Mapped` reads here only a generation not mapped, which `map_reads` prevents.
+            ReadMode::Memory | ReadMode::Mapped => match read_rest(file, location, &mut buf) {
                 Ok(true) => {}
                 // Cut short or failed: the blocking read meets it again, drops or reports it.
                 Ok(false) | Err(_) => buf.clear(),
@@ -169,6 +203,7 @@ pub fn lookup(shared: &Arc<Shared>, key: &[u8]) -> Lookup {
             shared.counters.cold_reads.fetch_add(1, Ordering::Relaxed);
             return Lookup::Cold(ColdRead {
                 shared: Arc::clone(shared),
+                generation,
                 hash,
                 key: key.into(),
                 location,
@@ -247,17 +282,17 @@ fn value_in(record: &Bytes, hash: u64, key: &[u8]) -> Option<Bytes> {
 /// What a record read from its file turned out to be.
 #[derive(Debug)]
 enum Verdict {
-    /// Whole and `key`'s: its value, a slice of the read buffer.
-    Value(Bytes),
+    /// Whole and `key`'s: where its value lies in the record.
+    Value(Range<usize>),
     /// Whole, but another key's (a 64-bit hash collision): a miss.
     OtherKey,
     /// Torn, damaged, or no longer what the index meant: dropped.
     Broken,
 }
 
-/// Checks `buf`, a record read at `location` from a segment of sequence `seq`, for `key`.
-fn verify(hash: u64, key: &[u8], location: Location, seq: u64, buf: Vec<u8>) -> Verdict {
-    let Some(header) = RecordHeader::parse(&buf) else {
+/// Checks `record`, read at `location` from a segment of sequence `seq`, for `key`.
+fn verify(hash: u64, key: &[u8], location: Location, seq: u64, record: &[u8]) -> Verdict {
+    let Some(header) = RecordHeader::parse(record) else {
         return Verdict::Broken;
     };
     let whole = header.hash == hash
@@ -267,36 +302,39 @@ fn verify(hash: u64, key: &[u8], location: Location, seq: u64, buf: Vec<u8>) -> 
     if !whole {
         return Verdict::Broken;
     }
-    if buf.get(header.key_range()) != Some(key) {
+    if record.get(header.key_range()) != Some(key) {
         return Verdict::OtherKey;
     }
-    if !header.payload_ok(&buf) {
+    if !header.payload_ok(record) {
         return Verdict::Broken;
     }
-    // No copy: the read buffer becomes the `Bytes` the value is sliced from.
-    Verdict::Value(Bytes::from(buf).slice(header.value_range()))
+    Verdict::Value(header.value_range())
 }
 
-/// Checks a record read from its file and returns its value. One that fails a check is dropped
-/// from the index; one of another key is just a miss.
-fn check(
+/// Checks a record read from its file (a buffer, or a pin of the mapping) and returns its
+/// value, a slice of it with no copy. One that fails a check is dropped from the index; one of
+/// another key is just a miss.
+fn check<R>(
     shared: &Shared,
     hash: u64,
     key: &[u8],
     location: Location,
     seq: u64,
-    buf: Vec<u8>,
-) -> Option<Bytes> {
+    record: R,
+) -> Option<Bytes>
+where
+    R: AsRef<[u8]> + Into<Bytes>,
+{
     // A changed sequence means the segment was reclaimed (and maybe restarted) under the read:
     // a miss, and the reclaim has dealt with the entry.
     let current = shared.seqs[location.segment as usize].load(Ordering::Acquire);
     let verdict = if current == seq {
-        verify(hash, key, location, seq, buf)
+        verify(hash, key, location, seq, record.as_ref())
     } else {
         Verdict::OtherKey
     };
     match verdict {
-        Verdict::Value(value) => Some(value),
+        Verdict::Value(range) => Some(record.into().slice(range)),
         Verdict::OtherKey => None,
         Verdict::Broken => {
             drop_entry(shared, hash, location);
@@ -330,39 +368,35 @@ mod tests {
     }
 
     #[test]
-    fn value_is_a_slice_of_the_read_buffer_not_a_copy() {
+    fn a_whole_records_value_lies_after_its_header_and_key() {
         let (buf, location) = record(9, b"k", &[7; 65536], 3);
-        let start = buf.as_ptr() as usize;
-        let Verdict::Value(value) = verify(9, b"k", location, 3, buf) else {
+        let Verdict::Value(range) = verify(9, b"k", location, 3, &buf) else {
             panic!("whole record must verify");
         };
-        assert_eq!(value.len(), 65536);
-        assert_eq!(
-            value.as_ptr() as usize,
-            start + layout::RECORD_HEADER_BYTES as usize + 1
-        );
+        assert_eq!(range.len(), 65536);
+        assert_eq!(range.start, layout::RECORD_HEADER_BYTES as usize + 1);
     }
 
     #[test]
     fn another_keys_record_is_other_key_and_damage_is_broken() {
         let (buf, location) = record(9, b"key-a", b"value", 3);
         assert!(matches!(
-            verify(9, b"key-b", location, 3, buf.clone()),
+            verify(9, b"key-b", location, 3, &buf),
             Verdict::OtherKey
         ));
         assert!(matches!(
-            verify(9, b"key-a", location, 4, buf.clone()),
+            verify(9, b"key-a", location, 4, &buf),
             Verdict::Broken
         ));
         assert!(matches!(
-            verify(8, b"key-a", location, 3, buf.clone()),
+            verify(8, b"key-a", location, 3, &buf),
             Verdict::Broken
         ));
         let mut flipped = buf;
         let last_value_byte = layout::RECORD_HEADER_BYTES as usize + 5 + 4;
         flipped[last_value_byte] ^= 0x80;
         assert!(matches!(
-            verify(9, b"key-a", location, 3, flipped),
+            verify(9, b"key-a", location, 3, &flipped),
             Verdict::Broken
         ));
     }

@@ -67,8 +67,9 @@ fn page_cache_dropped_record_reads_back_through_either_path() {
     engine.put(b"evicted", &value);
     engine.wait();
     for file in engine.shared.files.iter() {
-        file.file.sync_data().expect("fdatasync");
-        rustix::fs::fadvise(&file.file, 0, None, rustix::fs::Advice::DontNeed).expect("fadvise");
+        let file = &file.current().file;
+        file.sync_data().expect("fdatasync");
+        rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed).expect("fadvise");
     }
     let value_back = match engine.get(b"evicted") {
         // tmpfs and some overlays keep the pages whatever the advice.
@@ -83,8 +84,8 @@ fn page_cache_dropped_record_reads_back_through_either_path() {
 fn a_memory_backed_file_system_is_read_on_the_calling_thread() {
     // tmpfs refuses RWF_NOWAIT (EOPNOTSUPP on Linux 6.18); its reads never wait for a device.
     let dir = tempfile::tempdir_in("/dev/shm").expect("a directory on /dev/shm");
-    let (engine, _) = Engine::open(options(dir.path())).expect("open");
-    assert_ne!(engine.read_mode(), ReadMode::Blocking);
+    let (engine, _) = Engine::open(options(dir.path()).mmap_reads(false)).expect("open");
+    assert_eq!(engine.read_mode(), ReadMode::Memory);
     let value = vec![0x33; 100 << 10];
     engine.put(b"shm", &value);
     engine.wait();
@@ -119,4 +120,147 @@ fn a_part_filled_batch_reaches_its_file_after_a_quiet_second() {
         "the record did not reach its file: {:?}",
         engine.stats()
     );
+}
+
+/// An engine of three 1 MiB segments on tmpfs, where segments are mapped.
+fn mapped_engine(dir: &Path) -> Engine {
+    let (engine, _) = Engine::open(options(dir)).expect("open");
+    assert_eq!(engine.read_mode(), ReadMode::Mapped);
+    engine
+}
+
+/// Puts `count` keys named `prefix-N` with [`value_of`] values, then waits for the files.
+fn churn(engine: &Engine, prefix: &str, count: usize) {
+    for n in 0..count {
+        let key = format!("{prefix}-{n}-{}", "x".repeat(n % 97));
+        assert_eq!(
+            engine.put(key.as_bytes(), &value_of(key.as_bytes())),
+            Stored::Queued
+        );
+    }
+    engine.wait();
+}
+
+#[test]
+fn a_mapped_value_held_while_its_segment_is_reclaimed_keeps_its_bytes() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("a directory on /dev/shm");
+    let engine = mapped_engine(dir.path());
+    let value: Vec<u8> = (0..60_000u32).map(|n| (n % 253) as u8).collect();
+    engine.put(b"held", &value);
+    engine.wait();
+    let Lookup::Hit(held) = engine.get(b"held") else {
+        panic!("a flushed record on tmpfs must be read at once");
+    };
+    let first = engine.stats().renewed;
+    // 9 MiB through a 3 MiB engine: every segment is reclaimed and rewritten, twice over.
+    churn(&engine, "churn", 4_000);
+    let renewed = engine.stats().renewed;
+    assert!(
+        renewed > first,
+        "the held value's segment was rewritten in place"
+    );
+    assert!(held == value, "a held value changed under its reader");
+    // Only a small value held now, and that is a copy: later reclaims rewrite in place.
+    drop(held);
+    let small = value_of(b"small");
+    assert!(small.len() < read::COPY_BELOW);
+    engine.put(b"small", &small);
+    engine.wait();
+    let Lookup::Hit(small_held) = engine.get(b"small") else {
+        panic!("a flushed record on tmpfs must be read at once");
+    };
+    churn(&engine, "after", 4_000);
+    assert_eq!(engine.stats().renewed, renewed, "nothing was pinned");
+    assert!(small_held == small);
+    // The files are what they were: one per segment, each its size, no half-made inode.
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("list")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .into_string()
+                .expect("utf-8")
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "engine.meta",
+            "segment-00000",
+            "segment-00001",
+            "segment-00002"
+        ]
+    );
+    for file in engine.shared.files.iter() {
+        assert_eq!(std::fs::metadata(&file.path).expect("stat").len(), 1 << 20);
+    }
+}
+
+/// `key` repeated to `len` bytes: what every value under `key` is, whatever its length.
+fn is_value_of(key: &[u8], value: &[u8]) -> bool {
+    value.iter().zip(key.iter().cycle()).all(|(a, b)| a == b)
+}
+
+#[test]
+fn mapped_reads_under_churn_never_return_another_keys_bytes() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("a directory on /dev/shm");
+    let engine = Arc::new(mapped_engine(dir.path()));
+    let keys: Vec<Vec<u8>> = (0..400)
+        .map(|n| format!("key-{n}-{}", "y".repeat(n % 61)).into_bytes())
+        .collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|reader| {
+            let (engine, keys, stop) = (Arc::clone(&engine), keys.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                // Values are held a while, so reclaims meet pins, and checked again on release.
+                let mut held: std::collections::VecDeque<(usize, Bytes)> = Default::default();
+                let (mut hits, mut n) = (0u64, reader * 7);
+                while !stop.load(Ordering::Relaxed) {
+                    n = (n * 31 + 17) % keys.len();
+                    if let Some(value) = engine.read(&keys[n]).expect("read") {
+                        assert!(is_value_of(&keys[n], &value), "key {n} read another value");
+                        hits += 1;
+                        held.push_back((n, value));
+                        if held.len() > 1_000 {
+                            let (n, value) = held.pop_front().expect("held");
+                            assert!(is_value_of(&keys[n], &value), "held key {n} changed");
+                        }
+                    }
+                }
+                for (n, value) in held {
+                    assert!(is_value_of(&keys[n], &value), "held key {n} changed");
+                }
+                hits
+            })
+        })
+        .collect();
+    for round in 0..12 {
+        for key in &keys {
+            // Lengths change from round to round, so records never land where they were; all
+            // are long enough to be pinned rather than copied.
+            let len = read::COPY_BELOW + key.len() * 37 + round * 40;
+            let value: Vec<u8> = key.iter().cycle().take(len).copied().collect();
+            engine.put(key, &value);
+        }
+        if round % 3 == 0 {
+            engine.wait();
+        }
+    }
+    engine.wait();
+    stop.store(true, Ordering::Relaxed);
+    let hits: u64 = readers
+        .into_iter()
+        .map(|reader| reader.join().expect("a reader failed"))
+        .sum();
+    let stats = engine.stats();
+    // More than the engine's 3 MiB went through it: every segment was reclaimed at least once.
+    assert!(
+        hits > 0 && stats.written_bytes > 3 << 20,
+        "{hits} hits, {stats:?}"
+    );
+    assert!(stats.renewed > 0, "no reclaim met a pin: {stats:?}");
+    assert_eq!(stats.dropped, 0, "{stats:?}");
 }

@@ -48,6 +48,8 @@ pub struct EngineOptions {
     pub max_bytes: u64,
     pub block_bytes: u64,
     pub write_buffer: u64,
+    /// Read segments on tmpfs or ramfs through a mapping (`disk.mmap`).
+    pub mmap: bool,
 }
 
 /// What the engine counts of itself.
@@ -61,6 +63,8 @@ pub struct EngineCounts {
     pub entries: u64,
     /// Reads that left the serving thread for the blocking pool (not in the page cache).
     pub cold_reads: u64,
+    /// Reclaimed segments given a new inode because values read from them were still held.
+    pub renewed: u64,
 }
 
 /// What opening the engine found.
@@ -85,7 +89,8 @@ impl SegmentEngine {
         let dir = options.dir.clone();
         let options = Options::new(&options.dir, options.max_bytes)
             .segment_bytes(options.block_bytes)
-            .write_buffer(options.write_buffer);
+            .write_buffer(options.write_buffer)
+            .mmap_reads(options.mmap);
         let opened = tokio::task::spawn_blocking(move || Engine::open(options))
             .await
             .map_err(|error| segments::OpenError::Io {
@@ -94,6 +99,7 @@ impl SegmentEngine {
             })??;
         let (engine, found) = opened;
         // "memory": a tmpfs refuses RWF_NOWAIT, and its reads never wait for a device;
+        // "mapped": the same, read through a mapping with no copy (`disk.mmap`);
         // "blocking": every disk hit crosses to the blocking pool (slower, still correct).
         tracing::info!(
             dir = %dir.display(),
@@ -148,6 +154,7 @@ impl DiskEngine for SegmentEngine {
             dropped: stats.dropped,
             entries: stats.entries,
             cold_reads: stats.cold_reads,
+            renewed: stats.renewed,
         }
     }
 

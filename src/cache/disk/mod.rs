@@ -139,6 +139,8 @@ pub struct DiskStats {
     pub engine_written_bytes: u64,
     /// Disk hits that were not in the page cache and were read on the blocking pool.
     pub cold_reads: u64,
+    /// Reclaimed segments given a new inode because responses still held values read from them.
+    pub renewed_segments: u64,
     pub rejected: [u64; 5],
     pub hits: u64,
     pub hit_bytes: u64,
@@ -268,6 +270,7 @@ impl DiskTier {
             max_bytes: config.max_bytes,
             block_bytes: config.block_bytes,
             write_buffer: config.write_buffer,
+            mmap: config.mmap,
         };
         let (engine, recovery) = SegmentEngine::open(&options)
             .await
@@ -517,6 +520,7 @@ impl DiskTier {
             written_bytes: counters.written_bytes.each_ref().map(load),
             engine_written_bytes: engine.written_bytes,
             cold_reads: engine.cold_reads,
+            renewed_segments: engine.renewed,
             rejected: counters.rejected.each_ref().map(load),
             hits: load(&counters.hits),
             hit_bytes: load(&counters.hit_bytes),
