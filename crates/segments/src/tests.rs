@@ -264,3 +264,21 @@ fn mapped_reads_under_churn_never_return_another_keys_bytes() {
     assert!(stats.renewed > 0, "no reclaim met a pin: {stats:?}");
     assert_eq!(stats.dropped, 0, "{stats:?}");
 }
+
+#[test]
+fn a_next_inode_left_by_a_crash_is_deleted_at_open() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("a directory on /dev/shm");
+    let engine = mapped_engine(dir.path());
+    engine.put(b"kept", &value_of(b"kept"));
+    engine.close();
+    drop(engine);
+    // A crash between making a segment's next inode and renaming it over the old one.
+    let stray = dir.path().join("segment-00001.next");
+    std::fs::write(&stray, [0u8; 4096]).expect("write a stray next inode");
+    let engine = mapped_engine(dir.path());
+    assert!(!stray.exists(), "the half-made inode was left behind");
+    assert_eq!(
+        engine.read(b"kept").expect("read").as_deref(),
+        Some(&value_of(b"kept")[..])
+    );
+}
