@@ -48,6 +48,7 @@ pub struct Options {
     flush_bytes: u64,
     write_buffer: u64,
     nowait_reads: bool,
+    sync_on_seal: bool,
 }
 
 impl Options {
@@ -60,6 +61,7 @@ impl Options {
             flush_bytes: 1 << 20,
             write_buffer: 16 << 20,
             nowait_reads: true,
+            sync_on_seal: true,
         }
     }
 
@@ -90,6 +92,17 @@ impl Options {
     /// [`Lookup::Cold`].
     pub fn nowait_reads(mut self, enabled: bool) -> Options {
         self.nowait_reads = enabled;
+        self
+    }
+
+    /// Whether sealing a segment waits for the device (default true): its records and summary
+    /// are written and `fdatasync`ed, then its footer is written and synced, so that after a
+    /// power cut no segment looks sealed without its records on the device. [`Engine::close`]
+    /// seals, so it syncs too. Off, the files reach the device when the kernel writes them back;
+    /// a killed process loses nothing either way (the page cache survives it), and recovery's
+    /// checksums catch what a power cut tore.
+    pub fn sync_on_seal(mut self, enabled: bool) -> Options {
+        self.sync_on_seal = enabled;
         self
     }
 
@@ -203,6 +216,10 @@ pub struct Stats {
     /// Lookups answered [`Lookup::Cold`]: the record was not (all) in the page cache, or the
     /// file system does not read without blocking.
     pub cold_reads: u64,
+    /// `fdatasync`s of segment files (two per sealed segment with [`Options::sync_on_seal`]).
+    pub syncs: u64,
+    /// Time spent in those syncs.
+    pub sync_time: Duration,
 }
 
 #[derive(Default)]
@@ -214,6 +231,8 @@ struct Counters {
     write_errors: AtomicU64,
     skipped: AtomicU64,
     cold_reads: AtomicU64,
+    syncs: AtomicU64,
+    sync_nanos: AtomicU64,
 }
 
 /// What the engine's handle and its writer thread share.
@@ -514,6 +533,8 @@ impl Engine {
             write_errors: counter(&shared.counters.write_errors),
             skipped: counter(&shared.counters.skipped),
             cold_reads: counter(&shared.counters.cold_reads),
+            syncs: counter(&shared.counters.syncs),
+            sync_time: Duration::from_nanos(counter(&shared.counters.sync_nanos)),
         }
     }
 
