@@ -122,6 +122,7 @@ impl Config {
             ("block_bytes", size(disk.block_bytes)),
             ("write_buffer", size(disk.write_buffer)),
             ("write_budget", size(disk.write_budget)),
+            ("sync", text(disk.sync.as_str())),
         ]);
         // The file says "no access log" with an empty path, and standard output with "-".
         let access_path = log

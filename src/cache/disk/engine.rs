@@ -48,6 +48,8 @@ pub struct EngineOptions {
     pub max_bytes: u64,
     pub block_bytes: u64,
     pub write_buffer: u64,
+    /// `fdatasync` each segment as it is sealed (`disk.sync = "seal"`).
+    pub sync_on_seal: bool,
 }
 
 /// What the engine counts of itself.
@@ -61,6 +63,9 @@ pub struct EngineCounts {
     pub entries: u64,
     /// Reads that left the serving thread for the blocking pool (not in the page cache).
     pub cold_reads: u64,
+    /// `fdatasync`s of its files, and the time they took.
+    pub syncs: u64,
+    pub sync_time: Duration,
 }
 
 /// What opening the engine found.
@@ -77,22 +82,15 @@ pub struct SegmentEngine {
 
 impl SegmentEngine {
     /// Opens (creating if needed) the engine in `options.dir`, rebuilding its index from the
-    /// segments there; torn or corrupt records are skipped. Opening reads every sealed segment's
-    /// summary, so it runs on the blocking pool.
-    pub async fn open(
-        options: &EngineOptions,
-    ) -> Result<(SegmentEngine, Recovery), segments::OpenError> {
+    /// segments there; torn or corrupt records are skipped. Blocks while it reads every sealed
+    /// segment's summary and scans the others: seconds for terabytes.
+    pub fn open(options: &EngineOptions) -> Result<(SegmentEngine, Recovery), segments::OpenError> {
         let dir = options.dir.clone();
         let options = Options::new(&options.dir, options.max_bytes)
             .segment_bytes(options.block_bytes)
-            .write_buffer(options.write_buffer);
-        let opened = tokio::task::spawn_blocking(move || Engine::open(options))
-            .await
-            .map_err(|error| segments::OpenError::Io {
-                path: PathBuf::new(),
-                source: std::io::Error::other(error),
-            })??;
-        let (engine, found) = opened;
+            .write_buffer(options.write_buffer)
+            .sync_on_seal(options.sync_on_seal);
+        let (engine, found) = Engine::open(options)?;
         // "memory": a tmpfs refuses RWF_NOWAIT, and its reads never wait for a device;
         // "blocking": every disk hit crosses to the blocking pool (slower, still correct).
         tracing::info!(
@@ -148,6 +146,8 @@ impl DiskEngine for SegmentEngine {
             dropped: stats.dropped,
             entries: stats.entries,
             cold_reads: stats.cold_reads,
+            syncs: stats.syncs,
+            sync_time: stats.sync_time,
         }
     }
 
