@@ -235,6 +235,25 @@ struct Counters {
     sync_nanos: AtomicU64,
 }
 
+impl Counters {
+    /// `fdatasync`s `file`, counted and timed; a failure is logged and counted as a write error.
+    fn sync(&self, file: &SegmentFile) -> bool {
+        let started = Instant::now();
+        let synced = file.sync_data();
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.sync_nanos.fetch_add(nanos, Ordering::Relaxed);
+        match synced {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(path = %file.path.display(), %error, "segment sync failed; the segment is left unsealed");
+                self.write_errors.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+}
+
 /// What the engine's handle and its writer thread share.
 struct Shared {
     options: Options,
@@ -340,7 +359,9 @@ impl Engine {
         let seqs: Box<[AtomicU64]> = (0..segments).map(|_| AtomicU64::new(0)).collect();
         let index = Index::default();
         let segment_bytes = options.segment_bytes as u32;
-        let recovered = recover::recover(&files, segment_bytes, &index, &seqs);
+        let counters = Counters::default();
+        let sync = options.sync_on_seal.then_some(&counters);
+        let recovered = recover::recover(&files, segment_bytes, &index, &seqs, sync);
         let read_mode = ReadMode::probe(&files[0], options.nowait_reads);
         let max_record = u64::from(
             segment_bytes
@@ -368,7 +389,7 @@ impl Engine {
             queue: Mutex::new(Queue::default()),
             queue_changed: Condvar::new(),
             queued_bytes: AtomicU64::new(0),
-            counters: Counters::default(),
+            counters,
             read_mode,
         });
         if shared.log.lock().free.is_empty() {

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::mem;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::MutexGuard;
@@ -295,9 +295,9 @@ impl Shared {
         match batch.writes.split_last() {
             Some((footer, before)) if batch.seals && self.options.sync_on_seal => {
                 self.write_runs(file, batch.segment, before);
-                if self.sync(file) {
+                if self.counters.sync(file) {
                     self.write_runs(file, batch.segment, std::slice::from_ref(footer));
-                    self.sync(file);
+                    self.counters.sync(file);
                 }
             }
             _ => self.write_runs(file, batch.segment, &batch.writes),
@@ -343,23 +343,6 @@ impl Shared {
                 }
             }
             start = end;
-        }
-    }
-
-    /// `fdatasync`s `file`, counted and timed; a failure is logged and counted as a write error.
-    fn sync(&self, file: &SegmentFile) -> bool {
-        let started = Instant::now();
-        let synced = file.sync_data();
-        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
-        self.counters.sync_nanos.fetch_add(nanos, Ordering::Relaxed);
-        match synced {
-            Ok(()) => true,
-            Err(error) => {
-                tracing::warn!(path = %file.path.display(), %error, "segment sync failed; the segment is left unsealed");
-                self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
-                false
-            }
         }
     }
 
