@@ -290,21 +290,31 @@ pub struct DiskTier {
 impl DiskTier {
     /// Creates `config.path` if missing and opens the tier there: the engine recovers what an
     /// earlier run left on a thread of its own (see [`DiskTier::opening`]), and this returns at
-    /// once. Fails only when the directory cannot be created; an engine that cannot open is
-    /// logged, and the tier stays unavailable. Call within a tokio runtime.
+    /// once. Fails when the directory cannot be created or is not one this process may write
+    /// (a configuration error); an engine that cannot open is logged, and the tier stays
+    /// unavailable. Call within a tokio runtime.
     pub fn open(config: &DiskConfig) -> Result<DiskTier, DiskError> {
         let dir = config.path.clone().unwrap_or_default();
+        let failed = |reason: String| DiskError {
+            dir: dir.clone(),
+            reason,
+        };
         if !dir.exists() {
             // Records hold responses and the request fields they vary on: bloomgate's alone.
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(&dir)
-                .map_err(|error| DiskError {
-                    dir: dir.clone(),
-                    reason: error.to_string(),
-                })?;
+                .map_err(|error| failed(error.to_string()))?;
         }
+        if !dir.is_dir() {
+            return Err(failed("not a directory".into()));
+        }
+        let access = rustix::fs::Access::READ_OK
+            | rustix::fs::Access::WRITE_OK
+            | rustix::fs::Access::EXEC_OK;
+        rustix::fs::access(&dir, access)
+            .map_err(|error| failed(format!("cannot write in it: {error}")))?;
         let options = EngineOptions {
             dir: dir.clone(),
             max_bytes: config.max_bytes,
@@ -1074,6 +1084,28 @@ mod tests {
         let stats = tier.stats();
         assert_eq!(stats.rejected[Rejection::Failed as usize], 1);
         assert!(!stats.recovering);
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_used_stops_the_open_naming_it() {
+        let file = std::env::temp_dir().join(format!("bloomgate-disk-file-{}", std::process::id()));
+        std::fs::write(&file, b"").expect("a file in the temp dir");
+        for (path, reason) in [
+            (file.clone(), "not a directory"),
+            (file.join("below"), "Not a directory"),
+        ] {
+            let mut config = Config::defaults().disk;
+            config.path = Some(path.clone());
+            let error = DiskTier::open(&config)
+                .err()
+                .expect("refused at start")
+                .to_string();
+            assert!(
+                error.contains(&path.display().to_string()) && error.contains(reason),
+                "{error}"
+            );
+        }
+        let _ = std::fs::remove_file(&file);
     }
 
     #[tokio::test]
