@@ -76,8 +76,9 @@ pub struct RunningProxy {
 impl RunningProxy {
     /// Stops accepting, lets requests in flight finish within `server.shutdown_grace`, then saves
     /// the doorkeeper to `admission.snapshot_path` (if set), writes the proven entries still in
-    /// RAM to the disk tier (if any, within the same grace, at least 2 s), writes out the access
-    /// log's queued lines (within 2 s), and returns.
+    /// RAM to the disk tier (if any, within the same grace, at least 2 s; a tier still
+    /// recovering its index is waited for first, as long again), writes out the access log's
+    /// queued lines (within 2 s), and returns.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;

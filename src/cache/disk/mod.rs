@@ -574,10 +574,9 @@ impl DiskTier {
 
     /// Writes every proven entry still in RAM and not on disk, and waits (at most `within`) until
     /// the engine has them: at graceful shutdown, so that a restart comes back warm.
-    /// A tier still recovering is waited for, within the same `within`; one that does not open
-    /// in time writes nothing (logged).
+    /// A tier still recovering is waited for first, as long again; one that does not open in
+    /// time writes nothing (logged).
     pub async fn save_from(&self, store: &Store, within: Duration) -> usize {
-        let started = Instant::now();
         let mut opened = self.shared.opened.subscribe();
         if tokio::time::timeout(within, opened.wait_for(|opened| *opened))
             .await
@@ -591,7 +590,6 @@ impl DiskTier {
         let Some(engine) = self.shared.engine.get() else {
             return 0;
         };
-        let within = within.saturating_sub(started.elapsed());
         let entries = store.proven_entries();
         let mut queued = 0;
         for evicted in entries {
