@@ -166,7 +166,7 @@ pub async fn start_with_file(
     config_path: Option<PathBuf>,
 ) -> Result<RunningProxy, ServeError> {
     let bound = Bound::bind(&config).await?;
-    // Only a directory that cannot be created stops the start: the index recovers while the
+    // Only a directory that cannot be used stops the start: the index recovers while the
     // proxy serves.
     let disk = match &config.disk.path {
         Some(_) => Some(Arc::new(DiskTier::open(&config.disk)?)),
