@@ -3,8 +3,9 @@
 #
 # One bloomgate (1 MiB of RAM, a small disk tier of small segments so that segments are sealed and
 # reclaimed all the time, probation admission) on a fixed port and one directory. Every round:
-# start it (recovering the tier), wait for /readyz, ask for CHECK objects at random and compare
-# each body byte for byte with the origin's (the origin's objects are deterministic), then load
+# start it (recovering the tier), wait until /readyz says the tier is open, ask for CHECK objects at
+# random and compare each body byte for byte with the origin's (the origin's objects are
+# deterministic), then load
 # it with writes (objects of 300 B to 200 KiB, each asked twice so it is admitted, 4 clients) and
 # SIGKILL it after a random 0.2 to 1.5 s. A body that differs, or a request that fails, stops the
 # loop with the round and the key. Reports the rounds, the bodies compared, and how many of them
@@ -51,7 +52,8 @@ compared=0
 from_disk=0
 for round in $(seq "$ROUNDS"); do
   start_proxy crash "$WORK/crash.toml"
-  until curl -sf -o /dev/null "$ADMIN_URL/readyz"; do sleep 0.01; done
+  # Until the disk tier has recovered its index (the proxy serves before, from RAM alone).
+  until curl -sf "$ADMIN_URL/readyz" 2>/dev/null | grep -q "entries recovered"; do sleep 0.01; done
   # Every answer byte-compared with the origin's.
   keys=$(shuf -i 1-"$OBJECTS" -n "$CHECK")
   rm -f "$WORK"/got/*

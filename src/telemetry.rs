@@ -50,6 +50,9 @@ pub const DISK_SKIPPED_TOTAL: &str = "bloomgate_disk_skipped_total";
 pub const DISK_FULL: &str = "bloomgate_disk_full";
 pub const DISK_RECOVERED_ENTRIES: &str = "bloomgate_disk_recovered_entries";
 pub const DISK_RECOVERY_SECONDS: &str = "bloomgate_disk_recovery_seconds";
+pub const DISK_RECOVERING: &str = "bloomgate_disk_recovering";
+pub const DISK_SYNCS_TOTAL: &str = "bloomgate_disk_syncs_total";
+pub const DISK_SYNC_SECONDS: &str = "bloomgate_disk_sync_seconds";
 pub const ORIGIN_REQUESTS_TOTAL: &str = "bloomgate_origin_requests_total";
 pub const ORIGIN_BYTES_TOTAL: &str = "bloomgate_origin_bytes_total";
 pub const UPSTREAM_REQUESTS_TOTAL: &str = "bloomgate_upstream_requests_total";
@@ -273,7 +276,7 @@ fn describe_disk() {
     );
     describe_counter!(
         DISK_REJECTED_TOTAL,
-        "Entries leaving RAM not written to disk, by reason (first_hit, budget, full, too_large, failed)."
+        "Entries leaving RAM not written to disk, by reason (first_hit, budget, full, too_large, failed, recovering)."
     );
     describe_counter!(DISK_HITS_TOTAL, "RAM misses answered by a record on disk.");
     describe_counter!(
@@ -312,12 +315,25 @@ fn describe_disk() {
     );
     describe_gauge!(
         DISK_RECOVERED_ENTRIES,
-        "Records the disk tier found at start."
+        "Records the disk tier found at start (0 while it recovers)."
     );
     describe_gauge!(
         DISK_RECOVERY_SECONDS,
         Unit::Seconds,
-        "Time the disk tier took to open and recover its index at start."
+        "Time the disk tier took to open and recover its index at start (0 while it recovers)."
+    );
+    describe_gauge!(
+        DISK_RECOVERING,
+        "1 while the disk tier recovers its index at start (the proxy serves; disk lookups miss, nothing is written)."
+    );
+    describe_counter!(
+        DISK_SYNCS_TOTAL,
+        "fdatasyncs of the disk engine's files (disk.sync = \"seal\": two per sealed segment)."
+    );
+    describe_gauge!(
+        DISK_SYNC_SECONDS,
+        Unit::Seconds,
+        "Time the disk engine's writer has spent in fdatasync since the tier opened."
     );
 }
 
@@ -419,6 +435,9 @@ fn render_disk(disk: &DiskStats) {
     gauge!(DISK_FULL).set(if disk.full { 1.0 } else { 0.0 });
     gauge!(DISK_RECOVERED_ENTRIES).set(disk.recovered_entries as f64);
     gauge!(DISK_RECOVERY_SECONDS).set(disk.recovery_seconds);
+    gauge!(DISK_RECOVERING).set(if disk.recovering { 1.0 } else { 0.0 });
+    counter!(DISK_SYNCS_TOTAL).absolute(disk.syncs);
+    gauge!(DISK_SYNC_SECONDS).set(disk.sync_seconds);
 }
 
 #[cfg(test)]

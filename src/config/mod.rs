@@ -212,6 +212,31 @@ pub struct DiskConfig {
     pub write_budget: u64,
     /// Whether segments on tmpfs or ramfs are read through a mapping, with no copy. Default true.
     pub mmap: bool,
+    /// When the engine waits for the device. Default [`DiskSync::Seal`].
+    pub sync: DiskSync,
+}
+
+/// `disk.sync`: when the disk engine waits for the device, for what a power cut may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskSync {
+    /// Never: the kernel writes the files back when it will. A killed process loses nothing (the
+    /// page cache survives it); a power cut may tear sealed segments, whose records then fail
+    /// their checksums and are dropped.
+    None,
+    /// Each segment as it is sealed: its records and summary, then its footer, each `fdatasync`ed,
+    /// so a power cut takes at most the segment being filled.
+    Seal,
+}
+
+impl DiskSync {
+    pub const ALL: [DiskSync; 2] = [DiskSync::None, DiskSync::Seal];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiskSync::None => "none",
+            DiskSync::Seal => "seal",
+        }
+    }
 }
 
 /// `[admin]`: the metrics, health and purge listener.

@@ -15,7 +15,8 @@ use super::upstream::{self, Upstreams};
 use super::values::{self, shown};
 use super::{
     AccessLogConfig, AccessLogFormat, AccessLogPath, AdminConfig, AdmissionConfig, CacheConfig,
-    CacheKeyConfig, Config, DiskConfig, LogConfig, OriginConfig, ServerConfig, TlsListenerConfig,
+    CacheKeyConfig, Config, DiskConfig, DiskSync, LogConfig, OriginConfig, ServerConfig,
+    TlsListenerConfig,
 };
 
 /// Lays `user` over `base`: tables merge key by key, any other value replaces the base's.
@@ -357,6 +358,9 @@ fn read_disk(s: &mut Section) -> Option<DiskConfig> {
     let write_buffer = s.get("write_buffer", values::size);
     let write_budget = s.get("write_budget", values::size);
     let mmap = s.get("mmap", values::boolean);
+    let sync = s.get("sync", |v| {
+        values::one_of(v, &DiskSync::ALL, DiskSync::as_str)
+    });
     let (block_bytes, max_bytes, write_buffer) = (block_bytes?, max_bytes?, write_buffer?);
     if max_bytes < 4 * block_bytes {
         s.report(
@@ -399,6 +403,7 @@ fn read_disk(s: &mut Section) -> Option<DiskConfig> {
         write_buffer,
         write_budget: write_budget?,
         mmap: mmap?,
+        sync: sync?,
     })
 }
 
@@ -829,6 +834,20 @@ mod tests {
         assert!(
             Config::defaults().disk.path.is_none(),
             "no disk tier by default"
+        );
+    }
+
+    #[test]
+    fn disk_sync_takes_none_or_seal_and_seals_by_default() {
+        assert_eq!(Config::defaults().disk.sync, DiskSync::Seal);
+        let config = Config::from_toml_str("[disk]\nsync = \"none\"").unwrap();
+        assert_eq!(config.disk.sync, DiskSync::None);
+        let message = Config::from_toml_str("[disk]\nsync = \"always\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("disk.sync") && message.contains("seal"),
+            "{message}"
         );
     }
 

@@ -123,6 +123,7 @@ impl Config {
             ("write_buffer", size(disk.write_buffer)),
             ("write_budget", size(disk.write_budget)),
             ("mmap", Value::Boolean(disk.mmap)),
+            ("sync", text(disk.sync.as_str())),
         ]);
         // The file says "no access log" with an empty path, and standard output with "-".
         let access_path = log

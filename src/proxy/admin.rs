@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use super::Proxy;
 use super::status::{self, History};
+use crate::cache::disk::TierState;
 use crate::telemetry;
 
 /// Answers the admin endpoints, and samples the status page's history, until dropped.
@@ -119,17 +120,21 @@ fn answer(
         ),
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" if *shutdown.borrow() => text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
-        "/readyz" => match proxy.disk() {
-            // The tier is open (its index recovered) before the proxy listens.
-            Some(disk) => {
-                let recovery = disk.recovery();
-                let body = format!(
+        // Ready while the disk tier recovers or cannot open: the proxy serves, from RAM alone.
+        "/readyz" => match proxy.disk().map(|disk| disk.state()) {
+            Some(TierState::Recovering) => text(StatusCode::OK, "ready\ndisk: recovering\n"),
+            Some(TierState::Open(recovery)) => text_owned(
+                StatusCode::OK,
+                format!(
                     "ready\ndisk: {} entries recovered in {:.3}s\n",
                     recovery.entries,
                     recovery.elapsed.as_secs_f64()
-                );
-                text_owned(StatusCode::OK, body)
-            }
+                ),
+            ),
+            Some(TierState::Unavailable(error)) => text_owned(
+                StatusCode::OK,
+                format!("ready\ndisk: unavailable: {error}\n"),
+            ),
             None => text(StatusCode::OK, "ready\n"),
         },
         _ => text(StatusCode::NOT_FOUND, "not found\n"),

@@ -47,7 +47,7 @@ pub use exchange::{Route, TranslateError, translate};
 pub use persist::{SnapshotLoadError, SnapshotSaveError};
 pub use reload::{ReloadError, ReloadOutcome};
 pub use served::{CACHE_NAME, Fwd};
-pub use server::{RunningProxy, ServeError, Signals, start, start_with_file};
+pub use server::{RunningProxy, ServeError, Signals, start, start_with_disk, start_with_file};
 
 use coalesce::Coalescer;
 use origin::OriginClient;

@@ -76,8 +76,9 @@ pub struct RunningProxy {
 impl RunningProxy {
     /// Stops accepting, lets requests in flight finish within `server.shutdown_grace`, then saves
     /// the doorkeeper to `admission.snapshot_path` (if set), writes the proven entries still in
-    /// RAM to the disk tier (if any, within the same grace, at least 2 s), writes out the access
-    /// log's queued lines (within 2 s), and returns.
+    /// RAM to the disk tier (if any, within the same grace, at least 2 s; a tier still
+    /// recovering its index is waited for first, as long again), writes out the access log's
+    /// queued lines (within 2 s), and returns.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
@@ -164,35 +165,85 @@ pub async fn start_with_file(
     config: Config,
     config_path: Option<PathBuf>,
 ) -> Result<RunningProxy, ServeError> {
-    let _ = recorder();
-    register_series();
-    // Before anything listens: a log that cannot be opened stops the start.
-    let access_log = AccessLog::open(&config.log.access)?;
-    let workers = std::thread::available_parallelism().map_or(1, usize::from);
-    let listeners =
-        bind_listeners(config.server.listen, workers).map_err(|source| ServeError::Bind {
-            what: "proxy",
-            addr: config.server.listen,
-            source,
-        })?;
-    let tls_listeners = match &config.server.tls {
-        Some(tls) => bind_listeners(tls.listen, workers).map_err(|source| ServeError::Bind {
-            what: "https",
-            addr: tls.listen,
-            source,
-        })?,
-        None => Vec::new(),
+    let bound = Bound::bind(&config).await?;
+    // Only a directory that cannot be used stops the start: the index recovers while the
+    // proxy serves.
+    let disk = match &config.disk.path {
+        Some(_) => Some(Arc::new(DiskTier::open(&config.disk)?)),
+        None => None,
     };
+    start_serving(config, config_path, disk, bound)
+}
+
+/// Like [`start`], over a disk tier the caller made (over an engine of its own: see
+/// [`DiskTier::opening`]) in place of the one `disk.path` names.
+pub async fn start_with_disk(config: Config, disk: DiskTier) -> Result<RunningProxy, ServeError> {
+    let bound = Bound::bind(&config).await?;
+    start_serving(config, None, Some(Arc::new(disk)), bound)
+}
+
+/// The access log and the listeners, opened before anything else: either failing stops the start.
+struct Bound {
+    access_log: Option<Arc<AccessLog>>,
+    listeners: Vec<std::net::TcpListener>,
+    tls_listeners: Vec<std::net::TcpListener>,
+    admin_listener: TcpListener,
+}
+
+impl Bound {
+    async fn bind(config: &Config) -> Result<Bound, ServeError> {
+        let _ = recorder();
+        register_series();
+        let access_log = AccessLog::open(&config.log.access)?;
+        let workers = std::thread::available_parallelism().map_or(1, usize::from);
+        let listeners =
+            bind_listeners(config.server.listen, workers).map_err(|source| ServeError::Bind {
+                what: "proxy",
+                addr: config.server.listen,
+                source,
+            })?;
+        let tls_listeners = match &config.server.tls {
+            Some(tls) => {
+                bind_listeners(tls.listen, workers).map_err(|source| ServeError::Bind {
+                    what: "https",
+                    addr: tls.listen,
+                    source,
+                })?
+            }
+            None => Vec::new(),
+        };
+        let admin_listener = TcpListener::bind(config.admin.listen)
+            .await
+            .map_err(|source| ServeError::Bind {
+                what: "admin",
+                addr: config.admin.listen,
+                source,
+            })?;
+        Ok(Bound {
+            access_log,
+            listeners,
+            tls_listeners,
+            admin_listener,
+        })
+    }
+}
+
+/// Starts serving on `bound`'s listeners in the background.
+fn start_serving(
+    config: Config,
+    config_path: Option<PathBuf>,
+    disk: Option<Arc<DiskTier>>,
+    bound: Bound,
+) -> Result<RunningProxy, ServeError> {
+    let Bound {
+        access_log,
+        listeners,
+        tls_listeners,
+        admin_listener,
+    } = bound;
     let tls_addr = tls_listeners
         .first()
         .and_then(|listener| listener.local_addr().ok());
-    let admin_listener = TcpListener::bind(config.admin.listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            what: "admin",
-            addr: config.admin.listen,
-            source,
-        })?;
     let addr = listeners
         .first()
         .and_then(|listener| listener.local_addr().ok())
@@ -204,20 +255,6 @@ pub async fn start_with_file(
             addr: config.admin.listen,
             source,
         })?;
-    let disk = match &config.disk.path {
-        Some(_) => {
-            let disk = DiskTier::open(&config.disk).await?;
-            let recovery = disk.recovery();
-            tracing::info!(
-                dir = %disk.dir().display(),
-                entries = recovery.entries,
-                elapsed = ?recovery.elapsed,
-                "disk tier open: index recovered"
-            );
-            Some(Arc::new(disk))
-        }
-        None => None,
-    };
     let proxy = Arc::new(Proxy::new(config, config_path, disk, access_log)?);
     proxy.start_probes();
     let acceptor = match proxy.certificates() {

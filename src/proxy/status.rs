@@ -12,10 +12,10 @@ use crate::config::Config;
 use crate::telemetry::{
     self, ADMISSION_TOTAL, CACHE_BYTES, CACHE_ENTRIES, CACHE_EVICTIONS_TOTAL,
     CACHE_HIT_BYTES_TOTAL, CACHE_MAX_BYTES, CACHE_WRITES_TOTAL, DISK_BYTES, DISK_ENTRIES,
-    DISK_HITS_TOTAL, DISK_MAX_BYTES, DISK_WRITTEN_BYTES_TOTAL, FILTER_BYTES, FILTER_CAPACITY,
-    FILTER_ESTIMATED_FPR, FILTER_ESTIMATED_ITEMS, FILTER_FILL_RATIO, FILTER_GENERATION,
-    FILTER_MAX_AGE_REMAINING_SECONDS, FILTER_ROTATE_AT_FPR, FILTER_ROTATIONS_TOTAL,
-    ORIGIN_BYTES_TOTAL, REQUESTS_TOTAL, UPSTREAM_HEALTHY,
+    DISK_HITS_TOTAL, DISK_MAX_BYTES, DISK_RECOVERING, DISK_WRITTEN_BYTES_TOTAL, FILTER_BYTES,
+    FILTER_CAPACITY, FILTER_ESTIMATED_FPR, FILTER_ESTIMATED_ITEMS, FILTER_FILL_RATIO,
+    FILTER_GENERATION, FILTER_MAX_AGE_REMAINING_SECONDS, FILTER_ROTATE_AT_FPR,
+    FILTER_ROTATIONS_TOTAL, ORIGIN_BYTES_TOTAL, REQUESTS_TOTAL, UPSTREAM_HEALTHY,
 };
 
 use super::Proxy;
@@ -87,6 +87,8 @@ pub struct CacheStatus {
 
 #[derive(Debug, serde::Serialize)]
 pub struct DiskStatus {
+    /// Still recovering its index at start: lookups miss, nothing is written.
+    pub recovering: bool,
     pub entries: u64,
     pub bytes: u64,
     pub max_bytes: u64,
@@ -266,6 +268,7 @@ pub fn status(proxy: &Proxy, history: &History) -> Status {
             evictions: series.count(CACHE_EVICTIONS_TOTAL, None),
         },
         disk: series.disk.then(|| DiskStatus {
+            recovering: series.count(DISK_RECOVERING, None) == 1,
             entries: series.count(DISK_ENTRIES, None),
             bytes: series.count(DISK_BYTES, None),
             max_bytes: series.count(DISK_MAX_BYTES, None),

@@ -100,15 +100,45 @@ impl ProxyConfig {
         text
     }
 
-    /// Writes the config and starts the proxy with it.
+    /// Writes the config and starts the proxy with it; with a disk tier, returns once the tier
+    /// has recovered its index (the proxy serves before, with disk lookups missing).
     pub fn start(&self) -> ProxyProcess {
-        ProxyProcess::start(&self.render(), None)
+        let proxy = ProxyProcess::start(&self.render(), None);
+        self.until_disk_open(&proxy);
+        proxy
     }
 
     /// Starts the proxy with its config at `path`, left in place so that a test can change it and
-    /// make the proxy reload it.
+    /// make the proxy reload it; waits for a disk tier as [`ProxyConfig::start`] does.
     pub fn start_with_file(&self, path: &std::path::Path) -> ProxyProcess {
-        ProxyProcess::start(&self.render(), Some(path))
+        let proxy = ProxyProcess::start(&self.render(), Some(path));
+        self.until_disk_open(&proxy);
+        proxy
+    }
+
+    /// Waits until `/readyz` no longer says the disk tier is recovering, when there is one.
+    fn until_disk_open(&self, proxy: &ProxyProcess) {
+        let has_disk = self.tables.iter().any(|(table, lines)| {
+            *table == "disk"
+                && lines
+                    .iter()
+                    .any(|line| line.starts_with("path =") && line != "path = \"\"")
+        });
+        if !has_disk {
+            return;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let ready = blocking_get(proxy.admin, "/readyz");
+            if ready.contains(" 200 ") && !ready.contains("disk: recovering") {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the disk tier still recovers after 15 s: {ready:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
 
     /// The config file text, for a test that rewrites it.
@@ -127,6 +157,20 @@ pub struct ProxyProcess {
     stdin: Option<ChildStdin>,
     /// The proxy's stderr, already unlinked so that nothing is left behind in the temp dir.
     log: File,
+}
+
+/// The response to `GET path` from `addr` over HTTP/1.0, read to the end ("" if it fails).
+fn blocking_get(addr: SocketAddr, path: &str) -> String {
+    use std::io::Write;
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    let mut response = String::new();
+    if stream.write_all(request.as_bytes()).is_ok() {
+        let _ = stream.read_to_string(&mut response);
+    }
+    response
 }
 
 static STARTED: AtomicUsize = AtomicUsize::new(0);

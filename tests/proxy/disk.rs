@@ -16,6 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use bloomgate::cache::disk::{DiskTier, EngineOptions, SegmentEngine};
+use bloomgate::config::Config;
 use bloomgate::traffic::pattern::object_bytes;
 use bloomgate::traffic::{OriginHandle, OriginOptions, start_origin};
 use common::{
@@ -108,7 +110,12 @@ fn toml_string(path: &Path) -> String {
 
 /// GETs `object` and checks that the response is a 200 with the origin's body, byte for byte.
 async fn fetch(client: &Client, proxy: &ProxyProcess, object: &Object) -> ClientReply {
-    let reply = client.get(&proxy.url(&object.path())).await;
+    fetch_from(client, proxy.addr, object).await
+}
+
+/// [`fetch`] from the proxy listening on `addr`.
+async fn fetch_from(client: &Client, addr: SocketAddr, object: &Object) -> ClientReply {
+    let reply = client.get(&format!("http://{addr}{}", object.path())).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", object.path());
     assert_whole(object, &reply.body);
     reply
@@ -208,6 +215,177 @@ async fn recovered_entries(client: &Client, proxy: &ProxyProcess) -> u64 {
         .nth(1)
         .and_then(|count| count.parse().ok())
         .unwrap_or_else(|| panic!("no entry count in {line:?}"))
+}
+
+/// A disk tier on the segment engine in `config`'s `disk.path`, whose engine opens (recovers its
+/// index) only once the returned sender says so or is dropped: a recovery as slow as the test
+/// needs.
+fn tier_recovering_until_released(config: &Config) -> (DiskTier, std::sync::mpsc::Sender<()>) {
+    let dir = config.disk.path.clone().expect("a disk.path");
+    let options = EngineOptions {
+        dir: dir.clone(),
+        max_bytes: config.disk.max_bytes,
+        block_bytes: config.disk.block_bytes,
+        write_buffer: config.disk.write_buffer,
+        mmap: config.disk.mmap,
+        sync_on_seal: true,
+    };
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let tier = DiskTier::opening(&config.disk, dir, move || {
+        let _ = gate.recv();
+        let (engine, recovery) = SegmentEngine::open(&options)?;
+        Ok((Arc::new(engine), recovery))
+    });
+    (tier, release)
+}
+
+/// `/readyz` of the proxy whose admin listener is `admin`: it must answer 200.
+async fn readyz(client: &Client, admin: SocketAddr) -> String {
+    let ready = client.get(&format!("http://{admin}/readyz")).await;
+    assert_eq!(ready.status, StatusCode::OK, "{}", ready.text());
+    ready.text()
+}
+
+/// Polls `/readyz` until the disk tier reports what it recovered.
+async fn until_recovered(client: &Client, admin: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let ready = readyz(client, admin).await;
+        if ready.contains(" entries recovered in ") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "/readyz: {ready:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Proves `objects` through a proxy on `dir` and stops it gracefully: they are all on disk.
+async fn leave_on_disk(origin_url: &str, dir: &Path, objects: &[Object]) {
+    let proxy = tiered(origin_url, dir).start();
+    prove(&Client::new(), &proxy, objects).await;
+    let log = proxy.terminate();
+    assert!(!log.contains("not every entry was written"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_serves_while_its_disk_tier_recovers_and_from_disk_once_it_is_open() {
+    let origin = synthetic_origin().await;
+    let dir = TempDir::new("disk-recovering");
+    let on_disk = objects("recovering", 20, 16 * KIB);
+    leave_on_disk(&origin.url(), dir.path(), &on_disk).await;
+
+    let config = Config::from_toml_str(&tiered(&origin.url(), dir.path()).text())
+        .expect("the test's config");
+    let (tier, release) = tier_recovering_until_released(&config);
+    let running = bloomgate::proxy::start_with_disk(config, tier)
+        .await
+        .expect("start");
+    let client = Client::new();
+    let ready = readyz(&client, running.admin_addr).await;
+    assert!(ready.contains("disk: recovering"), "{ready:?}");
+    // Served while the index is not read: a miss, from the origin.
+    let (early, later) = on_disk.split_at(5);
+    for object in early {
+        let reply = fetch_from(&client, running.addr, object).await;
+        assert!(!reply.is_hit(), "{}", reply.cache_status());
+        assert_eq!(
+            origin.stats.requests_for(&object.key),
+            2,
+            "{}",
+            object.path()
+        );
+    }
+    assert!(
+        readyz(&client, running.admin_addr)
+            .await
+            .contains("disk: recovering")
+    );
+
+    release.send(()).expect("the tier waits for the release");
+    until_recovered(&client, running.admin_addr).await;
+    for object in later {
+        let reply = fetch_from(&client, running.addr, object).await;
+        assert!(
+            from_disk(&reply),
+            "{} once the tier is open: {}",
+            object.path(),
+            reply.cache_status()
+        );
+        assert_eq!(
+            origin.stats.requests_for(&object.key),
+            1,
+            "{}",
+            object.path()
+        );
+    }
+    running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_while_the_disk_tier_recovers_is_not_undone_by_the_recovered_index() {
+    let origin = synthetic_origin().await;
+    let dir = TempDir::new("disk-purge-recovering");
+    let on_disk = objects("purge-recovering", 20, 16 * KIB);
+    leave_on_disk(&origin.url(), dir.path(), &on_disk).await;
+    let (purged, kept) = on_disk.split_at(3);
+
+    let tiered = tiered(&origin.url(), dir.path());
+    let config = Config::from_toml_str(&tiered.text()).expect("the test's config");
+    let (tier, release) = tier_recovering_until_released(&config);
+    let running = bloomgate::proxy::start_with_disk(config, tier)
+        .await
+        .expect("start");
+    let client = Client::new();
+    let purge = Method::from_bytes(b"PURGE").expect("PURGE is a valid method");
+    for object in purged {
+        let url = format!("http://{}{}", running.admin_addr, object.path());
+        let reply = client.send(purge.clone(), &url, &[]).await.expect("PURGE");
+        assert_eq!(reply.status, StatusCode::OK, "PURGE {}", object.path());
+    }
+    assert!(
+        readyz(&client, running.admin_addr)
+            .await
+            .contains("disk: recovering")
+    );
+    release.send(()).expect("the tier waits for the release");
+    until_recovered(&client, running.admin_addr).await;
+    for object in purged {
+        let reply = fetch_from(&client, running.addr, object).await;
+        assert!(
+            !reply.is_hit(),
+            "{}: {}",
+            object.path(),
+            reply.cache_status()
+        );
+    }
+    running.shutdown().await;
+
+    // The index the next start recovers no longer has them; it has the others.
+    let proxy = tiered.start();
+    for object in purged {
+        let reply = fetch(&client, &proxy, object).await;
+        assert!(
+            !reply.is_hit(),
+            "{}: back from disk after a purge made while recovering: {}",
+            object.path(),
+            reply.cache_status()
+        );
+        assert_eq!(
+            origin.stats.requests_for(&object.key),
+            3,
+            "{}",
+            object.path()
+        );
+    }
+    for object in kept {
+        let reply = fetch(&client, &proxy, object).await;
+        assert!(
+            from_disk(&reply),
+            "{}: {}",
+            object.path(),
+            reply.cache_status()
+        );
+    }
 }
 
 /// Bytes the files under `dir` take on the file system: allocated blocks, not sparse lengths.
@@ -889,7 +1067,10 @@ async fn the_disk_keeps_to_max_bytes_under_churn() {
     config
         .set("disk", "max_bytes", "\"1MiB\"")
         .set("disk", "block_bytes", "\"128KiB\"")
-        .set("disk", "write_buffer", "\"512KiB\"");
+        .set("disk", "write_buffer", "\"512KiB\"")
+        // The bound, not durability: a sync per 128 KiB segment (milliseconds each on a shared
+        // machine) would slow the engine below the churn this test needs.
+        .set("disk", "sync", "\"none\"");
     let proxy = config.start();
     let client = Client::new();
 

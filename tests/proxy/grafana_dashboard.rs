@@ -357,7 +357,7 @@ fn names_missing_from(scrape: &str, dashboard: &str) -> Vec<String> {
 }
 
 /// Every metric of the disk tier: each has a panel.
-const DISK_METRICS: [&str; 18] = [
+const DISK_METRICS: [&str; 19] = [
     "bloomgate_disk_bytes",
     "bloomgate_disk_max_bytes",
     "bloomgate_disk_entries",
@@ -376,6 +376,7 @@ const DISK_METRICS: [&str; 18] = [
     "bloomgate_disk_full",
     "bloomgate_disk_recovered_entries",
     "bloomgate_disk_recovery_seconds",
+    "bloomgate_disk_recovering",
 ];
 
 /// The disk metrics shown by reason.
@@ -398,24 +399,27 @@ fn disk_reasons(expr: &str) -> Option<BTreeSet<&'static str>> {
 }
 
 /// Refusals the test traffic never causes: a disk of 16 MiB never fills and never falls behind
-/// (budget), no record comes near a 1 MiB block (too_large), and the engine does not fail.
-const REFUSALS_NOT_CAUSED: [Rejection; 4] = [
+/// (budget), no record comes near a 1 MiB block (too_large), the engine does not fail, and an
+/// empty tier has recovered (in milliseconds) before RAM evicts anything.
+const REFUSALS_NOT_CAUSED: [Rejection; 5] = [
     Rejection::Budget,
     Rejection::Full,
     Rejection::TooLarge,
     Rejection::Failed,
+    Rejection::Recovering,
 ];
 
 /// Disk metrics that stay at zero here: no I/O errors, no corrupt records, a disk that never
-/// fills, a tier that started empty, records the page cache still holds when read, and no
-/// segment reclaimed.
-const DISK_METRICS_AT_ZERO: [&str; 6] = [
+/// fills, a tier that started empty (and recovered it at once), records the page cache still
+/// holds when read, and no segment reclaimed.
+const DISK_METRICS_AT_ZERO: [&str; 7] = [
     "bloomgate_disk_read_errors_total",
     "bloomgate_disk_cold_reads_total",
     "bloomgate_disk_renewed_segments_total",
     "bloomgate_disk_dropped_total",
     "bloomgate_disk_full",
     "bloomgate_disk_recovered_entries",
+    "bloomgate_disk_recovering",
 ];
 
 fn dashboard() -> Value {

@@ -324,6 +324,11 @@ impl SegmentFile {
         Ok(buf)
     }
 
+    /// Waits until the file's data written so far is on the device (`fdatasync`).
+    pub fn sync_data(&self) -> io::Result<()> {
+        self.current().file.sync_data()
+    }
+
     /// Writes `pieces` one after the other from `offset`, in as few `pwritev` calls as the
     /// kernel allows.
     pub fn write_all_at(&self, pieces: &[Bytes], mut offset: u64) -> io::Result<()> {

@@ -49,6 +49,7 @@ pub struct Options {
     write_buffer: u64,
     nowait_reads: bool,
     mmap_reads: bool,
+    sync_on_seal: bool,
 }
 
 impl Options {
@@ -62,6 +63,7 @@ impl Options {
             write_buffer: 16 << 20,
             nowait_reads: true,
             mmap_reads: true,
+            sync_on_seal: true,
         }
     }
 
@@ -102,6 +104,17 @@ impl Options {
     /// page the kernel evicted would be read back by a fault on the serving thread.
     pub fn mmap_reads(mut self, enabled: bool) -> Options {
         self.mmap_reads = enabled;
+        self
+    }
+
+    /// Whether sealing a segment waits for the device (default true): its records and summary
+    /// are written and `fdatasync`ed, then its footer is written and synced, so that after a
+    /// power cut no segment looks sealed without its records on the device. [`Engine::close`]
+    /// seals, so it syncs too. Off, the files reach the device when the kernel writes them back;
+    /// a killed process loses nothing either way (the page cache survives it), and recovery's
+    /// checksums catch what a power cut tore.
+    pub fn sync_on_seal(mut self, enabled: bool) -> Options {
+        self.sync_on_seal = enabled;
         self
     }
 
@@ -218,6 +231,10 @@ pub struct Stats {
     /// Reclaimed segments given a new inode because values read from them were still held
     /// (see [`ReadMode::Mapped`]).
     pub renewed: u64,
+    /// `fdatasync`s of segment files (two per sealed segment with [`Options::sync_on_seal`]).
+    pub syncs: u64,
+    /// Time spent in those syncs.
+    pub sync_time: Duration,
 }
 
 #[derive(Default)]
@@ -230,6 +247,27 @@ struct Counters {
     skipped: AtomicU64,
     cold_reads: AtomicU64,
     renewed: AtomicU64,
+    syncs: AtomicU64,
+    sync_nanos: AtomicU64,
+}
+
+impl Counters {
+    /// `fdatasync`s `file`, counted and timed; a failure is logged and counted as a write error.
+    fn sync(&self, file: &SegmentFile) -> bool {
+        let started = Instant::now();
+        let synced = file.sync_data();
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.sync_nanos.fetch_add(nanos, Ordering::Relaxed);
+        match synced {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(path = %file.path.display(), %error, "segment sync failed; the segment is left unsealed");
+                self.write_errors.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
 }
 
 /// What the engine's handle and its writer thread share.
@@ -337,7 +375,9 @@ impl Engine {
         let seqs: Box<[AtomicU64]> = (0..segments).map(|_| AtomicU64::new(0)).collect();
         let index = Index::default();
         let segment_bytes = options.segment_bytes as u32;
-        let recovered = recover::recover(&files, segment_bytes, &index, &seqs);
+        let counters = Counters::default();
+        let sync = options.sync_on_seal.then_some(&counters);
+        let recovered = recover::recover(&files, segment_bytes, &index, &seqs, sync);
         let mut read_mode = ReadMode::probe(&files[0], options.nowait_reads);
         if read_mode == ReadMode::Memory && options.mmap_reads {
             // Memory-backed pages never wait for a device: values are read in place.
@@ -374,7 +414,7 @@ impl Engine {
             queue: Mutex::new(Queue::default()),
             queue_changed: Condvar::new(),
             queued_bytes: AtomicU64::new(0),
-            counters: Counters::default(),
+            counters,
             read_mode,
         });
         if shared.log.lock().free.is_empty() {
@@ -540,6 +580,8 @@ impl Engine {
             skipped: counter(&shared.counters.skipped),
             cold_reads: counter(&shared.counters.cold_reads),
             renewed: counter(&shared.counters.renewed),
+            syncs: counter(&shared.counters.syncs),
+            sync_time: Duration::from_nanos(counter(&shared.counters.sync_nanos)),
         }
     }
 

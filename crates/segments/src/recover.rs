@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::Counters;
 use crate::files::SegmentFile;
 use crate::index::{Index, Location};
 use crate::layout::{
@@ -45,13 +46,14 @@ enum Found {
 
 /// Reads every segment, replays them into `index` oldest first (later records and tombstones
 /// win), records each segment's sequence in `seqs`, and seals the segments that were left
-/// unsealed so the next open reads their summaries. Unreadable segments are logged, naming the
-/// file, and treated as free.
+/// unsealed so the next open reads their summaries (syncing them as the writer does, when `sync`
+/// counts the syncs). Unreadable segments are logged, naming the file, and treated as free.
 pub fn recover(
     files: &[SegmentFile],
     segment_bytes: u32,
     index: &Index,
     seqs: &[AtomicU64],
+    sync: Option<&Counters>,
 ) -> Recovered {
     let mut used = Vec::new();
     let mut recovered = Recovered {
@@ -104,7 +106,8 @@ pub fn recover(
             None => recovered.summaries_read += 1,
             Some(tail) => {
                 recovered.segments_scanned += 1;
-                seal_scanned(&files[segment as usize], segment_bytes, seq, tail, &entries);
+                let file = &files[segment as usize];
+                seal_scanned(file, segment_bytes, seq, tail, &entries, sync);
             }
         }
     }
@@ -112,13 +115,16 @@ pub fn recover(
 }
 
 /// Writes the seal of a scanned segment, so the next open need not scan it. Failing leaves it
-/// scannable, as it was.
+/// scannable, as it was. With `sync`, the footer goes last, between two syncs: the records read
+/// may be in the page cache alone (a killed process), and the footer must not reach the device
+/// before them.
 fn seal_scanned(
     file: &SegmentFile,
     segment_bytes: u32,
     seq: u64,
     tail: u32,
     entries: &[SummaryEntry],
+    sync: Option<&Counters>,
 ) {
     let summary = entries.len() as u64 * u64::from(SUMMARY_ENTRY_BYTES);
     if u64::from(tail) + summary + u64::from(FOOTER_BYTES) > u64::from(segment_bytes) {
@@ -126,9 +132,16 @@ fn seal_scanned(
         return;
     }
     for (offset, bytes) in layout::encode_seal(seq, segment_bytes, tail, entries) {
+        let is_footer = offset == segment_bytes - FOOTER_BYTES;
+        if is_footer && sync.is_some_and(|counters| !counters.sync(file)) {
+            return;
+        }
         if let Err(error) = file.write_all_at(&[bytes], u64::from(offset)) {
             tracing::warn!(path = %file.path.display(), %error, "could not seal a scanned segment; it will be scanned again");
             return;
+        }
+        if is_footer && let Some(counters) = sync {
+            counters.sync(file);
         }
     }
 }

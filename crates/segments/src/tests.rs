@@ -282,3 +282,40 @@ fn a_next_inode_left_by_a_crash_is_deleted_at_open() {
         Some(&value_of(b"kept")[..])
     );
 }
+
+#[test]
+fn sealing_syncs_the_segment_before_and_after_its_footer_only_when_asked() {
+    for (sync_on_seal, per_seal) in [(true, 2), (false, 0)] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = options(dir.path()).sync_on_seal(sync_on_seal);
+        let (engine, _) = Engine::open(options.clone()).expect("open");
+        engine.put(b"key", &value_of(b"key"));
+        engine.wait();
+        assert_eq!(engine.stats().syncs, 0, "records alone are never synced");
+        // Dropped unclosed, as a killed process leaves it: the segment is not sealed.
+        drop(engine);
+        let (engine, recovery) = Engine::open(options.clone()).expect("reopen");
+        assert_eq!(recovery.segments_scanned, 1);
+        assert_eq!(
+            engine.stats().syncs,
+            per_seal,
+            "sync_on_seal({sync_on_seal}): recovery seals the scanned segment"
+        );
+        // Closing seals the active segment.
+        engine.close();
+        let stats = engine.stats();
+        assert_eq!(stats.syncs, 2 * per_seal, "sync_on_seal({sync_on_seal})");
+        assert_eq!(stats.write_errors, 0);
+        drop(engine);
+        let (engine, recovery) = Engine::open(options).expect("reopen");
+        assert_eq!(
+            (recovery.summaries_read, recovery.segments_scanned),
+            (2, 0),
+            "sealed, footers last: read by their summaries"
+        );
+        assert_eq!(
+            engine.read(b"key").expect("read").as_deref(),
+            Some(&value_of(b"key")[..])
+        );
+    }
+}

@@ -11,6 +11,7 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::MutexGuard;
 
 use crate::Shared;
+use crate::files::SegmentFile;
 use crate::index::Location;
 use crate::layout::{
     self, FOOTER_BYTES, SEGMENT_HEADER_BYTES, SUMMARY_ENTRY_BYTES, SegmentHeader, SummaryEntry,
@@ -76,6 +77,8 @@ pub struct Batch {
     pub segment: u32,
     pub writes: Vec<Write>,
     pub bytes: u64,
+    /// The batch ends with the segment's summary and footer (its last write).
+    pub seals: bool,
 }
 
 impl Batch {
@@ -84,6 +87,7 @@ impl Batch {
             segment,
             writes: Vec::new(),
             bytes: 0,
+            seals: false,
         }
     }
 
@@ -248,6 +252,7 @@ impl Shared {
         for (offset, bytes) in writes {
             self.push_write(log, offset, bytes, None);
         }
+        log.open.seals = true;
         log.sealed.push_back(active.segment);
     }
 
@@ -281,20 +286,37 @@ impl Shared {
         queue.batches.iter().find_map(|batch| batch.find(location))
     }
 
-    /// Lands `batch` in its file: each run of adjoining writes in one `pwritev`. A failed run
-    /// is logged and counted, and the records in it are dropped from the index.
+    /// Lands `batch` in its file. With [`Options::sync_on_seal`](crate::Options::sync_on_seal),
+    /// a sealing batch's footer goes last, between two syncs: it says the segment is sealed, so
+    /// the device gets it only once it holds the records and summary it names. A failed sync
+    /// leaves the segment unsealed on disk, to be scanned record by record at the next open.
     fn write_batch(&self, batch: &Batch) {
         let file = &self.files[batch.segment as usize];
+        match batch.writes.split_last() {
+            Some((footer, before)) if batch.seals && self.options.sync_on_seal => {
+                self.write_runs(file, batch.segment, before);
+                if self.counters.sync(file) {
+                    self.write_runs(file, batch.segment, std::slice::from_ref(footer));
+                    self.counters.sync(file);
+                }
+            }
+            _ => self.write_runs(file, batch.segment, &batch.writes),
+        }
+    }
+
+    /// Writes `writes` (in increasing offset order) into `file`, each run of adjoining ones in
+    /// one `pwritev`. A failed run is logged and counted, and the records in it are dropped from
+    /// the index.
+    fn write_runs(&self, file: &SegmentFile, segment: u32, writes: &[Write]) {
         let mut start = 0;
-        while start < batch.writes.len() {
+        while start < writes.len() {
             let mut end = start + 1;
-            let mut next_offset =
-                batch.writes[start].offset as usize + batch.writes[start].bytes.len();
-            while end < batch.writes.len() && batch.writes[end].offset as usize == next_offset {
-                next_offset += batch.writes[end].bytes.len();
+            let mut next_offset = writes[start].offset as usize + writes[start].bytes.len();
+            while end < writes.len() && writes[end].offset as usize == next_offset {
+                next_offset += writes[end].bytes.len();
                 end += 1;
             }
-            let run = &batch.writes[start..end];
+            let run = &writes[start..end];
             let pieces: Vec<Bytes> = run.iter().map(|write| write.bytes.clone()).collect();
             let offset = u64::from(run[0].offset);
             match file.write_all_at(&pieces, offset) {
@@ -310,7 +332,7 @@ impl Shared {
                     for write in run {
                         let Some(hash) = write.indexed else { continue };
                         let location = Location {
-                            segment: batch.segment,
+                            segment,
                             offset: write.offset,
                             len: write.bytes.len() as u32,
                         };

@@ -50,6 +50,8 @@ pub struct EngineOptions {
     pub write_buffer: u64,
     /// Read segments on tmpfs or ramfs through a mapping (`disk.mmap`).
     pub mmap: bool,
+    /// `fdatasync` each segment as it is sealed (`disk.sync = "seal"`).
+    pub sync_on_seal: bool,
 }
 
 /// What the engine counts of itself.
@@ -65,6 +67,9 @@ pub struct EngineCounts {
     pub cold_reads: u64,
     /// Reclaimed segments given a new inode because values read from them were still held.
     pub renewed: u64,
+    /// `fdatasync`s of its files, and the time they took.
+    pub syncs: u64,
+    pub sync_time: Duration,
 }
 
 /// What opening the engine found.
@@ -81,23 +86,16 @@ pub struct SegmentEngine {
 
 impl SegmentEngine {
     /// Opens (creating if needed) the engine in `options.dir`, rebuilding its index from the
-    /// segments there; torn or corrupt records are skipped. Opening reads every sealed segment's
-    /// summary, so it runs on the blocking pool.
-    pub async fn open(
-        options: &EngineOptions,
-    ) -> Result<(SegmentEngine, Recovery), segments::OpenError> {
+    /// segments there; torn or corrupt records are skipped. Blocks while it reads every sealed
+    /// segment's summary and scans the others: seconds for terabytes.
+    pub fn open(options: &EngineOptions) -> Result<(SegmentEngine, Recovery), segments::OpenError> {
         let dir = options.dir.clone();
         let options = Options::new(&options.dir, options.max_bytes)
             .segment_bytes(options.block_bytes)
             .write_buffer(options.write_buffer)
-            .mmap_reads(options.mmap);
-        let opened = tokio::task::spawn_blocking(move || Engine::open(options))
-            .await
-            .map_err(|error| segments::OpenError::Io {
-                path: PathBuf::new(),
-                source: std::io::Error::other(error),
-            })??;
-        let (engine, found) = opened;
+            .mmap_reads(options.mmap)
+            .sync_on_seal(options.sync_on_seal);
+        let (engine, found) = Engine::open(options)?;
         // "memory": a tmpfs refuses RWF_NOWAIT, and its reads never wait for a device;
         // "mapped": the same, read through a mapping with no copy (`disk.mmap`);
         // "blocking": every disk hit crosses to the blocking pool (slower, still correct).
@@ -155,6 +153,8 @@ impl DiskEngine for SegmentEngine {
             entries: stats.entries,
             cold_reads: stats.cold_reads,
             renewed: stats.renewed,
+            syncs: stats.syncs,
+            sync_time: stats.sync_time,
         }
     }
 

@@ -11,24 +11,29 @@
 //! writer thread, which encodes it and gives it to the engine. Queued entries are bounded in bytes
 //! (`disk.write_buffer`), disk writes in bytes per second (`disk.write_budget`), and writes stop
 //! while the file system has less than a block free; every refusal is counted by its reason.
+//!
+//! The tier opens in the background: the engine rebuilds its index from its files on a thread
+//! of its own while the proxy serves. Until it is open, lookups are misses, entries RAM evicts
+//! are not written (counted as `recovering`), and purges are kept and applied to the engine
+//! before its first lookup, so that the recovered index never brings back a purged object.
 
 mod engine;
 mod record;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::FutureExt;
 
 use super::{CacheKey, Evicted, Proof, Store, StoredResponse, Variants};
-use crate::config::DiskConfig;
+use crate::config::{DiskConfig, DiskSync};
 
 pub use engine::{BoxFuture, DiskEngine, EngineOptions, Recovery, SegmentEngine, engine_files};
 pub use record::{RecordError, decode, encode};
@@ -78,17 +83,21 @@ pub enum Rejection {
     Full,
     /// The record is larger than a block.
     TooLarge,
-    /// The engine failed (a panic inside it): the tier stops until a restart.
+    /// The engine failed (a panic inside it, or it could not open): the tier stops until a
+    /// restart.
     Failed,
+    /// The engine was still recovering its index.
+    Recovering,
 }
 
 impl Rejection {
-    pub const ALL: [Rejection; 5] = [
+    pub const ALL: [Rejection; 6] = [
         Rejection::FirstHit,
         Rejection::Budget,
         Rejection::Full,
         Rejection::TooLarge,
         Rejection::Failed,
+        Rejection::Recovering,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -98,6 +107,7 @@ impl Rejection {
             Rejection::Full => "full",
             Rejection::TooLarge => "too_large",
             Rejection::Failed => "failed",
+            Rejection::Recovering => "recovering",
         }
     }
 }
@@ -109,7 +119,7 @@ pub struct DiskCounters {
     pub writes: [AtomicU64; 3],
     pub written_bytes: [AtomicU64; 3],
     /// Entries not written, by [`Rejection`] (in `ALL` order).
-    pub rejected: [AtomicU64; 5],
+    pub rejected: [AtomicU64; 6],
     /// Lookups that found a usable record, its body bytes, and lookups that found none.
     pub hits: AtomicU64,
     pub hit_bytes: AtomicU64,
@@ -141,7 +151,10 @@ pub struct DiskStats {
     pub cold_reads: u64,
     /// Reclaimed segments given a new inode because responses still held values read from them.
     pub renewed_segments: u64,
-    pub rejected: [u64; 5],
+    /// `fdatasync`s of the engine's files (`disk.sync`), and the time they took.
+    pub syncs: u64,
+    pub sync_seconds: f64,
+    pub rejected: [u64; 6],
     pub hits: u64,
     pub hit_bytes: u64,
     pub misses: u64,
@@ -151,8 +164,22 @@ pub struct DiskStats {
     pub removed: u64,
     pub skipped: u64,
     pub full: bool,
+    /// The engine is still recovering its index (lookups miss, nothing is written).
+    pub recovering: bool,
+    /// What the recovery found, once the tier is open (0 before).
     pub recovered_entries: u64,
     pub recovery_seconds: f64,
+}
+
+/// Where the tier stands.
+#[derive(Clone, Debug)]
+pub enum TierState {
+    /// The engine is rebuilding its index from its files: lookups miss, nothing is written.
+    Recovering,
+    /// Open, with what the recovery found.
+    Open(Recovery),
+    /// The engine could not open (the error): serving goes on from RAM alone until a restart.
+    Unavailable(String),
 }
 
 /// Why the disk tier could not open.
@@ -227,7 +254,8 @@ impl Purges {
 }
 
 struct Shared {
-    engine: Arc<dyn DiskEngine>,
+    /// Set once the engine has recovered its index; reading it is one atomic load.
+    engine: OnceLock<Arc<dyn DiskEngine>>,
     dir: PathBuf,
     max_bytes: u64,
     block_bytes: u64,
@@ -237,10 +265,23 @@ struct Shared {
     /// Bytes of entries queued for the writer thread.
     queued: AtomicU64,
     full: AtomicBool,
-    /// The engine panicked: reads and writes stop until a restart.
+    /// The engine panicked or could not open: reads and writes stop until a restart.
     failed: AtomicBool,
-    recovery: Recovery,
+    opening: Mutex<Opening>,
+    /// Turns true when the opening ends, open or not.
+    opened: tokio::sync::watch::Sender<bool>,
 }
+
+/// Where opening stands, and the keys removed meanwhile.
+struct Opening {
+    state: TierState,
+    /// Removed while recovering: removed from the engine before it serves.
+    removed: HashSet<CacheKey>,
+}
+
+/// What opens the engine, on the tier's opening thread: the engine and what it recovered.
+pub type OpenResult =
+    Result<(Arc<dyn DiskEngine>, Recovery), Box<dyn std::error::Error + Send + Sync>>;
 
 /// The disk tier: an engine, its writer thread, and its counters.
 pub struct DiskTier {
@@ -249,9 +290,12 @@ pub struct DiskTier {
 }
 
 impl DiskTier {
-    /// Opens the tier in `config.path` (creating the directory), recovering what an earlier run
-    /// left there, and starts its writer thread. Call within a tokio runtime.
-    pub async fn open(config: &DiskConfig) -> Result<DiskTier, DiskError> {
+    /// Creates `config.path` if missing and opens the tier there: the engine recovers what an
+    /// earlier run left on a thread of its own (see [`DiskTier::opening`]), and this returns at
+    /// once. Fails when the directory cannot be created or is not one this process may write
+    /// (a configuration error); an engine that cannot open is logged, and the tier stays
+    /// unavailable. Call within a tokio runtime.
+    pub fn open(config: &DiskConfig) -> Result<DiskTier, DiskError> {
         let dir = config.path.clone().unwrap_or_default();
         let failed = |reason: String| DiskError {
             dir: dir.clone(),
@@ -265,33 +309,67 @@ impl DiskTier {
                 .create(&dir)
                 .map_err(|error| failed(error.to_string()))?;
         }
+        if !dir.is_dir() {
+            return Err(failed("not a directory".into()));
+        }
+        let access = rustix::fs::Access::READ_OK
+            | rustix::fs::Access::WRITE_OK
+            | rustix::fs::Access::EXEC_OK;
+        rustix::fs::access(&dir, access)
+            .map_err(|error| failed(format!("cannot write in it: {error}")))?;
         let options = EngineOptions {
             dir: dir.clone(),
             max_bytes: config.max_bytes,
             block_bytes: config.block_bytes,
             write_buffer: config.write_buffer,
             mmap: config.mmap,
+            sync_on_seal: config.sync == DiskSync::Seal,
         };
-        let (engine, recovery) = SegmentEngine::open(&options)
-            .await
-            .map_err(|error| failed(error.to_string()))?;
-        Ok(DiskTier::with_engine(
-            Arc::new(engine),
-            recovery,
-            config,
-            dir,
-        ))
+        Ok(DiskTier::opening(config, dir, move || {
+            let (engine, recovery) = SegmentEngine::open(&options)?;
+            Ok((Arc::new(engine), recovery))
+        }))
     }
 
-    /// The tier over any engine behind [`DiskEngine`] (`open` uses bloomgate's own, [`SegmentEngine`]).
+    /// The tier over the engine `open` returns, called on a thread of its own: until it
+    /// returns, lookups miss, nothing is written, and removals wait to be applied to the engine
+    /// before it serves. An error (or a panic) is logged and leaves the tier unavailable.
+    pub fn opening(
+        config: &DiskConfig,
+        dir: PathBuf,
+        open: impl FnOnce() -> OpenResult + Send + 'static,
+    ) -> DiskTier {
+        let tier = DiskTier::recovering(config, dir);
+        let shared = Arc::clone(&tier.shared);
+        let spawned = std::thread::Builder::new()
+            .name("bloomgate-disk-open".into())
+            .spawn(move || {
+                let opened = catch_unwind(AssertUnwindSafe(open))
+                    .unwrap_or_else(|panic| Err(panic_text(&panic).into()));
+                shared.install(opened);
+            });
+        if let Err(error) = spawned {
+            tier.shared.install(Err(error.into()));
+        }
+        tier
+    }
+
+    /// The tier over an engine already open (`open` uses bloomgate's own, [`SegmentEngine`]).
     pub fn with_engine(
         engine: Arc<dyn DiskEngine>,
         recovery: Recovery,
         config: &DiskConfig,
         dir: PathBuf,
     ) -> DiskTier {
+        let tier = DiskTier::recovering(config, dir);
+        tier.shared.install(Ok((engine, recovery)));
+        tier
+    }
+
+    /// The tier with no engine yet, and its writer thread.
+    fn recovering(config: &DiskConfig, dir: PathBuf) -> DiskTier {
         let shared = Arc::new(Shared {
-            engine,
+            engine: OnceLock::new(),
             dir,
             max_bytes: config.max_bytes,
             block_bytes: config.block_bytes,
@@ -301,7 +379,11 @@ impl DiskTier {
             queued: AtomicU64::new(0),
             full: AtomicBool::new(false),
             failed: AtomicBool::new(false),
-            recovery,
+            opening: Mutex::new(Opening {
+                state: TierState::Recovering,
+                removed: HashSet::new(),
+            }),
+            opened: tokio::sync::watch::Sender::new(false),
         });
         let (jobs, received) = mpsc::channel();
         let writer = Writer {
@@ -324,9 +406,9 @@ impl DiskTier {
         }
     }
 
-    /// What the engine recovered at start.
-    pub fn recovery(&self) -> Recovery {
-        self.shared.recovery
+    /// Where the tier stands: recovering, open (with what it recovered), or unavailable.
+    pub fn state(&self) -> TierState {
+        self.shared.opening().state.clone()
     }
 
     pub fn dir(&self) -> &Path {
@@ -344,7 +426,11 @@ impl DiskTier {
             self.shared.reject(Rejection::Failed);
             return;
         }
-        if self.shared.engine.may_contain(evicted.key.as_str()) {
+        let Some(engine) = self.shared.engine.get() else {
+            self.shared.reject(Rejection::Recovering);
+            return;
+        };
+        if engine.may_contain(evicted.key.as_str()) {
             // Read back from disk earlier, and still there: nothing new to write.
             self.shared.counters.skipped.fetch_add(1, Ordering::Relaxed);
             return;
@@ -360,7 +446,9 @@ impl DiskTier {
     /// After a revalidation refreshed an entry's headers: the record on disk, if there is one,
     /// is rewritten with them.
     pub fn refreshed(&self, key: &CacheKey, variants: Variants) {
-        if self.shared.engine.may_contain(key.as_str()) {
+        if let Some(engine) = self.shared.engine.get()
+            && engine.may_contain(key.as_str())
+        {
             self.queue(key.clone(), variants, WriteReason::Revalidated, false);
         }
     }
@@ -405,15 +493,20 @@ impl DiskTier {
     ) -> Option<Vec<StoredResponse>> {
         let shared = &self.shared;
         let counters = &shared.counters;
+        let Some(engine) = shared.engine.get() else {
+            // Still recovering: a miss, never a wait.
+            counters.misses.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
         if shared.failed.load(Ordering::Relaxed)
-            || !shared.engine.may_contain(key.as_str())
+            || !engine.may_contain(key.as_str())
             || shared.purges.recently(key, PURGE_SETTLES)
         {
             counters.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         // A panic inside the engine fails the tier, not the request.
-        let read = match AssertUnwindSafe(shared.engine.get(key.as_str()))
+        let read = match AssertUnwindSafe(engine.get(key.as_str()))
             .catch_unwind()
             .await
         {
@@ -440,7 +533,7 @@ impl DiskTier {
                     counters.undecodable.fetch_add(1, Ordering::Relaxed);
                     // A miss, as one the engine's checksum caught is.
                     counters.misses.fetch_add(1, Ordering::Relaxed);
-                    shared.engine.remove(key.as_str());
+                    engine.remove(key.as_str());
                     None
                 }
             },
@@ -457,25 +550,53 @@ impl DiskTier {
     }
 
     /// Removes `key`'s record (purge, invalidation) now and across restarts, and drops any write
-    /// of it still queued; returns whether there may have been one.
+    /// of it still queued; returns whether there may have been one. While the engine recovers,
+    /// the removal waits to be applied before it serves, and there may have been one.
     pub fn remove(&self, key: &CacheKey) -> bool {
         let shared = &self.shared;
         shared.purges.record(key);
-        let present = shared.engine.may_contain(key.as_str());
-        shared.engine.remove(key.as_str());
-        if present {
-            shared.counters.removed.fetch_add(1, Ordering::Relaxed);
-        }
-        present
+        let engine = match shared.engine.get() {
+            Some(engine) => engine,
+            None => {
+                let mut opening = shared.opening();
+                // The engine is installed under this lock: checked again, it cannot slip past.
+                match shared.engine.get() {
+                    Some(engine) => engine,
+                    None => {
+                        let recovering = matches!(opening.state, TierState::Recovering);
+                        if recovering {
+                            opening.removed.insert(key.clone());
+                        }
+                        return recovering;
+                    }
+                }
+            }
+        };
+        shared.remove_from(engine, key)
     }
 
     /// Writes every proven entry still in RAM and not on disk, and waits (at most `within`) until
     /// the engine has them: at graceful shutdown, so that a restart comes back warm.
+    /// A tier still recovering is waited for first, as long again; one that does not open in
+    /// time writes nothing (logged).
     pub async fn save_from(&self, store: &Store, within: Duration) -> usize {
+        let mut opened = self.shared.opened.subscribe();
+        if tokio::time::timeout(within, opened.wait_for(|opened| *opened))
+            .await
+            .is_err()
+        {
+            let purges = self.shared.opening().removed.len();
+            tracing::warn!(?within, dir = %self.shared.dir.display(), purges,
+                "disk tier: still recovering at shutdown; the entries in RAM are not written, and these purges may be undone at the next start");
+            return 0;
+        }
+        let Some(engine) = self.shared.engine.get() else {
+            return 0;
+        };
         let entries = store.proven_entries();
         let mut queued = 0;
         for evicted in entries {
-            if self.shared.engine.may_contain(evicted.key.as_str()) {
+            if engine.may_contain(evicted.key.as_str()) {
                 continue;
             }
             if let Some(proof) = evicted.proof {
@@ -500,7 +621,7 @@ impl DiskTier {
                 );
             }
         }
-        self.shared.engine.close().await;
+        engine.close().await;
         queued
     }
 
@@ -509,9 +630,18 @@ impl DiskTier {
         let shared = &self.shared;
         let counters = &shared.counters;
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        let engine = shared.engine.counts();
+        let engine = shared
+            .engine
+            .get()
+            .map(|engine| engine.counts())
+            .unwrap_or_default();
         let dropped = engine.dropped + load(&counters.undecodable);
         let bytes = allocated(&shared.dir);
+        let state = self.state();
+        let recovery = match &state {
+            TierState::Open(recovery) => *recovery,
+            TierState::Recovering | TierState::Unavailable(_) => Recovery::default(),
+        };
         DiskStats {
             bytes,
             max_bytes: shared.max_bytes,
@@ -521,6 +651,8 @@ impl DiskTier {
             engine_written_bytes: engine.written_bytes,
             cold_reads: engine.cold_reads,
             renewed_segments: engine.renewed,
+            syncs: engine.syncs,
+            sync_seconds: engine.sync_time.as_secs_f64(),
             rejected: counters.rejected.each_ref().map(load),
             hits: load(&counters.hits),
             hit_bytes: load(&counters.hit_bytes),
@@ -530,13 +662,53 @@ impl DiskTier {
             removed: load(&counters.removed),
             skipped: load(&counters.skipped),
             full: shared.full.load(Ordering::Relaxed),
-            recovered_entries: shared.recovery.entries,
-            recovery_seconds: shared.recovery.elapsed.as_secs_f64(),
+            recovering: matches!(state, TierState::Recovering),
+            recovered_entries: recovery.entries,
+            recovery_seconds: recovery.elapsed.as_secs_f64(),
         }
     }
 }
 
 impl Shared {
+    fn opening(&self) -> std::sync::MutexGuard<'_, Opening> {
+        self.opening.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Ends the opening: the engine, once the removals made while it recovered are applied to
+    /// it, or the error that leaves the tier unavailable.
+    fn install(&self, opened: OpenResult) {
+        let mut opening = self.opening();
+        match opened {
+            Ok((engine, recovery)) => {
+                for key in std::mem::take(&mut opening.removed) {
+                    self.remove_from(&engine, &key);
+                }
+                let _ = self.engine.set(engine);
+                opening.state = TierState::Open(recovery);
+                tracing::info!(dir = %self.dir.display(), entries = recovery.entries,
+                    elapsed = ?recovery.elapsed, "disk tier open: index recovered");
+            }
+            Err(error) => {
+                self.failed.store(true, Ordering::Relaxed);
+                opening.removed.clear();
+                opening.state = TierState::Unavailable(error.to_string());
+                tracing::error!(dir = %self.dir.display(), %error,
+                    "disk tier: cannot open; serving goes on from RAM alone until a restart");
+            }
+        }
+        drop(opening);
+        self.opened.send_replace(true);
+    }
+
+    fn remove_from(&self, engine: &Arc<dyn DiskEngine>, key: &CacheKey) -> bool {
+        let present = engine.may_contain(key.as_str());
+        engine.remove(key.as_str());
+        if present {
+            self.counters.removed.fetch_add(1, Ordering::Relaxed);
+        }
+        present
+    }
+
     fn reject(&self, why: Rejection) {
         self.counters.rejected[why as usize].fetch_add(1, Ordering::Relaxed);
     }
@@ -569,10 +741,11 @@ impl Writer {
         for job in jobs {
             match job {
                 Job::Barrier(done) => {
-                    if let Some(runtime) = &self.runtime {
-                        let waited = catch_unwind(AssertUnwindSafe(|| {
-                            runtime.block_on(self.shared.engine.wait())
-                        }));
+                    if let Some(runtime) = &self.runtime
+                        && let Some(engine) = self.shared.engine.get()
+                    {
+                        let waited =
+                            catch_unwind(AssertUnwindSafe(|| runtime.block_on(engine.wait())));
                         if let Err(panic) = waited {
                             self.shared.fail(&panic_text(&panic));
                         }
@@ -614,7 +787,12 @@ impl Writer {
         if self.shared.purges.purged_since(key, sequence) {
             return;
         }
-        if self.disk_full() {
+        // Writes are queued only once the engine is open.
+        let Some(engine) = self.shared.engine.get().cloned() else {
+            self.shared.reject(Rejection::Recovering);
+            return;
+        };
+        if self.disk_full(&engine) {
             self.shared.reject(Rejection::Full);
             return;
         }
@@ -632,7 +810,7 @@ impl Writer {
             shared.reject(Rejection::Budget);
             return;
         }
-        shared.engine.put(key.as_str(), Bytes::from(record));
+        engine.put(key.as_str(), Bytes::from(record));
         let counters = &shared.counters;
         counters.writes[reason as usize].fetch_add(1, Ordering::Relaxed);
         counters.written_bytes[reason as usize].fetch_add(len, Ordering::Relaxed);
@@ -643,7 +821,7 @@ impl Writer {
         if self.since_wait > shared.write_buffer / 2 {
             self.since_wait = 0;
             if let Some(runtime) = &self.runtime {
-                runtime.block_on(shared.engine.wait());
+                runtime.block_on(engine.wait());
             }
         }
     }
@@ -654,7 +832,7 @@ impl Writer {
     /// disk, which loses the records of that write. Writes stop while the free space is under
     /// what may still be in flight (two segments and the write buffer) and under what the
     /// engine's files may still claim. A change either way is logged.
-    fn disk_full(&mut self) -> bool {
+    fn disk_full(&mut self, engine: &Arc<dyn DiskEngine>) -> bool {
         let shared = Arc::clone(&self.shared);
         let free = match rustix::fs::statvfs(&shared.dir) {
             Ok(stat) => stat.f_bavail.saturating_mul(stat.f_frsize),
@@ -664,7 +842,7 @@ impl Writer {
             }
         };
         let in_flight = 2 * shared.block_bytes + shared.write_buffer;
-        let full = free < in_flight && free < self.unclaimed();
+        let full = free < in_flight && free < self.unclaimed(engine);
         if full != shared.full.swap(full, Ordering::Relaxed) {
             if full {
                 tracing::warn!(dir = %shared.dir.display(), free,
@@ -678,7 +856,7 @@ impl Writer {
 
     /// Bytes the tier's files may still take on the file system (the engine's capacity less what
     /// they take now), read at most every [`SPACE_CHECK_EVERY`].
-    fn unclaimed(&mut self) -> u64 {
+    fn unclaimed(&mut self, engine: &Arc<dyn DiskEngine>) -> u64 {
         let fresh = self
             .space_checked
             .is_some_and(|(at, _)| at.elapsed() < SPACE_CHECK_EVERY);
@@ -687,7 +865,7 @@ impl Writer {
             self.space_checked = Some((Instant::now(), taken));
         }
         let taken = self.space_checked.map_or(0, |(_, taken)| taken);
-        self.shared.engine.capacity().saturating_sub(taken)
+        engine.capacity().saturating_sub(taken)
     }
 }
 
@@ -752,6 +930,196 @@ impl Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use engine::EngineCounts;
+    use http::{HeaderMap, StatusCode};
+    use std::time::SystemTime;
+
+    /// Records in a map: an engine for the tier's own rules.
+    #[derive(Default)]
+    struct MapEngine {
+        records: Mutex<HashMap<String, Bytes>>,
+    }
+
+    impl MapEngine {
+        fn records(&self) -> std::sync::MutexGuard<'_, HashMap<String, Bytes>> {
+            self.records.lock().unwrap_or_else(PoisonError::into_inner)
+        }
+    }
+
+    impl DiskEngine for MapEngine {
+        fn put(&self, key: &str, record: Bytes) {
+            self.records().insert(key.to_owned(), record);
+        }
+        fn get(&self, key: &str) -> BoxFuture<std::io::Result<Option<Bytes>>> {
+            let record = self.records().get(key).cloned();
+            Box::pin(std::future::ready(Ok(record)))
+        }
+        fn remove(&self, key: &str) {
+            self.records().remove(key);
+        }
+        fn may_contain(&self, key: &str) -> bool {
+            self.records().contains_key(key)
+        }
+        fn counts(&self) -> EngineCounts {
+            EngineCounts {
+                entries: self.records().len() as u64,
+                ..EngineCounts::default()
+            }
+        }
+        fn capacity(&self) -> u64 {
+            1 << 30
+        }
+        fn wait(&self) -> BoxFuture<()> {
+            Box::pin(std::future::ready(()))
+        }
+        fn close(&self) -> BoxFuture<()> {
+            Box::pin(std::future::ready(()))
+        }
+    }
+
+    fn key(text: &str) -> CacheKey {
+        CacheKey::from_string(text.into())
+    }
+
+    fn variants() -> Variants {
+        let response = StoredResponse::new(
+            StatusCode::OK,
+            HeaderMap::new(),
+            Bytes::from_static(b"body"),
+            &HeaderMap::new(),
+            &[],
+            SystemTime::now(),
+        );
+        Variants::with(None, Arc::new(response), 1, |_| 0)
+    }
+
+    /// A tier whose engine opens only when the returned sender says so (or is dropped).
+    fn gated(engine: &Arc<MapEngine>) -> (DiskTier, mpsc::Sender<()>) {
+        let (release, gate) = mpsc::channel();
+        let engine: Arc<dyn DiskEngine> = Arc::clone(engine) as Arc<dyn DiskEngine>;
+        let recovery = Recovery {
+            entries: 2,
+            elapsed: Duration::from_millis(7),
+        };
+        let config = Config::defaults().disk;
+        let tier = DiskTier::opening(&config, PathBuf::from("/nonexistent"), move || {
+            let _ = gate.recv();
+            Ok((engine, recovery))
+        });
+        (tier, release)
+    }
+
+    async fn until_open(tier: &DiskTier) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while matches!(tier.state(), TierState::Recovering) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn while_recovering_lookups_miss_evictions_are_refused_and_purges_wait_for_the_engine() {
+        let engine = Arc::new(MapEngine::default());
+        let responses: Vec<_> = variants().responses().cloned().collect();
+        let record = Bytes::from(record::encode(&responses));
+        engine.put("h/purged", record.clone());
+        engine.put("h/kept", record);
+        let (tier, release) = gated(&engine);
+        assert!(matches!(tier.state(), TierState::Recovering));
+        assert!(
+            tier.load(&key("h/kept"), &[]).await.is_none(),
+            "a miss, never a wait"
+        );
+        tier.offer(Evicted {
+            key: key("h/new"),
+            variants: variants(),
+            proof: Some(Proof::RamHit),
+        });
+        assert!(tier.remove(&key("h/purged")), "there may be a record");
+        assert!(
+            engine.may_contain("h/purged"),
+            "kept until the engine is open"
+        );
+        let stats = tier.stats();
+        assert!(stats.recovering);
+        assert_eq!(stats.rejected[Rejection::Recovering as usize], 1);
+        assert_eq!((stats.misses, stats.recovered_entries), (1, 0));
+
+        release.send(()).expect("the opening thread waits");
+        until_open(&tier).await;
+        assert!(matches!(tier.state(), TierState::Open(found) if found.entries == 2));
+        assert!(
+            !engine.may_contain("h/purged"),
+            "the purge reached the engine"
+        );
+        assert!(
+            !engine.may_contain("h/new"),
+            "a refused write stays refused"
+        );
+        assert!(tier.load(&key("h/kept"), &[]).await.is_some());
+        let stats = tier.stats();
+        assert!(!stats.recovering);
+        assert_eq!(
+            (stats.hits, stats.removed, stats.recovered_entries),
+            (1, 1, 2)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_engine_that_cannot_open_leaves_the_tier_unavailable_and_serving_goes_on() {
+        let config = Config::defaults().disk;
+        let tier = DiskTier::opening(&config, PathBuf::from("/nonexistent"), || {
+            Err("segments: /nonexistent/segment-00000: Input/output error".into())
+        });
+        until_open(&tier).await;
+        let TierState::Unavailable(error) = tier.state() else {
+            panic!("{:?}", tier.state());
+        };
+        assert!(error.contains("Input/output error"), "{error}");
+        assert!(tier.load(&key("h/a"), &[]).await.is_none());
+        tier.offer(Evicted {
+            key: key("h/a"),
+            variants: variants(),
+            proof: Some(Proof::SeenBefore),
+        });
+        assert!(!tier.remove(&key("h/a")), "no engine, no record");
+        let stats = tier.stats();
+        assert_eq!(stats.rejected[Rejection::Failed as usize], 1);
+        assert!(!stats.recovering);
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_used_stops_the_open_naming_it() {
+        let file = std::env::temp_dir().join(format!("bloomgate-disk-file-{}", std::process::id()));
+        std::fs::write(&file, b"").expect("a file in the temp dir");
+        for (path, reason) in [
+            (file.clone(), "not a directory"),
+            (file.join("below"), "Not a directory"),
+        ] {
+            let mut config = Config::defaults().disk;
+            config.path = Some(path.clone());
+            let error = DiskTier::open(&config)
+                .err()
+                .expect("refused at start")
+                .to_string();
+            assert!(
+                error.contains(&path.display().to_string()) && error.contains(reason),
+                "{error}"
+            );
+        }
+        let _ = std::fs::remove_file(&file);
+    }
+
+    #[tokio::test]
+    async fn shutdown_waits_for_a_recovery_no_longer_than_it_was_given() {
+        let engine = Arc::new(MapEngine::default());
+        let (tier, release) = gated(&engine);
+        let store = Store::new(crate::admission::probation::Budget::new(1 << 20, 0.25), 4);
+        let started = Instant::now();
+        assert_eq!(tier.save_from(&store, Duration::from_millis(50)).await, 0);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        drop(release);
+    }
 
     #[test]
     fn the_rate_refuses_beyond_its_budget_and_refills() {
