@@ -25,10 +25,16 @@ use super::weight;
 /// `tests/memory`.
 fn key_bookkeeping(key: &CacheKey, variants: usize) -> usize {
     let slot = 2 * size_of::<(CacheKey, Slot)>();
-    let queue = 2 * size_of::<(CacheKey, u64)>() * (variants + 1);
+    let queue = 2 * size_of::<(CacheKey, Ticket)>() * (variants + 1);
     let key = weight::allocation(key.as_str().len() + 16);
     slot + queue + key
 }
+
+/// Which write of a key a queue node stands for. 4 bytes, as a slot's other fields fill 28 of
+/// its 32 with it. It wraps after 2^32 writes, which no stale node waits for: one leaves its queue
+/// when an eviction reaches it, or when the stale nodes outnumber the entries, and a store in
+/// which neither happens for 2^32 writes would hold 2^32 entries.
+type Ticket = u32;
 
 /// Counters the store keeps about itself, read by the metrics exporter.
 #[derive(Debug, Default)]
@@ -56,7 +62,7 @@ struct Slot {
     variants: Variants,
     segment: Segment,
     /// The queue node that stands for this slot; nodes with another ticket are stale.
-    ticket: u64,
+    ticket: Ticket,
     /// Hits since the slot entered its segment or was last reinserted, up to
     /// [`probation::MAX_USES`]; raised by readers without the queue lock.
     uses: AtomicU8,
@@ -162,16 +168,16 @@ pub type EvictionListener = Box<dyn Fn(Evicted) + Send + Sync>;
 /// The two FIFO queues and their accounting, behind the store's one lock.
 #[derive(Default)]
 struct Queues {
-    fifo: [VecDeque<(CacheKey, u64)>; 2],
+    fifo: [VecDeque<(CacheKey, Ticket)>; 2],
     usage: Usage,
-    next_ticket: u64,
+    next_ticket: Ticket,
     /// Queue nodes whose slot was replaced or removed; skipped when reached, compacted when many.
     stale: usize,
 }
 
 impl Queues {
-    fn ticket(&mut self) -> u64 {
-        self.next_ticket += 1;
+    fn ticket(&mut self) -> Ticket {
+        self.next_ticket = self.next_ticket.wrapping_add(1);
         self.next_ticket
     }
 
