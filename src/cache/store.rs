@@ -25,16 +25,10 @@ use super::weight;
 /// `tests/memory`.
 fn key_bookkeeping(key: &CacheKey, variants: usize) -> usize {
     let slot = 2 * size_of::<(CacheKey, Slot)>();
-    let queue = 2 * size_of::<(CacheKey, Ticket)>() * (variants + 1);
+    let queue = 2 * size_of::<(CacheKey, u64)>() * (variants + 1);
     let key = weight::allocation(key.as_str().len() + 16);
     slot + queue + key
 }
-
-/// Which write of a key a queue node stands for. 4 bytes, as a slot's other fields fill 28 of
-/// its 32 with it. It wraps after 2^32 writes, which no stale node waits for: one leaves its queue
-/// when an eviction reaches it, or when the stale nodes outnumber the entries, and a store in
-/// which neither happens for 2^32 writes would hold 2^32 entries.
-type Ticket = u32;
 
 /// Counters the store keeps about itself, read by the metrics exporter.
 #[derive(Debug, Default)]
@@ -62,7 +56,7 @@ struct Slot {
     variants: Variants,
     segment: Segment,
     /// The queue node that stands for this slot; nodes with another ticket are stale.
-    ticket: Ticket,
+    ticket: u64,
     /// Hits since the slot entered its segment or was last reinserted, up to
     /// [`probation::MAX_USES`]; raised by readers without the queue lock.
     uses: AtomicU8,
@@ -168,16 +162,16 @@ pub type EvictionListener = Box<dyn Fn(Evicted) + Send + Sync>;
 /// The two FIFO queues and their accounting, behind the store's one lock.
 #[derive(Default)]
 struct Queues {
-    fifo: [VecDeque<(CacheKey, Ticket)>; 2],
+    fifo: [VecDeque<(CacheKey, u64)>; 2],
     usage: Usage,
-    next_ticket: Ticket,
+    next_ticket: u64,
     /// Queue nodes whose slot was replaced or removed; skipped when reached, compacted when many.
     stale: usize,
 }
 
 impl Queues {
-    fn ticket(&mut self) -> Ticket {
-        self.next_ticket = self.next_ticket.wrapping_add(1);
+    fn ticket(&mut self) -> u64 {
+        self.next_ticket += 1;
         self.next_ticket
     }
 
@@ -639,13 +633,12 @@ mod tests {
     }
 
     /// Every key pays for its slot about twice over (the index's tables run half to seven eighths
-    /// full), and for the key a queue node or two: a byte more here is two more a key.
+    /// full): a byte more here is two more a key.
     #[test]
     #[cfg(target_pointer_width = "64")]
-    fn a_key_takes_48_bytes_of_the_index_and_24_of_a_queue() {
+    fn a_key_takes_48_bytes_of_the_index() {
         assert_eq!(size_of::<Variants>(), 16);
         assert_eq!(size_of::<(CacheKey, Slot)>(), 48);
-        assert_eq!(size_of::<(CacheKey, Ticket)>(), 24);
     }
 
     #[test]

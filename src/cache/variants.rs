@@ -39,8 +39,9 @@ struct Many {
 type Selection = Box<[Option<HeaderValue>]>;
 
 /// What several variants of a key cost beside their responses' own weight (the handle is counted
-/// in the key's slot; one variant costs nothing more): their `Vary` names, their selections' map and order (two
-/// copies of each selection, whose values share their buffers). Measured in `tests/memory`.
+/// in the key's slot; one variant costs nothing more): their `Vary` names, their selections' map
+/// and order (two copies of each selection, whose values share their buffers). Measured in
+/// `tests/memory`.
 fn bookkeeping(many: &Many) -> usize {
     let names = weight::allocation(size_of_val(&*many.names));
     // Both made with room for their count: hashbrown's table has a power of two of buckets, at
