@@ -32,8 +32,8 @@ use httpdate::HttpDate;
 /// A response's header fields, in their order, as one block.
 ///
 /// A box, not a buffer its hits share: a hit copies the values into a buffer of its own, which
-/// costs it an allocation and spares the entry the count a shared buffer keeps (32 bytes, and
-/// every hit's increments of it on one cache line).
+/// costs it two allocations (the buffer and its count) and spares the entry the count a shared
+/// buffer keeps (32 bytes, and every hit's increments of it on one cache line).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Head(Box<[u8]>);
 
