@@ -8,22 +8,46 @@
 //! ```text
 //! block = count varint | field*
 //! field = name | value_len varint | value
+//!       | 0x80 + code u8 | seconds u32 LE  (a date: see below)
 //! name  = code u8            (a name `http` knows as a constant: its place in [`STANDARD`])
 //!       | 0xFF len varint name (any other name, lower-case)
 //! ```
 //!
+//! `Date`, `Last-Modified` and `Expires` hold an HTTP date, 29 bytes of text where its seconds
+//! since 1970 take 4: such a value is kept as its seconds when formatting them gives back its very
+//! bytes (an IMF-fixdate, RFC 9110 section 5.6.7), so a validator is never changed; any other
+//! form stays text. A hit formats it again (a fixed layout, no parsing).
+//!
 //! Blocks are only made here, from a header map; decoding trusts their layout (a block from a
 //! disk record is rebuilt from its checked fields, never read as it is).
 
+use std::borrow::Cow;
+use std::io::Write;
+use std::time::{Duration, UNIX_EPOCH};
+
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use httpdate::HttpDate;
 
-/// A response's header fields, in their order, as one shared buffer.
+/// A response's header fields, in their order, as one block.
+///
+/// A box, not a buffer its hits share: a hit copies the values into a buffer of its own, which
+/// costs it two allocations (the buffer and its count) and spares the entry the count a shared
+/// buffer keeps (32 bytes, and every hit's increments of it on one cache line).
 #[derive(Clone, PartialEq, Eq)]
-pub struct Head(Bytes);
+pub struct Head(Box<[u8]>);
 
 /// The code of a name not in [`STANDARD`], written out after it.
 const CUSTOM: u8 = 0xFF;
+
+/// Added to a standard name's code when its value is a date kept as seconds.
+const DATED: u8 = 0x80;
+
+/// The fields whose values may be kept as seconds (the dates a response carries).
+const DATE_FIELDS: [HeaderName; 3] = [header::DATE, header::EXPIRES, header::LAST_MODIFIED];
+
+/// An IMF-fixdate's length: `Sun, 06 Nov 1994 08:49:37 GMT`.
+const DATE_LENGTH: usize = 29;
 
 impl Head {
     /// The block of `headers`' fields.
@@ -36,7 +60,14 @@ impl Head {
         put_varint(&mut block, headers.len());
         for (name, value) in headers {
             match STANDARD.binary_search_by(|known| known.as_str().cmp(name.as_str())) {
-                Ok(code) => block.push(code as u8),
+                Ok(code) => match date_seconds(name, value) {
+                    Some(seconds) => {
+                        block.push(DATED + code as u8);
+                        block.extend_from_slice(&seconds.to_le_bytes());
+                        continue;
+                    }
+                    None => block.push(code as u8),
+                },
                 Err(_) => {
                     block.push(CUSTOM);
                     put_varint(&mut block, name.as_str().len());
@@ -47,45 +78,46 @@ impl Head {
             block.extend_from_slice(value.as_bytes());
         }
         // Allocated to its length, so its weight is what it holds.
-        Head(Bytes::from(block.into_boxed_slice()))
+        Head(block.into_boxed_slice())
     }
 
-    /// The fields as a header map for a response; values share this block's buffer.
+    /// The fields as a header map for a response; the values are slices of one buffer made for
+    /// it.
     pub fn to_map(&self) -> HeaderMap {
-        let mut fields = self.fields();
-        let mut map = HeaderMap::with_capacity(fields.remaining);
-        for (name, value) in &mut fields {
-            if let Some(name) = name.to_name() {
+        let (count, size) = self.fields().fold((0, 0), |(count, size), (_, value)| {
+            (count + 1, size + value.len())
+        });
+        let mut values = Vec::with_capacity(size);
+        for (_, value) in self.fields() {
+            value.write_to(&mut values);
+        }
+        let values = Bytes::from(values);
+        let mut map = HeaderMap::with_capacity(count);
+        let mut start = 0;
+        for (name, value) in self.fields() {
+            let end = start + value.len();
+            let value = HeaderValue::from_maybe_shared(values.slice(start..end));
+            if let (Some(name), Ok(value)) = (name.to_name(), value) {
                 map.append(name, value);
             }
+            start = end;
         }
         map
     }
 
     /// The first value of the field `name`, if it is present.
     pub fn get(&self, name: &HeaderName) -> Option<HeaderValue> {
-        let mut fields = self.fields();
-        while let Some((field, value)) = fields.next_raw() {
-            if field.is(name) {
-                return fields.shared(value);
-            }
-        }
-        None
+        let (_, value) = self.fields().find(|(field, _)| field.is(name))?;
+        HeaderValue::from_bytes(&value.bytes()).ok()
     }
 
     pub fn contains(&self, name: &HeaderName) -> bool {
-        let mut fields = self.fields();
-        while let Some((field, _)) = fields.next_raw() {
-            if field.is(name) {
-                return true;
-            }
-        }
-        false
+        self.fields().any(|(field, _)| field.is(name))
     }
 
-    /// Bytes the block holds in memory: its buffer and the count it is shared by.
+    /// Bytes the block holds in memory.
     pub fn weight(&self) -> usize {
-        super::weight::allocation(self.0.len()) + super::weight::SHARED
+        super::weight::allocation(self.0.len())
     }
 
     /// The fields in order, each name with one value (a name sent on several lines comes once
@@ -93,18 +125,17 @@ impl Head {
     pub fn fields(&self) -> Fields<'_> {
         let mut rest = &self.0[..];
         let remaining = take_varint(&mut rest).unwrap_or(0);
-        Fields {
-            block: &self.0,
-            rest,
-            remaining,
-        }
+        Fields { rest, remaining }
     }
 }
 
 impl std::fmt::Debug for Head {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_map()
-            .entries(self.fields().map(|(n, v)| (n.as_str().to_owned(), v)))
+            .entries(self.fields().map(|(name, value)| {
+                let value = String::from_utf8_lossy(&value.bytes()).into_owned();
+                (name.as_str().to_owned(), value)
+            }))
             .finish()
     }
 }
@@ -138,26 +169,67 @@ impl Name<'_> {
     }
 }
 
-/// The fields of a [`Head`], in order.
+/// A field's value in a block: its bytes, or a date kept as seconds since 1970.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value<'a> {
+    Text(&'a [u8]),
+    Date(u32),
+}
+
+impl<'a> Value<'a> {
+    /// The value's bytes as the origin sent them; a date's are formatted.
+    pub fn bytes(self) -> Cow<'a, [u8]> {
+        match self {
+            Value::Text(bytes) => Cow::Borrowed(bytes),
+            Value::Date(seconds) => Cow::Owned(date_text(seconds).into_bytes()),
+        }
+    }
+
+    /// The length of [`Value::bytes`].
+    fn len(self) -> usize {
+        match self {
+            Value::Text(bytes) => bytes.len(),
+            Value::Date(_) => DATE_LENGTH,
+        }
+    }
+
+    fn write_to(self, out: &mut Vec<u8>) {
+        match self {
+            Value::Text(bytes) => out.extend_from_slice(bytes),
+            // Writing to a `Vec` cannot fail.
+            Value::Date(seconds) => {
+                let _ = write!(out, "{}", http_date(seconds));
+            }
+        }
+    }
+}
+
+/// The fields of a [`Head`], in order, with their values as the block holds them.
 pub struct Fields<'a> {
-    block: &'a Bytes,
     rest: &'a [u8],
     remaining: usize,
 }
 
-impl<'a> Fields<'a> {
-    /// The next field with its value's bytes, not made into a `HeaderValue` (which checks them
-    /// and counts a reference to the block): for a reader that looks for one name.
-    pub fn next_raw(&mut self) -> Option<(Name<'a>, &'a [u8])> {
+impl<'a> Iterator for Fields<'a> {
+    type Item = (Name<'a>, Value<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
         if self.remaining == 0 {
             return None;
         }
         self.remaining -= 1;
         let rest = &mut self.rest;
-        let code = *rest.first()?;
-        *rest = &rest[1..];
+        let (&code, after) = rest.split_first()?;
+        *rest = after;
         let name = match STANDARD.get(usize::from(code)) {
             Some(name) => Name::Standard(name),
+            None if code != CUSTOM => {
+                let name = STANDARD.get(usize::from(code.checked_sub(DATED)?))?;
+                let (seconds, after) = rest.split_first_chunk::<4>()?;
+                *rest = after;
+                let seconds = u32::from_le_bytes(*seconds);
+                return Some((Name::Standard(name), Value::Date(seconds)));
+            }
             None => {
                 let length = take_varint(rest)?;
                 let (name, after) = rest.split_at_checked(length)?;
@@ -168,26 +240,32 @@ impl<'a> Fields<'a> {
         let length = take_varint(rest)?;
         let (value, after) = rest.split_at_checked(length)?;
         *rest = after;
-        Some((name, value))
-    }
-
-    /// A value [`Fields::next_raw`] gave, as a `HeaderValue` sharing the block.
-    fn shared(&self, value: &[u8]) -> Option<HeaderValue> {
-        HeaderValue::from_maybe_shared(self.block.slice_ref(value)).ok()
-    }
-}
-
-impl<'a> Iterator for Fields<'a> {
-    type Item = (Name<'a>, HeaderValue);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let (name, value) = self.next_raw()?;
-        Some((name, self.shared(value)?))
+        Some((name, Value::Text(value)))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         (0, Some(self.remaining))
     }
+}
+
+/// A date field's value as seconds since 1970, when it is an IMF-fixdate that formats back to the
+/// same bytes and fits 4 bytes (until 2106).
+fn date_seconds(name: &HeaderName, value: &HeaderValue) -> Option<u32> {
+    if value.len() != DATE_LENGTH || !DATE_FIELDS.contains(name) {
+        return None;
+    }
+    let text = value.to_str().ok()?;
+    let time = httpdate::parse_http_date(text).ok()?;
+    let seconds = u32::try_from(time.duration_since(UNIX_EPOCH).ok()?.as_secs()).ok()?;
+    (date_text(seconds) == text).then_some(seconds)
+}
+
+fn http_date(seconds: u32) -> HttpDate {
+    HttpDate::from(UNIX_EPOCH + Duration::from_secs(seconds.into()))
+}
+
+fn date_text(seconds: u32) -> String {
+    http_date(seconds).to_string()
 }
 
 /// Bytes a name takes in a block beyond its code.
@@ -315,6 +393,8 @@ static STANDARD: [HeaderName; 81] = [
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn map(pairs: &[(&str, &str)]) -> HeaderMap {
@@ -336,7 +416,9 @@ mod tests {
                 .windows(2)
                 .all(|pair| pair[0].as_str() < pair[1].as_str())
         );
-        assert!(STANDARD.len() < usize::from(CUSTOM));
+        // Every code, and every code with its date mark, is below the custom names' one.
+        assert!(STANDARD.len() <= usize::from(DATED));
+        assert!(usize::from(DATED) + STANDARD.len() <= usize::from(CUSTOM));
         assert!(is_standard(&header::ETAG));
         assert!(is_standard(&header::ACCEPT));
         assert!(is_standard(&header::X_XSS_PROTECTION));
@@ -405,12 +487,88 @@ mod tests {
             ("date", "Mon, 23 Nov 2026 19:00:00 GMT"),
             ("x-origin-count", "1"),
         ]);
-        let values: usize = headers.values().map(HeaderValue::len).sum();
+        let texts: usize = headers
+            .iter()
+            .filter(|(name, _)| !DATE_FIELDS.contains(name))
+            .map(|(_, value)| value.len())
+            .sum();
         let head = Head::of(&headers);
-        // A byte of code and one of length a field, the custom name, the count.
+        // A byte of code and one of length a text field, five bytes a date, the custom name, the
+        // count.
         assert_eq!(
             head.0.len(),
-            values + 2 * 7 + 1 + "x-origin-count".len() + 1
+            texts + 2 * 5 + 5 * 2 + 1 + "x-origin-count".len() + 1
         );
+    }
+
+    /// The values of `head`'s fields as the block holds them.
+    fn values(head: &Head) -> Vec<Value<'_>> {
+        head.fields().map(|(_, value)| value).collect()
+    }
+
+    #[test]
+    fn imf_fixdates_are_kept_as_seconds_and_given_back_byte_for_byte() {
+        let headers = map(&[
+            ("date", "Sun, 06 Nov 1994 08:49:37 GMT"),
+            ("last-modified", "Thu, 01 Jan 1970 00:00:00 GMT"),
+            ("expires", "Sun, 07 Feb 2106 06:28:15 GMT"),
+            ("etag", "\"a\""),
+        ]);
+        let head = Head::of(&headers);
+        assert_eq!(
+            values(&head)[..3],
+            [
+                Value::Date(784_111_777),
+                Value::Date(0),
+                Value::Date(u32::MAX)
+            ]
+        );
+        assert_eq!(head.to_map(), headers);
+        for (name, value) in &headers {
+            assert_eq!(head.get(name).as_ref(), Some(value), "{name}");
+        }
+        let bytes: Vec<_> = head.fields().map(|(_, value)| value.bytes()).collect();
+        let sent: Vec<_> = headers.values().map(HeaderValue::as_bytes).collect();
+        assert_eq!(bytes, sent);
+    }
+
+    #[test]
+    fn other_dates_and_dates_in_other_fields_stay_text() {
+        let kept = [
+            // RFC 850 and asctime, which a recipient must accept but are not IMF-fixdates.
+            ("date", "Sunday, 06-Nov-94 08:49:37 GMT"),
+            ("date", "Sun Nov  6 08:49:37 1994"),
+            // An IMF-fixdate in another case, with a wrong weekday, or past what 4 bytes hold.
+            ("last-modified", "sun, 06 nov 1994 08:49:37 gmt"),
+            ("last-modified", "Mon, 06 Nov 1994 08:49:37 GMT"),
+            ("expires", "Sun, 07 Feb 2106 06:28:16 GMT"),
+            ("expires", "0"),
+            ("expires", "Sun, 06 Nov 1994 08:49:37 GMT "),
+            // A date in a field that is not one of the three.
+            ("x-date", "Sun, 06 Nov 1994 08:49:37 GMT"),
+            ("if-modified-since", "Sun, 06 Nov 1994 08:49:37 GMT"),
+        ];
+        for (name, value) in kept {
+            let headers = map(&[(name, value)]);
+            let head = Head::of(&headers);
+            assert_eq!(
+                values(&head),
+                [Value::Text(value.as_bytes())],
+                "{name}: {value}"
+            );
+            assert_eq!(head.to_map(), headers, "{name}: {value}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn every_second_a_date_can_name_round_trips(seconds: u32) {
+            let text = date_text(seconds);
+            let headers = map(&[("date", &text)]);
+            let head = Head::of(&headers);
+            prop_assert_eq!(values(&head), [Value::Date(seconds)]);
+            prop_assert_eq!(head.to_map(), headers);
+            prop_assert_eq!(Value::Date(seconds).bytes(), text.as_bytes());
+        }
     }
 }

@@ -632,6 +632,15 @@ mod tests {
         }
     }
 
+    /// Every key pays for its slot about twice over (the index's tables run half to seven eighths
+    /// full): a byte more here is two more a key.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_key_takes_48_bytes_of_the_index() {
+        assert_eq!(size_of::<Variants>(), 16);
+        assert_eq!(size_of::<(CacheKey, Slot)>(), 48);
+    }
+
     #[test]
     fn an_unhit_probation_entry_is_dropped_and_a_hit_one_promoted() {
         let w = weight(1000);

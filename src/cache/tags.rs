@@ -75,13 +75,13 @@ pub enum TagPurgeFileError {
 /// The tags named in `head`'s `tag_field` (space-separated) and `Cache-Tag` (comma-separated)
 /// fields, each given to `found`.
 pub fn each_tag(head: &Head, tag_field: &HeaderName, mut found: impl FnMut(&str)) {
-    let mut fields = head.fields();
-    while let Some((name, value)) = fields.next_raw() {
+    for (name, value) in head.fields() {
         let comma = name.is(&CACHE_TAG);
         if !(comma || name.is(tag_field)) {
             continue;
         }
-        let Ok(value) = std::str::from_utf8(value) else {
+        let value = value.bytes();
+        let Ok(value) = std::str::from_utf8(&value) else {
             continue;
         };
         if comma {

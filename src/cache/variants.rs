@@ -16,16 +16,15 @@ use super::{field, weight};
 /// A handle as cheap to clone as an `Arc`, kept in the store's slot itself: most keys hold one
 /// variant, which then costs no allocation beyond its response.
 #[derive(Clone, Debug)]
-pub struct Variants {
-    stored: Stored,
-    weight: u32,
-}
+pub struct Variants(Stored);
 
-/// One variant needs no map: its `Vary` names and selection are its own.
+/// One variant needs no map: its `Vary` names and selection are its own. Each holds the bytes the
+/// variants cost the store: beside the tag, in two words where a struct of the enum and its weight
+/// took three.
 #[derive(Clone, Debug)]
 enum Stored {
-    One(Arc<StoredResponse>),
-    Many(Arc<Many>),
+    One(Arc<StoredResponse>, u32),
+    Many(Arc<Many>, u32),
 }
 
 #[derive(Debug)]
@@ -39,13 +38,11 @@ struct Many {
 
 type Selection = Box<[Option<HeaderValue>]>;
 
-/// What the variants of a key cost beside their responses' own weight (the handle is counted in
-/// the key's slot): for several variants, their `Vary` names, their selections' map and order (two
-/// copies of each selection, whose values share their buffers). Measured in `tests/memory`.
-fn bookkeeping(many: Option<&Many>) -> usize {
-    let Some(many) = many else {
-        return 0;
-    };
+/// What several variants of a key cost beside their responses' own weight (the handle is counted
+/// in the key's slot; one variant costs nothing more): their `Vary` names, their selections' map
+/// and order (two copies of each selection, whose values share their buffers). Measured in
+/// `tests/memory`.
+fn bookkeeping(many: &Many) -> usize {
     let names = weight::allocation(size_of_val(&*many.names));
     // Both made with room for their count: hashbrown's table has a power of two of buckets, at
     // most seven eighths full and at least 4, with 16 control bytes more.
@@ -95,29 +92,27 @@ impl Variants {
         let responses = all
             .iter()
             .fold(0u32, |sum, v| sum.saturating_add(v.weight()));
-        let count = all.len();
-        let stored = match <[_; 1]>::try_from(all) {
-            Ok([one]) => Stored::One(one),
-            Err(all) => Stored::Many(Arc::new(Many::of(all))),
-        };
-        let many = match &stored {
-            Stored::Many(many) => Some(&**many),
-            Stored::One(_) => None,
-        };
-        let bookkeeping = key_bookkeeping(count) + bookkeeping(many);
-        Variants {
-            weight: u32::try_from(bookkeeping)
+        let weight = |bookkeeping: usize| {
+            u32::try_from(bookkeeping)
                 .unwrap_or(u32::MAX)
-                .saturating_add(responses),
-            stored,
-        }
+                .saturating_add(responses)
+        };
+        let key = key_bookkeeping(all.len());
+        Variants(match <[_; 1]>::try_from(all) {
+            Ok([one]) => Stored::One(one, weight(key)),
+            Err(all) => {
+                let many = Many::of(all);
+                let weight = weight(key + bookkeeping(&many));
+                Stored::Many(Arc::new(many), weight)
+            }
+        })
     }
 
     /// The variant stored for a request with these headers, if any.
     pub fn select(&self, request_headers: &HeaderMap) -> Option<&Arc<StoredResponse>> {
-        match &self.stored {
-            Stored::One(one) => one.vary_matches(request_headers).then_some(one),
-            Stored::Many(many) => many
+        match &self.0 {
+            Stored::One(one, _) => one.vary_matches(request_headers).then_some(one),
+            Stored::Many(many, _) => many
                 .by_selection
                 .get(&field::selection(request_headers, &many.names)),
         }
@@ -125,14 +120,16 @@ impl Variants {
 
     /// Bytes the variants cost the store.
     pub fn weight(&self) -> u32 {
-        self.weight
+        match self.0 {
+            Stored::One(_, weight) | Stored::Many(_, weight) => weight,
+        }
     }
 
     /// Every variant, oldest write first.
     pub fn responses(&self) -> impl Iterator<Item = &Arc<StoredResponse>> {
-        let (one, many) = match &self.stored {
-            Stored::One(one) => (Some(one), None),
-            Stored::Many(many) => (None, Some(many)),
+        let (one, many) = match &self.0 {
+            Stored::One(one, _) => (Some(one), None),
+            Stored::Many(many, _) => (None, Some(many)),
         };
         let many = many.into_iter().flat_map(|many| {
             many.order
@@ -144,9 +141,9 @@ impl Variants {
 
     /// How many variants are stored.
     pub fn len(&self) -> usize {
-        match &self.stored {
-            Stored::One(_) => 1,
-            Stored::Many(many) => many.by_selection.len(),
+        match &self.0 {
+            Stored::One(..) => 1,
+            Stored::Many(many, _) => many.by_selection.len(),
         }
     }
 

@@ -61,7 +61,7 @@ pub fn encode(variants: &[Arc<StoredResponse>]) -> Vec<u8> {
         put_u16(&mut out, variant.head.fields().count());
         for (name, value) in variant.head.fields() {
             put_bytes16(&mut out, name.as_str().as_bytes());
-            put_bytes32(&mut out, value.as_bytes());
+            put_bytes32(&mut out, &value.bytes());
         }
         put_u16(&mut out, variant.vary_names().len());
         for (name, value) in variant.vary_names().iter().zip(variant.vary_selection()) {
