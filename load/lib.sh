@@ -99,7 +99,10 @@ EOF
 # bloomgate::listening::ListeningLine (src/listening.rs) prints and parses; keep the two in step.
 start_proxy() {
   local name=$1 config=$2 line
-  "$BLOOMGATE" serve --config "$config" >"$WORK/$name.log" 2>&1 &
+  # Emptied here, not by the child's redirection: that runs after the fork, and a restart under
+  # the same name would otherwise read the last run's line (its ports) first.
+  : >"$WORK/$name.log"
+  "$BLOOMGATE" serve --config "$config" >>"$WORK/$name.log" 2>&1 &
   PROXY_PID=$!
   PIDS+=("$PROXY_PID")
   line=$(wait_for_line "$WORK/$name.log" '^bloomgate listening on ' "$PROXY_PID") || die "$name did not start"
