@@ -43,6 +43,8 @@
 #                                         (default "1KiB 64KiB mix") at these percentages of nginx's
 #                                         median peak for it, to every peer, with oha (-q,
 #                                         --latency-correction): p50, p99, p99.9 at a fixed rate
+#   RATE_ROUNDS=1                         rounds of the fixed-rate phase; each figure is the median
+#                                         of its rounds (even rounds take the peers in reverse)
 #   DISK_OBJECTS=2000                     objects of 64 KiB in the disk workloads (a tenth as many
 #                                         of 1 MiB in "disk1m")
 #   DISK_SMALL_OBJECTS=20000              objects of 1 KiB in "disk1k"
@@ -600,9 +602,14 @@ PY
       log "no nginx peak for $workload (run it in WORKLOADS with nginx in PEERS); its fixed rates skipped"
       continue
     fi
+    for rate_round in $(seq "${RATE_ROUNDS:-1}"); do
+    order=("${RUNNING[@]}")
+    if ((rate_round % 2 == 0)); then
+      for ((i = 0, j = ${#RUNNING[@]} - 1; j >= 0; i++, j--)); do order[i]=${RUNNING[j]}; done
+    fi
     for pct in $RATES; do
       rate=$((peak * pct / 100))
-      for peer in "${RUNNING[@]}"; do
+      for peer in "${order[@]}"; do
         base="http://127.0.0.1:${PORT[$peer]}"
         case $workload in
           1KiB) target=("$base/obj/small?size=1024") ;;
@@ -627,6 +634,7 @@ PY
         echo "$workload $pct $rate $peer $p50 $p99 $p999 $achieved" >>"$RATE_RESULTS"
         log "$peer $workload at $pct% of nginx's peak ($rate/s): p50 $p50 ms, p99 $p99 ms, p99.9 $p999 ms"
       done
+    done
     done
   done
 fi
@@ -678,8 +686,20 @@ awk -v duration="$DURATION" -v rounds="$ROUNDS" -v connections="$CONNECTIONS" -v
 
 if [[ -n "${RATES:-}" && -s "${RATE_RESULTS:-/dev/null}" ]]; then
   printf '\nfixed rates (oha -q, --latency-correction, -c%d -z%ds), as a percentage of nginx'"'"'s median peak above\n\n' "$CONNECTIONS" "$DURATION"
+  printf 'median of %d round(s) each\n\n' "${RATE_ROUNDS:-1}"
   printf '%-6s %5s %9s %-10s %9s %9s %10s %10s\n' load "%" "rate/s" peer "p50 ms" "p99 ms" "p99.9 ms" "served/s"
-  while read -r workload pct rate peer p50 p99 p999 achieved; do
+  # Each (load, %, peer) in the order first met, each column its median over the rounds.
+  python3 - "$RATE_RESULTS" <<'PY' | while read -r workload pct rate peer p50 p99 p999 achieved; do
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    w, pct, rate, peer, *vals = line.split()
+    rows.setdefault((w, pct, rate, peer), []).append([float(v) for v in vals])
+order = {"1KiB": 0, "64KiB": 1, "mix": 2}
+for (w, pct, rate, peer), runs in sorted(rows.items(), key=lambda kv: (order.get(kv[0][0], 9), int(kv[0][1]))):
+    med = [statistics.median(col) for col in zip(*runs)]
+    print(w, pct, rate, peer, f"{med[0]:.3f}", f"{med[1]:.3f}", f"{med[2]:.3f}", f"{med[3]:.0f}")
+PY
     printf '%-6s %5s %9s %-10s %9s %9s %10s %10s\n' "$workload" "$pct" "$rate" "$peer" "$p50" "$p99" "$p999" "$achieved"
-  done <"$RATE_RESULTS"
+  done
 fi
