@@ -282,13 +282,15 @@ impl SegmentFile {
     /// over the old one, whose unpinned pages are punched out. Errors leave the old inode in
     /// place (the caller must not rewrite it).
     pub fn renew_if_pinned(&self) -> io::Result<Renewed> {
-        let mut current = self.current.lock();
-        let pinned = current.pinned();
+        // Only the writer thread renews, so `current` cannot change under this; it is not held
+        // locked while the new file is made (a reader that finds this segment waits for nothing).
+        let old = self.current();
+        let pinned = old.pinned();
         if pinned.is_empty() {
             return Ok(Renewed::InPlace);
         }
         // Room first: on a full file system the new inode needs the old one's free pages.
-        current.punch_except(&pinned, self.bytes);
+        old.punch_except(&pinned, self.bytes);
         let next = self.path.with_extension(NEXT_EXTENSION);
         let file = OpenOptions::new()
             .read(true)
@@ -303,10 +305,13 @@ impl SegmentFile {
         }
         advise_random(&file, &self.path);
         let generation = Generation::new(file);
-        if current.is_mapped() {
-            generation.map(self.bytes)?;
+        // Unmapped, the new inode is still right: its reads fall back to `pread`.
+        if old.is_mapped()
+            && let Err(error) = generation.map(self.bytes)
+        {
+            tracing::warn!(path = %self.path.display(), %error, "cannot map a segment's new inode; reading it with pread");
         }
-        *current = generation;
+        *self.current.lock() = generation;
         Ok(Renewed::NewInode {
             pinned: pinned.len(),
         })
