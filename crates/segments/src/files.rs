@@ -145,9 +145,8 @@ impl Generation {
             return Err(io::Error::last_os_error());
         }
         let ptr = NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?;
-        if let Err(unused) = self.map.set(Mapping { ptr, len }) {
-            drop(unused);
-        }
+        // Mapped once per inode; a second mapping would be unmapped here, unused.
+        let _ = self.map.set(Mapping { ptr, len });
         Ok(())
     }
 

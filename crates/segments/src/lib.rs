@@ -637,7 +637,8 @@ fn remove_stray_segments(dir: &Path, segments: u32, all: bool) -> Result<(), Ope
         let Some(name) = name.to_str() else {
             continue;
         };
-        if name.starts_with("segment-") && name.ends_with(&format!(".{}", files::NEXT_EXTENSION)) {
+        let next = Path::new(name).extension() == Some(files::NEXT_EXTENSION.as_ref());
+        if next && name.starts_with("segment-") {
             // A new inode a crash left before it was renamed into place.
             std::fs::remove_file(entry.path()).map_err(io_at(&entry.path()))?;
             continue;

@@ -130,14 +130,16 @@ impl ColdRead {
             drop_entry(&self.shared, self.hash, self.location);
             return Ok(None);
         }
-        Ok(check(
+        let value = check(
             &self.shared,
             self.hash,
             &self.key,
             self.location,
             self.seq,
-            self.buf,
-        ))
+            &self.buf,
+        );
+        // No copy: the read buffer becomes the `Bytes` the value is sliced from.
+        Ok(value.map(|range| Bytes::from(self.buf).slice(range)))
     }
 
     /// Bytes of the record already read without blocking.
@@ -166,28 +168,27 @@ pub fn lookup(shared: &Arc<Shared>, key: &[u8]) -> Lookup {
         if seq == 0 {
             continue;
         }
-        if shared.read_mode == ReadMode::Mapped {
-            let generation = shared.files[location.segment as usize].current();
-            if let Some(pin) = generation.pin(location.offset, location.len) {
-                // The pin is in place before this look: a reclaim either sees it and leaves its
-                // pages alone, or has already retired the segment, which this look sees.
-                if seqs.load(Ordering::Acquire) != seq {
-                    continue;
-                }
-                return match check(shared, hash, key, location, seq, pin) {
-                    // A small value is copied out: a held pin keeps whole pages of an old inode
-                    // once its segment is reclaimed, 4 KiB or more for a few hundred bytes.
-                    Some(value) if value.len() < COPY_BELOW => {
-                        Lookup::Hit(Bytes::copy_from_slice(&value))
-                    }
-                    Some(value) => Lookup::Hit(value),
-                    None => Lookup::Miss,
-                };
+        let generation = shared.files[location.segment as usize].current();
+        if shared.read_mode == ReadMode::Mapped
+            && let Some(pin) = generation.pin(location.offset, location.len)
+        {
+            // The pin is in place before this look: a reclaim either sees it and leaves its
+            // pages alone, or has already retired the segment, which this look sees.
+            if seqs.load(Ordering::Acquire) != seq {
+                continue;
             }
+            return match check(shared, hash, key, location, seq, pin.bytes()) {
+                // A small value is copied out: a held pin keeps whole pages of an old inode once
+                // its segment is reclaimed, 4 KiB or more for a few hundred bytes.
+                Some(range) if range.len() < COPY_BELOW => {
+                    Lookup::Hit(Bytes::copy_from_slice(&pin.bytes()[range]))
+                }
+                Some(range) => Lookup::Hit(Bytes::from(pin).slice(range)),
+                None => Lookup::Miss,
+            };
         }
         // Not zeroed: the reads fill it (zeroing 64 KiB cost 4% of a disk hit's CPU).
         let mut buf = Vec::with_capacity(location.len as usize);
-        let generation = shared.files[location.segment as usize].current();
         let file = &generation.file;
         match shared.read_mode {
             ReadMode::NoWait => read_nowait(file, location, &mut buf),
@@ -214,8 +215,9 @@ pub fn lookup(shared: &Arc<Shared>, key: &[u8]) -> Lookup {
         if seqs.load(Ordering::Acquire) != seq {
             continue;
         }
-        return match check(shared, hash, key, location, seq, buf) {
-            Some(value) => Lookup::Hit(value),
+        return match check(shared, hash, key, location, seq, &buf) {
+            // No copy: the read buffer becomes the `Bytes` the value is sliced from.
+            Some(range) => Lookup::Hit(Bytes::from(buf).slice(range)),
             None => Lookup::Miss,
         };
     }
@@ -311,30 +313,27 @@ fn verify(hash: u64, key: &[u8], location: Location, seq: u64, record: &[u8]) ->
     Verdict::Value(header.value_range())
 }
 
-/// Checks a record read from its file (a buffer, or a pin of the mapping) and returns its
-/// value, a slice of it with no copy. One that fails a check is dropped from the index; one of
-/// another key is just a miss.
-fn check<R>(
+/// Checks a record read from its file (a buffer, or a pin of the mapping) and returns where its
+/// value lies in it. One that fails a check is dropped from the index; one of another key is
+/// just a miss.
+fn check(
     shared: &Shared,
     hash: u64,
     key: &[u8],
     location: Location,
     seq: u64,
-    record: R,
-) -> Option<Bytes>
-where
-    R: AsRef<[u8]> + Into<Bytes>,
-{
+    record: &[u8],
+) -> Option<Range<usize>> {
     // A changed sequence means the segment was reclaimed (and maybe restarted) under the read:
     // a miss, and the reclaim has dealt with the entry.
     let current = shared.seqs[location.segment as usize].load(Ordering::Acquire);
     let verdict = if current == seq {
-        verify(hash, key, location, seq, record.as_ref())
+        verify(hash, key, location, seq, record)
     } else {
         Verdict::OtherKey
     };
     match verdict {
-        Verdict::Value(range) => Some(record.into().slice(range)),
+        Verdict::Value(range) => Some(range),
         Verdict::OtherKey => None,
         Verdict::Broken => {
             drop_entry(shared, hash, location);
