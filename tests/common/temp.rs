@@ -11,25 +11,23 @@ static MADE: AtomicUsize = AtomicUsize::new(0);
 impl TempDir {
     /// `bloomgate-<name>-<pid>-<n>`: unique within and across test processes.
     pub fn new(name: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!(
-            "bloomgate-{name}-{}-{}",
-            std::process::id(),
-            MADE.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        TempDir(path)
+        TempDir::new_in(&std::env::temp_dir(), name)
     }
 
     /// [`TempDir::new`] on `/dev/shm`, a memory-backed file system (tmpfs on Linux).
     pub fn in_memory(name: &str) -> TempDir {
-        let path = Path::new("/dev/shm").join(format!(
+        TempDir::new_in(Path::new("/dev/shm"), name)
+    }
+
+    fn new_in(base: &Path, name: &str) -> TempDir {
+        let path = base.join(format!(
             "bloomgate-{name}-{}-{}",
             std::process::id(),
             MADE.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("create a temp dir on /dev/shm");
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|error| panic!("create temp dir {}: {error}", path.display()));
         TempDir(path)
     }
 

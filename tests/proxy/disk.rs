@@ -259,6 +259,19 @@ async fn until_recovered(client: &Client, admin: SocketAddr) {
     }
 }
 
+/// Checks that the tier is still recovering, releases its recovery (see
+/// [`tier_recovering_until_released`]) and waits until `/readyz` says it is open.
+async fn release_recovery(
+    client: &Client,
+    admin: SocketAddr,
+    release: &std::sync::mpsc::Sender<()>,
+) {
+    let ready = readyz(client, admin).await;
+    assert!(ready.contains("disk: recovering"), "{ready:?}");
+    release.send(()).expect("the tier waits for the release");
+    until_recovered(client, admin).await;
+}
+
 /// Proves `objects` through a proxy on `dir` and stops it gracefully: they are all on disk.
 async fn leave_on_disk(origin_url: &str, dir: &Path, objects: &[Object]) {
     let proxy = tiered(origin_url, dir).start();
@@ -295,14 +308,7 @@ async fn the_proxy_serves_while_its_disk_tier_recovers_and_from_disk_once_it_is_
             object.path()
         );
     }
-    assert!(
-        readyz(&client, running.admin_addr)
-            .await
-            .contains("disk: recovering")
-    );
-
-    release.send(()).expect("the tier waits for the release");
-    until_recovered(&client, running.admin_addr).await;
+    release_recovery(&client, running.admin_addr, &release).await;
     for object in later {
         let reply = fetch_from(&client, running.addr, object).await;
         assert!(
@@ -342,13 +348,7 @@ async fn a_purge_while_the_disk_tier_recovers_is_not_undone_by_the_recovered_ind
         let reply = client.send(purge.clone(), &url, &[]).await.expect("PURGE");
         assert_eq!(reply.status, StatusCode::OK, "PURGE {}", object.path());
     }
-    assert!(
-        readyz(&client, running.admin_addr)
-            .await
-            .contains("disk: recovering")
-    );
-    release.send(()).expect("the tier waits for the release");
-    until_recovered(&client, running.admin_addr).await;
+    release_recovery(&client, running.admin_addr, &release).await;
     for object in purged {
         let reply = fetch_from(&client, running.addr, object).await;
         assert!(
