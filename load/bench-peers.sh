@@ -517,15 +517,21 @@ for peer in $PEERS; do
   fi
 done
 
-RESULTS="$WORK/results"
-: >"$RESULTS"
-for round in $(seq "$ROUNDS"); do
-  # With ALTERNATE=1, even rounds take the peers in reverse order, so that none always runs first.
+# peer_order ROUND: sets `order` to the running peers, reversed when ROUND is even, so that none
+# always runs first.
+peer_order() {
   order=("${RUNNING[@]}")
-  if [[ "${ALTERNATE:-0}" == 1 ]] && ((round % 2 == 0)); then
+  if (($1 % 2 == 0)); then
     order=()
     for ((i = ${#RUNNING[@]} - 1; i >= 0; i--)); do order+=("${RUNNING[i]}"); done
   fi
+}
+
+RESULTS="$WORK/results"
+: >"$RESULTS"
+for round in $(seq "$ROUNDS"); do
+  # With ALTERNATE=1, even rounds take the peers in reverse order.
+  if [[ "${ALTERNATE:-0}" == 1 ]]; then peer_order "$round"; else peer_order 1; fi
   for workload in $WORKLOADS; do
     for peer in "${order[@]}"; do
       base="http://127.0.0.1:${PORT[$peer]}"
@@ -603,27 +609,24 @@ PY
       continue
     fi
     for rate_round in $(seq "${RATE_ROUNDS:-1}"); do
-    order=("${RUNNING[@]}")
-    if ((rate_round % 2 == 0)); then
-      for ((i = 0, j = ${#RUNNING[@]} - 1; j >= 0; i++, j--)); do order[i]=${RUNNING[j]}; done
-    fi
-    for pct in $RATES; do
-      rate=$((peak * pct / 100))
-      for peer in "${order[@]}"; do
-        base="http://127.0.0.1:${PORT[$peer]}"
-        case $workload in
-          1KiB) target=("$base/obj/small?size=1024") ;;
-          64KiB) target=("$base/obj/large?size=65536") ;;
-          mix)
-            RATE_MAX=$((rate * DURATION * 2)) mix_urls "$base" "$WORK/mix-$peer.urls"
-            target=(--urls-from-file "$WORK/mix-$peer.urls")
-            ;;
-          *) log "fixed rates take 1KiB, 64KiB and mix, not $workload"; continue ;;
-        esac
-        oha --no-tui --output-format json -z "${DURATION}s" -q "$rate" -c "$CONNECTIONS" \
-          --latency-correction "${target[@]}" >"$WORK/rate.json" 2>"$WORK/rate.err" ||
-          { log "oha failed for $peer $workload at $rate/s: $(head -c 300 "$WORK/rate.err")"; continue; }
-        read -r p50 p99 p999 achieved < <(python3 - "$WORK/rate.json" <<'PY'
+      peer_order "$rate_round"
+      for pct in $RATES; do
+        rate=$((peak * pct / 100))
+        for peer in "${order[@]}"; do
+          base="http://127.0.0.1:${PORT[$peer]}"
+          case $workload in
+            1KiB) target=("$base/obj/small?size=1024") ;;
+            64KiB) target=("$base/obj/large?size=65536") ;;
+            mix)
+              RATE_MAX=$((rate * DURATION * 2)) mix_urls "$base" "$WORK/mix-$peer.urls"
+              target=(--urls-from-file "$WORK/mix-$peer.urls")
+              ;;
+            *) log "fixed rates take 1KiB, 64KiB and mix, not $workload"; continue ;;
+          esac
+          oha --no-tui --output-format json -z "${DURATION}s" -q "$rate" -c "$CONNECTIONS" \
+            --latency-correction "${target[@]}" >"$WORK/rate.json" 2>"$WORK/rate.err" ||
+            { log "oha failed for $peer $workload at $rate/s: $(head -c 300 "$WORK/rate.err")"; continue; }
+          read -r p50 p99 p999 achieved < <(python3 - "$WORK/rate.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 p = d["latencyPercentiles"]
@@ -631,10 +634,10 @@ ms = lambda k: f"{1000 * (p.get(k) or 0):.3f}"
 print(ms("p50"), ms("p99"), ms("p99.9"), f'{d["summary"]["requestsPerSec"]:.0f}')
 PY
 )
-        echo "$workload $pct $rate $peer $p50 $p99 $p999 $achieved" >>"$RATE_RESULTS"
-        log "$peer $workload at $pct% of nginx's peak ($rate/s): p50 $p50 ms, p99 $p99 ms, p99.9 $p999 ms"
+          echo "$workload $pct $rate $peer $p50 $p99 $p999 $achieved" >>"$RATE_RESULTS"
+          log "$peer $workload at $pct% of nginx's peak ($rate/s): p50 $p50 ms, p99 $p99 ms, p99.9 $p999 ms"
+        done
       done
-    done
     done
   done
 fi
