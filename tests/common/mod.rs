@@ -11,7 +11,7 @@ pub mod wire;
 pub use client::{
     Client, Reply as ClientReply, has_member, raw_exchange, raw_status, read_available,
 };
-pub use origin::{BodyReading, Fault, Origin, Reply, refusing_addr};
+pub use origin::{BodyReading, Fault, Origin, RefusingPort, Reply};
 pub use proxy::{ProxyConfig, ProxyProcess};
 pub use temp::TempDir;
 

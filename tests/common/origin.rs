@@ -231,6 +231,9 @@ pub struct Origin {
     state: Arc<State>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// After `stop`: the port, held with nothing listening until this origin is dropped or
+    /// revived.
+    held: Option<RefusingPort>,
 }
 
 impl Origin {
@@ -245,9 +248,14 @@ impl Origin {
         Origin::start_on("127.0.0.1:0".parse().expect("address"), reading)
     }
 
-    /// An origin on `addr`: a server that went away comes back on the address it had.
-    pub fn start_at(addr: SocketAddr) -> Origin {
-        Origin::start_on(addr, BodyReading::BeforeAnswer)
+    /// A fresh origin (nothing received, no reply set) on the port this stopped one held: a
+    /// server that went away comes back on the address it had. The old port is let go only once
+    /// the new listener holds it, so no other socket can be given it in between.
+    pub fn revive(mut self) -> Origin {
+        let held = self.held.take().expect("revive an origin that was stopped");
+        let origin = Origin::start_on(held.addr, BodyReading::BeforeAnswer);
+        drop(held);
+        origin
     }
 
     fn start_on(addr: SocketAddr, reading: BodyReading) -> Origin {
@@ -266,7 +274,9 @@ impl Origin {
                     .build()
                     .expect("origin runtime");
                 runtime.block_on(async move {
-                    let listener = TcpListener::bind(addr).await.expect("bind origin");
+                    let socket = shareable(addr);
+                    socket.listen(1024).expect("listen");
+                    let listener = TcpListener::from_std(socket.into()).expect("origin listener");
                     addr_tx
                         .send(listener.local_addr().expect("origin address"))
                         .expect("send origin address");
@@ -285,6 +295,7 @@ impl Origin {
             state,
             stop: Some(stop),
             thread: Some(thread),
+            held: None,
         }
     }
 
@@ -340,7 +351,16 @@ impl Origin {
     }
 
     /// Stops listening and closes every connection: from now on the origin refuses connections.
+    /// Its port stays held (bound, not listening) until the origin is dropped or revived, so that
+    /// a test running beside this one cannot be given the port and answer in its place.
     pub fn stop(&mut self) {
+        if self.held.is_none() && self.thread.is_some() {
+            self.held = Some(RefusingPort::hold(self.addr));
+        }
+        self.shut();
+    }
+
+    fn shut(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -352,14 +372,50 @@ impl Origin {
 
 impl Drop for Origin {
     fn drop(&mut self) {
-        self.stop();
+        self.shut();
     }
 }
 
-/// An address on loopback where nothing listens.
-pub fn refusing_addr() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("address")
+/// A socket on `addr` with `SO_REUSEPORT`, so that a listener and a held port can overlap while
+/// one hands the port to the other (a port chosen by the kernel, `:0`, is never shared).
+fn shareable(addr: SocketAddr) -> socket2::Socket {
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    socket.set_reuse_port(true).expect("SO_REUSEPORT");
+    socket.set_nonblocking(true).expect("non-blocking");
+    socket.bind(&addr.into()).expect("bind");
+    socket
+}
+
+/// A loopback port bound with nothing listening: a connection to it is refused, and while this
+/// lives the kernel gives the port to no other socket. An address merely left unbound would be,
+/// in a run of tests that each start servers on `:0`, someone else's live server sooner or later.
+pub struct RefusingPort {
+    pub addr: SocketAddr,
+    _socket: socket2::Socket,
+}
+
+impl RefusingPort {
+    pub fn new() -> RefusingPort {
+        RefusingPort::hold("127.0.0.1:0".parse().expect("address"))
+    }
+
+    fn hold(addr: SocketAddr) -> RefusingPort {
+        let socket = shareable(addr);
+        let addr = socket
+            .local_addr()
+            .expect("local address")
+            .as_socket()
+            .expect("an inet address");
+        RefusingPort {
+            addr,
+            _socket: socket,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
 }
 
 async fn accept_loop(listener: TcpListener, state: Arc<State>) {

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{
-    Client, Fault, Origin, ProxyConfig, Reply, has_member, metric, over_segments, raw_exchange,
-    raw_status, read_available, refusing_addr,
+    Client, Fault, Origin, ProxyConfig, RefusingPort, Reply, has_member, metric, over_segments,
+    raw_exchange, raw_status, read_available,
 };
 use http::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -21,7 +21,8 @@ async fn scrape(client: &Client, proxy: &common::ProxyProcess) -> String {
 
 #[tokio::test]
 async fn a_refusing_origin_gives_502_is_counted_and_the_proxy_keeps_serving() {
-    let proxy = ProxyConfig::new(&format!("http://{}", refusing_addr())).start();
+    let refusing = RefusingPort::new();
+    let proxy = ProxyConfig::new(&refusing.url()).start();
     let client = Client::new();
     for attempt in 1..=3 {
         let response = client.get(&proxy.url(&format!("/refused/{attempt}"))).await;

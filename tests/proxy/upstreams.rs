@@ -8,7 +8,7 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 
 use crate::common::{
-    Client, Origin, ProxyConfig, ProxyProcess, Reply, TempDir, has_member, metric, refusing_addr,
+    Client, Origin, ProxyConfig, ProxyProcess, RefusingPort, Reply, TempDir, has_member, metric,
     reload, scrape_until,
 };
 
@@ -91,18 +91,23 @@ async fn a_killed_server_leaves_rotation_within_its_window_and_returns_when_it_d
         "a server out of rotation gets no traffic"
     );
 
-    let back = serving(Origin::start_at(killed));
-    let scrape = scrape_until(&client, &proxy, |s| metric(s, &healthy(killed)) == 1.0).await;
-    assert_eq!(metric(&scrape, &healthy(killed)), 1.0, "{scrape}");
-    all_succeed(&client, &proxy, 30).await;
-    assert!(back.count("/obj") >= 9, "{} requests", back.count("/obj"));
+    let back = serving(group.remove(1).revive());
     let changes = |to: &str| {
         format!(
             "bloomgate_upstream_health_changes_total{{upstream=\"a\",server=\"http://{killed}\",to=\"{to}\"}}"
         )
     };
-    assert!(metric(&scrape, &changes("down")) >= 1.0, "{scrape}");
+    // A scrape is not a snapshot: the gauge can be read after a change the counter was read
+    // before, so wait for both.
+    let scrape = scrape_until(&client, &proxy, |s| {
+        metric(s, &healthy(killed)) == 1.0 && metric(s, &changes("up")) >= 1.0
+    })
+    .await;
+    assert_eq!(metric(&scrape, &healthy(killed)), 1.0, "{scrape}");
     assert!(metric(&scrape, &changes("up")) >= 1.0, "{scrape}");
+    assert!(metric(&scrape, &changes("down")) >= 1.0, "{scrape}");
+    all_succeed(&client, &proxy, 30).await;
+    assert!(back.count("/obj") >= 9, "{} requests", back.count("/obj"));
 }
 
 #[tokio::test]
@@ -210,7 +215,8 @@ async fn with_every_server_down_stale_content_is_served_where_allowed_else_503()
 #[tokio::test]
 async fn a_reload_that_changes_a_group_moves_traffic_and_keeps_each_kept_servers_health() {
     let (a, c) = (serving(Origin::start()), serving(Origin::start()));
-    let dead = refusing_addr();
+    let refusing = RefusingPort::new();
+    let dead = refusing.addr;
     let group = |addrs: &[SocketAddr]| {
         format!(
             "[upstreams.a]\nservers = {}\n[upstreams.a.health]\nfail_timeout = \"60s\"\n",
@@ -264,13 +270,16 @@ async fn a_reload_that_changes_a_group_moves_traffic_and_keeps_each_kept_servers
     );
 }
 
-/// A group of a dead server, then a live one: round-robin asks the dead one first.
-fn dead_first(origin: &Origin) -> ProxyProcess {
-    ProxyConfig::with_upstreams(&format!(
+/// A group of a dead server, then a live one: round-robin asks the dead one first. The dead
+/// server's port is held for as long as the proxy runs.
+fn dead_first(origin: &Origin) -> (ProxyProcess, RefusingPort) {
+    let dead = RefusingPort::new();
+    let proxy = ProxyConfig::with_upstreams(&format!(
         "[upstreams.a]\nservers = {}\n",
-        servers(&[refusing_addr(), origin.addr])
+        servers(&[dead.addr, origin.addr])
     ))
-    .start()
+    .start();
+    (proxy, dead)
 }
 
 #[tokio::test]
@@ -279,12 +288,12 @@ async fn a_get_whose_connect_fails_is_retried_once_on_another_server_and_a_post_
     origin.set("/form", uncacheable("posted\n"));
     let client = Client::new();
 
-    let proxy = dead_first(&origin);
+    let (proxy, _dead) = dead_first(&origin);
     let reply = client.get(&proxy.url("/obj")).await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(origin.count("/obj"), 1);
 
-    let proxy = dead_first(&origin);
+    let (proxy, _dead) = dead_first(&origin);
     let reply = client
         .send(Method::POST, &proxy.url("/form"), &[])
         .await

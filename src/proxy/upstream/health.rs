@@ -69,6 +69,13 @@ impl ServerState {
         (!probed_down, change)
     }
 
+    /// Whether the server is in rotation at `now`, without ending a passive hold that has run out
+    /// (what the health gauge shows).
+    pub fn in_rotation(&self, now: u64) -> bool {
+        let until = self.out_until.load(Ordering::Relaxed);
+        !self.probed_down.load(Ordering::Relaxed) && (until == 0 || now >= until)
+    }
+
     /// Counts a failed connect or timeout at `now`; `Some(Change::Down)` when it takes the server
     /// out (`max_fails` 0: never).
     pub fn failed(&self, now: u64, max_fails: u32, fail_timeout: Duration) -> Option<Change> {
@@ -211,8 +218,14 @@ mod tests {
     fn a_return_after_both_checks_held_a_server_out_is_reported_once() {
         let state = ServerState::default();
         assert_eq!(state.failed(1_000, 1, WINDOW), Some(Change::Down));
+        assert!(!state.in_rotation(1_001));
         assert_eq!(state.probed(false, 2_000), None, "already out");
+        assert!(
+            !state.in_rotation(20_000),
+            "the probes hold it out after the window"
+        );
         assert_eq!(state.probed(true, 20_000), Some(Change::Up));
+        assert!(state.in_rotation(20_000));
         assert_eq!(state.available(20_001), (true, None));
     }
 }

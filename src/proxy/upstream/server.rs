@@ -48,6 +48,8 @@ struct ServerSeries {
     errors: [Counter; ErrorKind::ALL.len()],
     response: Histogram,
     healthy: Gauge,
+    /// Held while `healthy` is set: see [`Server::changed`].
+    healthy_set: std::sync::Mutex<()>,
     changes: [Counter; Change::ALL.len()],
 }
 
@@ -63,6 +65,7 @@ impl ServerSeries {
             }),
             response: histogram!(UPSTREAM_RESPONSE_SECONDS, &labels),
             healthy: gauge!(UPSTREAM_HEALTHY, &labels),
+            healthy_set: std::sync::Mutex::new(()),
             changes: Change::ALL.map(|change| {
                 counter!(UPSTREAM_HEALTH_CHANGES_TOTAL, "upstream" => upstream.clone(), "server" => server.clone(), "to" => change.as_str())
             }),
@@ -164,12 +167,20 @@ impl Server {
         self.changed(change);
     }
 
+    /// Counts a change and sets the gauge. Changes race (a passive hold ends as a new failure
+    /// starts another), so the gauge is set from the state as it stands, under a lock: whichever
+    /// change sets it last reads the latest state, and the gauge cannot be left saying "up" for a
+    /// server out of rotation.
     fn changed(&self, change: Option<Change>) {
         if let Some(change) = change {
             self.series.changes[change as usize].increment(1);
-            self.series
-                .healthy
-                .set(f64::from(u8::from(change == Change::Up)));
+            let _setting = self
+                .series
+                .healthy_set
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let up = self.state.in_rotation(now_ms());
+            self.series.healthy.set(f64::from(u8::from(up)));
         }
     }
 }
