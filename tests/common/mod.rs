@@ -49,14 +49,15 @@ pub fn required_metric(scrape: &str, series: &str) -> f64 {
 }
 
 /// Scrapes the proxy's `/metrics` until `ready` holds (the store and the disk writer count a
-/// moment after the client has its body), for at most 5 s; returns the last scrape, which the
-/// caller then checks.
+/// moment after the client has its body), for at most 20 s; returns the last scrape, which the
+/// caller then checks. The bound is generous because only a failing test ever meets it, and a
+/// loaded CI machine can keep a disk writer or a health probe seconds behind.
 pub async fn scrape_until(
     client: &Client,
     proxy: &ProxyProcess,
     ready: impl Fn(&str) -> bool,
 ) -> String {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let scrape = client.get(&proxy.admin_url("/metrics")).await;
         assert_eq!(scrape.status, http::StatusCode::OK);
