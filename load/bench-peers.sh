@@ -42,7 +42,8 @@
 #   RATES="25 50 75"                      after the closed-loop rounds, offer each of RATE_WORKLOADS
 #                                         (default "1KiB 64KiB mix") at these percentages of nginx's
 #                                         median peak for it, to every peer, with oha (-q,
-#                                         --latency-correction): p50, p99, p99.9 at a fixed rate
+#                                         --latency-correction): p50, p99, p99.9 at a fixed rate,
+#                                         and p99, p99.9 without oha's own stalls (oha_stalls.py)
 #   RATE_ROUNDS=1                         rounds of the fixed-rate phase; each figure is the median
 #                                         of its rounds (even rounds take the peers in reverse)
 #   DISK_OBJECTS=2000                     objects of 64 KiB in the disk workloads (a tenth as many
@@ -623,19 +624,26 @@ PY
               ;;
             *) log "fixed rates take 1KiB, 64KiB and mix, not $workload"; continue ;;
           esac
+          rm -f "$WORK/rate.db"
           oha --no-tui --output-format json -z "${DURATION}s" -q "$rate" -c "$CONNECTIONS" \
-            --latency-correction "${target[@]}" >"$WORK/rate.json" 2>"$WORK/rate.err" ||
+            --latency-correction --db-url "$WORK/rate.db" "${target[@]}" >"$WORK/rate.json" 2>"$WORK/rate.err" ||
             { log "oha failed for $peer $workload at $rate/s: $(head -c 300 "$WORK/rate.err")"; continue; }
-          read -r p50 p99 p999 achieved < <(python3 - "$WORK/rate.json" <<'PY'
+          # The last two: p99 and p99.9 without the requests sent in oha's own stalls (its result
+          # vector doubling at 2^k requests, and the first 50 ms): load/oha_stalls.py.
+          read -r p50 p99 p999 achieved own99 own999 < <(python3 - "$WORK/rate.json" "$WORK/rate.db" <<'PY'
 import json, sys
+sys.path.insert(0, "load")
+from oha_stalls import percentile, requests, without_own_stalls
 d = json.load(open(sys.argv[1]))
 p = d["latencyPercentiles"]
 ms = lambda k: f"{1000 * (p.get(k) or 0):.3f}"
-print(ms("p50"), ms("p99"), ms("p99.9"), f'{d["summary"]["requestsPerSec"]:.0f}')
+kept = without_own_stalls(requests(sys.argv[2]))
+own = lambda q: f"{1000 * percentile(kept, q):.3f}" if kept else "0.000"
+print(ms("p50"), ms("p99"), ms("p99.9"), f'{d["summary"]["requestsPerSec"]:.0f}', own(0.99), own(0.999))
 PY
 )
-          echo "$workload $pct $rate $peer $p50 $p99 $p999 $achieved" >>"$RATE_RESULTS"
-          log "$peer $workload at $pct% of nginx's peak ($rate/s): p50 $p50 ms, p99 $p99 ms, p99.9 $p999 ms"
+          echo "$workload $pct $rate $peer $p50 $p99 $p999 $achieved $own99 $own999" >>"$RATE_RESULTS"
+          log "$peer $workload at $pct% of nginx's peak ($rate/s): p50 $p50 ms, p99 $p99 ms, p99.9 $p999 ms (without oha's stalls $own99 / $own999)"
         done
       done
     done
@@ -690,9 +698,9 @@ awk -v duration="$DURATION" -v rounds="$ROUNDS" -v connections="$CONNECTIONS" -v
 if [[ -n "${RATES:-}" && -s "${RATE_RESULTS:-/dev/null}" ]]; then
   printf '\nfixed rates (oha -q, --latency-correction, -c%d -z%ds), as a percentage of nginx'"'"'s median peak above\n\n' "$CONNECTIONS" "$DURATION"
   printf 'median of %d round(s) each\n\n' "${RATE_ROUNDS:-1}"
-  printf '%-6s %5s %9s %-10s %9s %9s %10s %10s\n' load "%" "rate/s" peer "p50 ms" "p99 ms" "p99.9 ms" "served/s"
+  printf '%-6s %5s %9s %-10s %9s %9s %10s %10s %9s %10s\n' load "%" "rate/s" peer "p50 ms" "p99 ms" "p99.9 ms" "served/s" "p99 own" "p99.9 own"
   # Each (load, %, peer) in the order first met, each column its median over the rounds.
-  python3 - "$RATE_RESULTS" <<'PY' | while read -r workload pct rate peer p50 p99 p999 achieved; do
+  python3 - "$RATE_RESULTS" <<'PY' | while read -r workload pct rate peer p50 p99 p999 achieved own99 own999; do
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -701,8 +709,12 @@ for line in open(sys.argv[1]):
 order = {"1KiB": 0, "64KiB": 1, "mix": 2}
 for (w, pct, rate, peer), runs in sorted(rows.items(), key=lambda kv: (order.get(kv[0][0], 9), int(kv[0][1]))):
     med = [statistics.median(col) for col in zip(*runs)]
-    print(w, pct, rate, peer, f"{med[0]:.3f}", f"{med[1]:.3f}", f"{med[2]:.3f}", f"{med[3]:.0f}")
+    print(w, pct, rate, peer, f"{med[0]:.3f}", f"{med[1]:.3f}", f"{med[2]:.3f}", f"{med[3]:.0f}",
+          f"{med[4]:.3f}", f"{med[5]:.3f}")
 PY
-    printf '%-6s %5s %9s %-10s %9s %9s %10s %10s\n' "$workload" "$pct" "$rate" "$peer" "$p50" "$p99" "$p999" "$achieved"
+    printf '%-6s %5s %9s %-10s %9s %9s %10s %10s %9s %10s\n' "$workload" "$pct" "$rate" "$peer" "$p50" "$p99" "$p999" "$achieved" "$own99" "$own999"
   done
+  printf '\np99 own, p99.9 own: without the requests oha sent in its own stalls (its result vector\n'
+  printf 'doubling at 2^k requests, and the first 50 ms), which land on whichever peer it drives:\n'
+  printf 'load/oha_stalls.py.\n'
 fi
