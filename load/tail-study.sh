@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Where a fixed-rate tail comes from: hits on one object of SIZE bytes (1 KiB unless given) offered
-# at RATE req/s (oha -q, coordinated-omission corrected, every request recorded) to bloomgate and
+# Where a fixed-rate tail comes from: hits on one object of SIZE bytes (1 KiB unless given), or with
+# MIX=1 bench-peers.sh's mix (80% of requests among 2,000 popular 4 KiB objects, 20% objects asked
+# once: misses, and probation's first copies), offered at RATE req/s (oha -q, coordinated-omission corrected, every request recorded) to bloomgate and
 # to nginx in the same run, then, for each:
 #   - p50, p99, p99.9 of the corrected latency;
 #   - the requests slower than that run's p99.9 grouped into episodes (slow requests less than 2 ms
@@ -15,6 +16,7 @@
 #
 #   RATE=12000 DURATION=20 ROUNDS=3 load/tail-study.sh        (about 25% of nginx's 1 KiB peak here)
 #   SIZE=65536 RATE=6000 ...                                    (64 KiB)
+#   MIX=1 RATE=10000 ...                                        (the mix, about 25%)
 #   VARIANT_ENV="_RJEM_MALLOC_CONF=background_thread:true" ...  (env for bloomgate only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +64,7 @@ http {
       proxy_set_header Connection "";
       proxy_cache tail;
       proxy_cache_valid 200 1h;
+      proxy_cache_min_uses 2;
     }
   }
 }
@@ -73,7 +76,30 @@ for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.1:$NGINX_PORT/obj/s
 
 for base in "$BLOOMGATE_URL" "http://127.0.0.1:$NGINX_PORT"; do
   for _ in 1 2 3; do curl -sf -o /dev/null "$base/obj/small?size=$SIZE"; done
+  if [[ "${MIX:-0}" == 1 ]]; then warm_objects "$base" 2000 hot- 4096; fi
 done
+
+# targets BASE: oha's target arguments for one run (a fresh URL list for the mix, so its one-time
+# objects are new to every run).
+targets() {
+  if [[ "${MIX:-0}" != 1 ]]; then
+    echo "$1/obj/small?size=$SIZE"
+    return
+  fi
+  python3 - "$1" "$WORK/mix.urls" "$((RATE * DURATION * 2))" <<'PY'
+import random, sys
+base, path, lines = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = random.Random()
+tag = rng.randrange(1 << 30)
+with open(path, "w") as f:
+    for i in range(lines):
+        if rng.random() < 0.8:
+            f.write(f"{base}/obj/hot-{rng.randrange(1, 2001)}?size=4096\n")
+        else:
+            f.write(f"{base}/obj/once-{tag}-{i}?size=4096\n")
+PY
+  printf '%s\n' --urls-from-file "$WORK/mix.urls"
+}
 
 # thread_cpu PID: "name ticks" for each thread of PID and of its children (utime + stime).
 thread_cpu() {
@@ -94,13 +120,14 @@ for round in $(seq "$ROUNDS"); do
   ((round % 2 == 0)) && order=(nginx bloomgate)
   for peer in "${order[@]}"; do
     case $peer in
-      bloomgate) pid=$BLOOMGATE_PID url="$BLOOMGATE_URL/obj/small?size=$SIZE" ;;
-      nginx) pid=$NGINX_PID url="http://127.0.0.1:$NGINX_PORT/obj/small?size=$SIZE" ;;
+      bloomgate) pid=$BLOOMGATE_PID base=$BLOOMGATE_URL ;;
+      nginx) pid=$NGINX_PID base="http://127.0.0.1:$NGINX_PORT" ;;
     esac
+    mapfile -t target < <(targets "$base")
     thread_cpu "$pid" >"$WORK/cpu-before"
     rm -f "$WORK/run.db"
     oha --no-tui -z "${DURATION}s" -q "$RATE" -c "$CONNECTIONS" --latency-correction \
-      --db-url "$WORK/run.db" "$url" >/dev/null 2>"$WORK/oha.err" ||
+      --db-url "$WORK/run.db" "${target[@]}" >/dev/null 2>"$WORK/oha.err" ||
       die "oha failed for $peer: $(head -c 300 "$WORK/oha.err")"
     thread_cpu "$pid" >"$WORK/cpu-after"
     python3 - "$peer" "$round" "$WORK/run.db" "$WORK/cpu-before" "$WORK/cpu-after" <<'PY'
