@@ -697,6 +697,44 @@ fn has_command(name: &str) -> bool {
         .is_ok_and(|status| status.success())
 }
 
+/// Starts Prometheus on a free port and waits until it answers `/-/ready`. The port is found free
+/// and let go, so a test running beside this one can be given it before Prometheus binds it:
+/// Prometheus then exits, and starts again on another port.
+async fn start_prometheus(
+    client: &HttpClient,
+    config: &Path,
+    data: &Path,
+) -> (Running, SocketAddr) {
+    for _ in 0..5 {
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut process = Running(
+            Command::new("prometheus")
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!("--storage.tsdb.path={}", data.display()))
+                .arg(format!("--web.listen-address={addr}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline && process.0.try_wait().unwrap().is_none() {
+            let request = Request::get(format!("http://{addr}/-/ready"))
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            if let Ok(response) = client.request(request).await
+                && response.status() == StatusCode::OK
+                && let Ok(body) = response.into_body().collect().await
+                && String::from_utf8_lossy(&body.to_bytes()).contains("Prometheus")
+            {
+                return (process, addr);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    panic!("Prometheus did not start in 5 tries");
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -745,22 +783,9 @@ async fn every_panel_query_returns_series_in_prometheus() {
         ),
     )
     .unwrap();
-    let prometheus: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let _prometheus_process = Running(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.0.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={prometheus}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-
     let client = client();
+    let (_prometheus_process, prometheus) =
+        start_prometheus(&client, &config, &dir.0.join("data")).await;
     let deadline = Instant::now() + Duration::from_secs(40);
     wait_for(&client, prometheus, "up{job=\"bloomgate\"}", 1.0, deadline).await;
     // Rates over [1m] need two samples; three leave a margin for a late scrape.
