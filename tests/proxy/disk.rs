@@ -1088,10 +1088,11 @@ async fn the_disk_keeps_to_max_bytes_under_churn() {
     let sampler = SpaceSampler::start(dir.path());
     let engine_written = |s: &str| common::metric(s, "bloomgate_disk_engine_written_bytes_total");
     // About 5 MiB of proven objects a batch: five times what the disk may hold. On a loaded
-    // machine the writer lags and refuses some writes (budget), so up to three batches go in
-    // until the engine has written three times the bound.
+    // machine the writer lags and refuses most writes (budget: 532 of 620 with three test
+    // binaries on two cores), so up to eight batches go in until the engine has written three
+    // times the bound.
     let mut proven = Vec::new();
-    for batch in 0..3 {
+    for batch in 0..8 {
         proven = objects_of_varied_sizes(&format!("churn{batch}"), 210);
         for chunk in proven.chunks(30) {
             prove(&client, &proxy, chunk).await;
@@ -1129,8 +1130,9 @@ async fn the_disk_keeps_to_max_bytes_under_churn() {
     );
     // Still a working tier after reclaiming blocks: recent evictions come back from disk. Newest
     // first: each miss writes another entry, and oldest first the reclaimed blocks would always
-    // be just ahead of the requests.
-    let recent: Vec<Object> = proven.iter().rev().take(40).cloned().collect();
+    // be just ahead of the requests. Past the 40 or so the disk holds: a lagging writer may have
+    // refused the newest.
+    let recent: Vec<Object> = proven.iter().rev().take(100).cloned().collect();
     assert!(
         served_from_disk(&client, &proxy, &recent).await > 0,
         "{}",
