@@ -285,8 +285,11 @@ impl Origin {
                         _ = stopped => {}
                     }
                 });
-                // Dropping the runtime closes every connection the origin still holds.
-                runtime.shutdown_background();
+                // Shutting the runtime down closes every connection the origin still holds, and
+                // waiting for its threads means they are closed when `stop` returns: a proxy's
+                // pooled connection must not outlive a stopped origin by the moment a loaded
+                // machine takes to drop its tasks.
+                runtime.shutdown_timeout(Duration::from_secs(5));
             }
         });
         let addr = addr_rx.recv().expect("origin started");
