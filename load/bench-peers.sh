@@ -586,22 +586,6 @@ if [[ -n "${RATES:-}" ]]; then
   command -v oha >/dev/null || die "RATES needs oha (cargo install oha)"
   RATE_RESULTS="$WORK/rate-results"
   : >"$RATE_RESULTS"
-  # mix_urls BASE FILE: the mix as a URL list (80% of lines among 2,000 popular 4 KiB objects, 20%
-  # objects asked once), enough lines that oha's picks seldom repeat a one-hit key.
-  mix_urls() {
-    python3 - "$1" "$2" "$(( ${RATE_MAX:-100000} ))" <<'PY'
-import random, sys
-base, path, lines = sys.argv[1], sys.argv[2], int(sys.argv[3])
-rng = random.Random()
-tag = rng.randrange(1 << 30)
-with open(path, "w") as f:
-    for i in range(lines):
-        if rng.random() < 0.8:
-            f.write(f"{base}/obj/hot-{rng.randrange(1, 2001)}?size=4096\n")
-        else:
-            f.write(f"{base}/obj/rate-once-{tag}-{i}?size=4096\n")
-PY
-  }
   for workload in ${RATE_WORKLOADS:-1KiB 64KiB mix}; do
     peak=$(awk -v w="$workload" '$1 == "nginx" && $2 == w {print $3}' "$RESULTS" | sort -n |
       awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}')
@@ -619,7 +603,7 @@ PY
             1KiB) target=("$base/obj/small?size=1024") ;;
             64KiB) target=("$base/obj/large?size=65536") ;;
             mix)
-              RATE_MAX=$((rate * DURATION * 2)) mix_urls "$base" "$WORK/mix-$peer.urls"
+              mix_urls "$base" "$WORK/mix-$peer.urls" $((rate * DURATION * 2))
               target=(--urls-from-file "$WORK/mix-$peer.urls")
               ;;
             *) log "fixed rates take 1KiB, 64KiB and mix, not $workload"; continue ;;

@@ -170,3 +170,21 @@ vm_kib() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status" 2>/dev/null || 
 
 # open_fds PID: open file descriptors.
 open_fds() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
+
+# mix_urls BASE FILE LINES: bench-peers.sh's mix as a URL list for oha (--urls-from-file): 80% of
+# lines among 2,000 popular 4 KiB objects, 20% objects asked once (named afresh on every call),
+# enough lines that oha's picks seldom repeat a one-hit key.
+mix_urls() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import random, sys
+base, path, lines = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = random.Random()
+tag = rng.randrange(1 << 30)
+with open(path, "w") as f:
+    for i in range(lines):
+        if rng.random() < 0.8:
+            f.write(f"{base}/obj/hot-{rng.randrange(1, 2001)}?size=4096\n")
+        else:
+            f.write(f"{base}/obj/rate-once-{tag}-{i}?size=4096\n")
+PY
+}

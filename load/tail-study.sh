@@ -86,18 +86,7 @@ targets() {
     echo "$1/obj/small?size=$SIZE"
     return
   fi
-  python3 - "$1" "$WORK/mix.urls" "$((RATE * DURATION * 2))" <<'PY'
-import random, sys
-base, path, lines = sys.argv[1], sys.argv[2], int(sys.argv[3])
-rng = random.Random()
-tag = rng.randrange(1 << 30)
-with open(path, "w") as f:
-    for i in range(lines):
-        if rng.random() < 0.8:
-            f.write(f"{base}/obj/hot-{rng.randrange(1, 2001)}?size=4096\n")
-        else:
-            f.write(f"{base}/obj/once-{tag}-{i}?size=4096\n")
-PY
+  mix_urls "$1" "$WORK/mix.urls" $((RATE * DURATION * 2))
   printf '%s\n' --urls-from-file "$WORK/mix.urls"
 }
 
