@@ -4,6 +4,7 @@ pub mod client;
 pub mod h2raw;
 pub mod origin;
 pub mod proxy;
+pub mod refusing;
 pub mod temp;
 pub mod tls;
 pub mod wire;

@@ -2,6 +2,10 @@
 //! client (`bloomgate replay`). One test crate per subject, so that it is linked once.
 
 mod origin_faults;
+// Only `RefusingPort::new` is used here.
 mod origin_serving;
 mod origin_support;
+#[allow(dead_code)]
+#[path = "../common/refusing.rs"]
+mod refusing;
 mod replay_client;

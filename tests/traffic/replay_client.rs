@@ -182,17 +182,9 @@ async fn cache_status_splits_hits_and_misses_by_reason() {
 
 #[tokio::test]
 async fn an_unreachable_target_gives_transport_errors() {
-    // Bound but not listening: a connect is refused, and no test beside this one can be given
-    // the port while the socket lives (a port bound and let go can be).
-    let held = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    held.bind(
-        &"127.0.0.1:0"
-            .parse::<std::net::SocketAddr>()
-            .unwrap()
-            .into(),
-    )
-    .unwrap();
-    let port = held.local_addr().unwrap().as_socket().unwrap().port();
+    // Held with nothing listening: refused, and no test beside this one can be given the port.
+    let refusing = crate::refusing::RefusingPort::new();
+    let port = refusing.addr.port();
     let trace = requests(&[("a", 1), ("b", 1), ("c", 1)]);
     let report = replay(
         trace.into_iter(),
