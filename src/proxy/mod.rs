@@ -2,30 +2,12 @@
 //! in `fetch.rs` and `forward.rs`, its outcome in `served.rs`), its listeners and its admin
 //! endpoints.
 
-mod access_log;
 mod admin;
-mod coalesce;
-mod decision;
-mod exchange;
-mod fetch;
-mod forward;
-mod handler;
-mod headers;
-mod idle;
-mod logged;
-mod origin;
-mod persist;
-mod range;
-mod reload;
-mod respond;
+mod outcome;
+mod request;
+mod response;
 mod series;
-mod served;
 mod server;
-mod slice;
-mod stall;
-mod status;
-mod stream;
-mod tags;
 mod upstream;
 
 use std::path::PathBuf;
@@ -42,16 +24,16 @@ use crate::config::{AdmissionConfig, Config};
 use crate::telemetry::{DoorkeeperState, ScrapeState};
 use crate::tls::{Certificates, TlsError};
 
-pub use access_log::{AccessLog, AccessLogError};
-pub use exchange::{Route, TranslateError, translate};
-pub use persist::{SnapshotLoadError, SnapshotSaveError};
-pub use reload::{ReloadError, ReloadOutcome};
-pub use served::{CACHE_NAME, Fwd};
+pub use admin::persist::{SnapshotLoadError, SnapshotSaveError};
+pub use admin::reload::{ReloadError, ReloadOutcome};
+pub use outcome::access_log::{AccessLog, AccessLogError};
+pub use outcome::served::{CACHE_NAME, Fwd};
+pub use request::exchange::{Route, TranslateError, translate};
 pub use server::{RunningProxy, ServeError, Signals, start, start_with_disk, start_with_file};
 
-use coalesce::Coalescer;
-use origin::OriginClient;
+use request::coalesce::Coalescer;
 use upstream::Routing;
+use upstream::origin::OriginClient;
 
 /// What a configuration reload can swap while requests run: each request reads one `Live`.
 pub struct Live {
@@ -118,7 +100,7 @@ impl Proxy {
             Some(tls) => Some(Arc::new(Certificates::load(&tls.cert_file, &tls.key_file)?)),
             None => None,
         };
-        let doorkeeper = persist::restore_or_new(&config.admission);
+        let doorkeeper = admin::persist::restore_or_new(&config.admission);
         let budget = Budget::new(config.cache.max_bytes, config.admission.probation_share);
         let store = match &disk {
             Some(disk) => {

@@ -288,7 +288,7 @@ mod tests {
 
     #[test]
     fn every_decision_has_its_own_label() {
-        use super::super::decision::Decision;
+        use crate::proxy::request::decision::Decision;
         use crate::cache::NotStored;
         for decision in [
             Decision::Admitted,

@@ -5,6 +5,7 @@
 
 mod balance;
 mod health;
+pub(crate) mod origin;
 mod probe;
 mod server;
 
@@ -91,7 +92,7 @@ impl Routing {
     }
 
     /// Starts the probes of every group that has a probe path, on the current runtime.
-    pub fn start_probes(&self, client: &super::origin::OriginClient) {
+    pub fn start_probes(&self, client: &origin::OriginClient) {
         let mut probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
         for (group, health) in self.groups.iter().zip(&self.health) {
             let Some(path) = &health.probe_path else {

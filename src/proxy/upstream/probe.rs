@@ -9,7 +9,7 @@ use http::Uri;
 use super::health::{Streak, now_ms};
 use super::server::Server;
 use crate::config::HealthConfig;
-use crate::proxy::origin::OriginClient;
+use crate::proxy::upstream::origin::OriginClient;
 
 /// Probes `server` at `uri` until aborted.
 pub async fn run(server: Arc<Server>, client: OriginClient, uri: Uri, health: HealthConfig) {

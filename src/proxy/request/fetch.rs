@@ -10,19 +10,19 @@ use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::Proxy;
-use super::coalesce::{self, Flight, FlightOutcome, Role, SharedResponse};
-use super::exchange::Exchange;
-use super::headers::strip_hop_by_hop;
-use super::origin::{OriginError, OriginFailure};
-use super::respond::{self, Answer};
-use super::served::{Fwd, OriginHead, Served, Tier};
 use crate::cache::{Freshness, StoredResponse};
+use crate::proxy::Proxy;
+use crate::proxy::outcome::served::{Fwd, OriginHead, Served, Tier};
+use crate::proxy::request::coalesce::{self, Flight, FlightOutcome, Role, SharedResponse};
+use crate::proxy::request::exchange::Exchange;
+use crate::proxy::response::headers::strip_hop_by_hop;
+use crate::proxy::response::respond::{self, Answer};
+use crate::proxy::upstream::origin::{OriginError, OriginFailure};
 
 /// A miss on its way to the origin: the request, why it went forward, the stale entry it may
 /// revalidate, and the flight it leads when it leads one (the requests waiting on it get what it
 /// fetches).
-pub(super) struct Fetch {
+pub(crate) struct Fetch {
     pub exchange: Exchange,
     pub fwd: Fwd,
     pub stale: Option<Arc<StoredResponse>>,
@@ -79,7 +79,7 @@ impl Fetch {
 impl Proxy {
     /// Phase 3: one fetch per key in flight. The first request leads; the others wait for its
     /// response and use it when it answers them too.
-    pub(super) async fn fetch(
+    pub(crate) async fn fetch(
         self: &Arc<Self>,
         exchange: Exchange,
         fwd: Fwd,
@@ -269,7 +269,7 @@ impl Proxy {
     }
 
     /// Serves a stale entry right away and refreshes it in the background, once per key.
-    pub(super) fn revalidate_in_background(
+    pub(crate) fn revalidate_in_background(
         self: &Arc<Self>,
         exchange: &Exchange,
         entry: &Arc<StoredResponse>,

@@ -5,6 +5,13 @@
 //!
 //! Each request loads the live configuration once, into its [`Exchange`], and finishes on it.
 
+pub(crate) mod coalesce;
+pub(crate) mod decision;
+pub(crate) mod exchange;
+pub(crate) mod fetch;
+pub(crate) mod forward;
+pub(crate) mod tags;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -12,16 +19,16 @@ use std::time::{Instant, SystemTime};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
-use super::exchange::{Exchange, Route};
-use super::headers::{settle_response_framing, strip_hop_by_hop};
-use super::logged::{Entry, Logged};
-use super::origin::{OriginError, OriginFailure};
-use super::respond::{self, Answer, ProxyBody};
-use super::series::{PurgeLabel, series};
-use super::served::{Detail, Fwd, OriginHead, Served, Tier};
-use super::stream::OriginStream;
-use super::{Live, Proxy};
 use crate::cache::{Freshness, NotStored};
+use crate::proxy::outcome::logged::{Entry, Logged};
+use crate::proxy::outcome::served::{Detail, Fwd, OriginHead, Served, Tier};
+use crate::proxy::request::exchange::{Exchange, Route};
+use crate::proxy::response::headers::{settle_response_framing, strip_hop_by_hop};
+use crate::proxy::response::respond::{self, Answer, ProxyBody};
+use crate::proxy::response::stream::OriginStream;
+use crate::proxy::series::{PurgeLabel, series};
+use crate::proxy::upstream::origin::{OriginError, OriginFailure};
+use crate::proxy::{Live, Proxy};
 
 impl Proxy {
     /// Answers one client request; every response carries `Cache-Status`. With an access log,
@@ -159,7 +166,7 @@ impl Proxy {
     /// Passes a GET's range to the origin, when the cache will not cut it from the whole object:
     /// too large, not storable (`reason` says why), or given up by the fetch it waited for. The
     /// origin's answer, a 206 or 416 included, is forwarded as it is and never stored.
-    pub(super) async fn pass_range(
+    pub(crate) async fn pass_range(
         self: &Arc<Self>,
         exchange: Exchange,
         reason: Option<NotStored>,
@@ -241,7 +248,7 @@ impl Proxy {
     }
 
     /// Removes the object a PURGE request names: 200 if something was stored, 404 otherwise.
-    pub(super) fn purge(&self, parts: &http::request::Parts) -> (StatusCode, &'static str) {
+    pub(crate) fn purge(&self, parts: &http::request::Parts) -> (StatusCode, &'static str) {
         self.purge_with(&self.live(), parts)
     }
 
@@ -268,7 +275,7 @@ impl Proxy {
 impl Proxy {
     /// Removes every variant stored under `key`, in RAM and on disk; returns whether either tier
     /// held one.
-    pub(super) fn forget(&self, key: &crate::cache::CacheKey) -> bool {
+    pub(crate) fn forget(&self, key: &crate::cache::CacheKey) -> bool {
         let in_ram = self.store.purge(key);
         // After the store's purge: a write of this key queued by an eviction before it is dropped.
         let on_disk = self.disk.as_ref().is_some_and(|disk| disk.remove(key));

@@ -2,6 +2,9 @@
 //! when `[server.tls]` is set; a connection limit shared by both, a header-read (and handshake)
 //! timeout, and graceful shutdown.
 
+pub(crate) mod idle;
+pub(crate) mod stall;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,16 +20,16 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 
-use super::Proxy;
-use super::access_log::{AccessLog, AccessLogError};
-use super::admin;
-use super::idle::{Activity, Tracked};
-use super::persist;
-use super::series::{CachedError, DecisionLabel, OriginOutcome, Outcome, PurgeLabel};
-use super::stall::{BodyProgress, SendTimeout, Sending, StallScope, StreamExecutor};
 use crate::cache::ClientTls;
 use crate::cache::disk::DiskTier;
 use crate::config::Config;
+use crate::proxy::Proxy;
+use crate::proxy::admin;
+use crate::proxy::admin::persist;
+use crate::proxy::outcome::access_log::{AccessLog, AccessLogError};
+use crate::proxy::series::{CachedError, DecisionLabel, OriginOutcome, Outcome, PurgeLabel};
+use crate::proxy::server::idle::{Activity, Tracked};
+use crate::proxy::server::stall::{BodyProgress, SendTimeout, Sending, StallScope, StreamExecutor};
 use crate::telemetry::{
     ACCESS_LOG_DROPPED_TOTAL, ACCESS_LOG_LINES_TOTAL, ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL,
     CACHED_ERRORS_TOTAL, CLIENT_SEND_TIMEOUTS_TOTAL, CONNECTIONS_IDLE_CLOSED_TOTAL,
@@ -146,7 +149,7 @@ impl Signals {
                 _ = term.recv() => return,
                 _ = int.recv() => return,
                 _ = hup.recv() => {
-                    super::reload::log_reload(proxy.reload());
+                    crate::proxy::admin::reload::log_reload(proxy.reload());
                     proxy.reopen_access_log();
                 }
                 _ = usr1.recv() => proxy.reopen_access_log(),

@@ -11,14 +11,14 @@ use http::{Method, Response, StatusCode, response};
 use http_body_util::{Either, Full};
 use hyper::body::Body;
 
-use super::coalesce::SharedResponse;
-use super::headers::{not_modified, not_modified_headers};
-use super::origin::OriginFailure;
-use super::range::{self, Ranges, Selection};
-use super::served::{Fwd, OriginHead, Served, Tier};
-use super::slice::SlicedStream;
-use super::stream::OriginStream;
 use crate::cache::StoredResponse;
+use crate::proxy::outcome::served::{Fwd, OriginHead, Served, Tier};
+use crate::proxy::request::coalesce::SharedResponse;
+use crate::proxy::response::headers::{not_modified, not_modified_headers};
+use crate::proxy::response::range::{self, Ranges, Selection};
+use crate::proxy::response::slice::SlicedStream;
+use crate::proxy::response::stream::OriginStream;
+use crate::proxy::upstream::origin::OriginFailure;
 
 /// The body of every response the proxy sends: a body at hand (stored, or read whole), an origin
 /// body on its way, or the parts of one that a range asks for.
@@ -172,7 +172,7 @@ pub fn stored(parts: &Parts, entry: &StoredResponse, served: Served, now: System
     }
     let mut response = from_entry(parts, entry, headers);
     let sent = response.body().size_hint().exact().unwrap_or(0);
-    super::series::series().hit_bytes.increment(sent);
+    crate::proxy::series::series().hit_bytes.increment(sent);
     response.headers_mut().insert(header::AGE, age);
     Answer::new(response, served)
 }

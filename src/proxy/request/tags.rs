@@ -6,16 +6,16 @@ use std::time::SystemTime;
 
 use http::StatusCode;
 
-use super::Proxy;
-use super::exchange::Exchange;
-use super::series::{PurgeLabel, series};
 use crate::cache::{PurgeKind, StoredResponse};
+use crate::proxy::Proxy;
+use crate::proxy::request::exchange::Exchange;
+use crate::proxy::series::{PurgeLabel, series};
 
 impl Proxy {
     /// `entry`, found for `exchange`, as purges of its tags leave it: `None` when a hard purge
     /// removed it (its key, every variant, from both tiers), a stale copy (stored in its place)
     /// after a soft purge, else itself.
-    pub(super) fn unless_purged(
+    pub(crate) fn unless_purged(
         &self,
         exchange: &Exchange,
         entry: Arc<StoredResponse>,
@@ -43,7 +43,7 @@ impl Proxy {
     }
 
     /// Purges every entry carrying `tag`: answers `POST /purge/tag/<tag>[?soft=1]`.
-    pub(super) fn purge_tag(&self, tag: &str, query: Option<&str>) -> (StatusCode, String) {
+    pub(crate) fn purge_tag(&self, tag: &str, query: Option<&str>) -> (StatusCode, String) {
         if tag.is_empty() || tag.contains('/') {
             return (
                 StatusCode::BAD_REQUEST,

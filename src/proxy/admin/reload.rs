@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use super::{AccessLog, Live, Proxy, new_doorkeeper};
 use crate::admission::Doorkeeper;
 use crate::config::{Config, ConfigErrors};
-use crate::proxy::OriginClient;
 use crate::proxy::upstream::Routing;
+use crate::proxy::upstream::origin::OriginClient;
+use crate::proxy::{AccessLog, Live, Proxy, new_doorkeeper};
 use crate::tls::Certificates;
 use crate::tls::TlsError;
 
@@ -212,7 +212,7 @@ fn carry_over(old: Option<&Doorkeeper>, config: &Config) -> Option<Arc<Doorkeepe
 }
 
 /// Logs what a reload did, or why it changed nothing.
-pub(super) fn log_reload(result: Result<ReloadOutcome, ReloadError>) {
+pub(crate) fn log_reload(result: Result<ReloadOutcome, ReloadError>) {
     match result {
         Ok(outcome) => {
             tracing::info!(applied = ?outcome.applied, "configuration reloaded");

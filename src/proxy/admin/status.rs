@@ -18,9 +18,9 @@ use crate::telemetry::{
     FILTER_ROTATIONS_TOTAL, ORIGIN_BYTES_TOTAL, REQUESTS_TOTAL, UPSTREAM_HEALTHY,
 };
 
-use super::Proxy;
-use super::series::{DecisionLabel, Outcome};
-use super::upstream::label;
+use crate::proxy::Proxy;
+use crate::proxy::series::{DecisionLabel, Outcome};
+use crate::proxy::upstream::label;
 
 /// The page at `GET /`: HTML with its style and script inline, polling `/status.json`.
 pub const PAGE: &str = include_str!("status.html");

@@ -1,6 +1,10 @@
 //! The admin listener: the status page, `/status.json`, `/metrics`, `/healthz`, `/readyz`,
 //! `POST /reload`, PURGE, and purge by tag.
 
+pub(crate) mod persist;
+pub(crate) mod reload;
+pub(crate) mod status;
+
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -14,10 +18,10 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::Proxy;
-use super::status::{self, History};
 use crate::cache::disk::TierState;
+use crate::proxy::Proxy;
 use crate::telemetry;
+use status::History;
 
 /// Answers the admin endpoints, and samples the status page's history, until dropped.
 pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>, shutdown: watch::Receiver<bool>) {
@@ -92,7 +96,7 @@ fn answer(
             ),
             Err(error) => text_owned(StatusCode::BAD_REQUEST, format!("{error}\n")),
         };
-        super::reload::log_reload(result);
+        crate::proxy::admin::reload::log_reload(result);
         return response;
     }
     if parts.method != Method::GET {

@@ -13,13 +13,13 @@ use http::{Method, Request, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 
-use super::Live;
-use super::headers::{Forwarding, OriginBody, to_origin};
-use super::origin::OutgoingBody;
-use super::served::Fwd;
-use super::upstream::{Group, Server};
 use crate::cache::{Authority, CacheKey, ClientTls, KeyError, StoredResponse, keyed_query};
 use crate::config::Config;
+use crate::proxy::Live;
+use crate::proxy::outcome::served::Fwd;
+use crate::proxy::response::headers::{Forwarding, OriginBody, to_origin};
+use crate::proxy::upstream::origin::OutgoingBody;
+use crate::proxy::upstream::{Group, Server};
 
 /// A request the proxy has accepted: its parts, validated authority and cache key, and the `Live`
 /// configuration loaded once when it arrived.

@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 
-use super::decision::Decision;
-use super::origin::{AnsweredBy, OriginFailure};
-use super::series::{CachedError, Outcome};
 use crate::admission::probation::Segment;
 use crate::cache::NotStored;
+use crate::proxy::request::decision::Decision;
+use crate::proxy::series::{CachedError, Outcome};
+use crate::proxy::upstream::origin::{AnsweredBy, OriginFailure};
 
 /// The name bloomgate gives itself in `Cache-Status`.
 pub const CACHE_NAME: &str = "bloomgate";

@@ -8,11 +8,11 @@
 use http::header::HeaderMap;
 use http::response;
 
-use super::headers::{ResponseFraming, content_length};
-use super::series::DecisionLabel;
 use crate::admission::Doorkeeper;
 use crate::admission::probation::{Budget, Mode, Placement, Segment};
 use crate::cache::{CacheKey, NotStored, ResponseControl, storability};
+use crate::proxy::response::headers::{ResponseFraming, content_length};
+use crate::proxy::series::DecisionLabel;
 
 /// A response a shared cache may store.
 pub struct Storable {
@@ -25,7 +25,7 @@ pub struct Storable {
 /// Decides whether a response may be stored, from the request and the response head alone.
 ///
 /// `request_headers` are the client's; `head` has had its framing settled
-/// ([`super::headers::settle_response_framing`]); `control` are its directives, read with the
+/// ([`crate::proxy::response::headers::settle_response_framing`]); `control` are its directives, read with the
 /// configured targeted fields.
 pub fn storable(
     request_headers: &HeaderMap,

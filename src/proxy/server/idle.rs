@@ -15,7 +15,7 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::watch;
 
-use super::stall::BodyProgress;
+use crate::proxy::server::stall::BodyProgress;
 
 /// The requests in progress on one connection.
 pub struct Activity {

@@ -14,13 +14,13 @@ use std::sync::{Arc, PoisonError};
 
 use metrics::counter;
 
-use super::{Proxy, new_doorkeeper};
 use crate::admission::{Doorkeeper, DoorkeeperConfig, DoorkeeperSnapshotError};
 use crate::config::AdmissionConfig;
+use crate::proxy::{Proxy, new_doorkeeper};
 use crate::telemetry::FILTER_SNAPSHOTS_TOTAL;
 
 /// Outcome labels of `bloomgate_filter_snapshots_total`.
-pub(super) const OUTCOMES: &[&str] = &["ok", "error"];
+pub(crate) const OUTCOMES: &[&str] = &["ok", "error"];
 
 /// Why a snapshot file could not be restored.
 #[derive(Debug, thiserror::Error)]
@@ -106,7 +106,7 @@ fn temporary_path(path: &Path) -> PathBuf {
 
 /// The doorkeeper a starting proxy uses: the one saved at `admission.snapshot_path` when it fits
 /// the configuration, otherwise fresh filters. A missing or unusable snapshot is logged, never fatal.
-pub(super) fn restore_or_new(admission: &AdmissionConfig) -> Option<Arc<Doorkeeper>> {
+pub(crate) fn restore_or_new(admission: &AdmissionConfig) -> Option<Arc<Doorkeeper>> {
     if !admission.mode.uses_doorkeeper() {
         return None;
     }
@@ -140,7 +140,7 @@ pub(super) fn restore_or_new(admission: &AdmissionConfig) -> Option<Arc<Doorkeep
 /// Saves the doorkeeper in force now to `admission.snapshot_path`, off the async runtime, and
 /// counts the outcome. Returns the file written, or `None` when there was nothing to save or the
 /// save failed (logged).
-pub(super) async fn save(proxy: &Arc<Proxy>) -> Option<PathBuf> {
+pub(crate) async fn save(proxy: &Arc<Proxy>) -> Option<PathBuf> {
     let proxy = Arc::clone(proxy);
     let result = tokio::task::spawn_blocking(move || {
         // The periodic save and the one at shutdown share `<path>.tmp`.
@@ -169,7 +169,7 @@ pub(super) async fn save(proxy: &Arc<Proxy>) -> Option<PathBuf> {
 
 /// Saves the doorkeeper every `admission.snapshot_interval` (re-read each time, so a reload
 /// applies), until the task is aborted.
-pub(super) async fn save_periodically(proxy: Arc<Proxy>) {
+pub(crate) async fn save_periodically(proxy: Arc<Proxy>) {
     loop {
         tokio::time::sleep(proxy.config().admission.snapshot_interval).await;
         save(&proxy).await;

@@ -10,21 +10,21 @@ use http::header::{self, HeaderName};
 use http::{Response, StatusCode, response};
 use hyper::body::{Body, Incoming};
 
-use super::Proxy;
-use super::coalesce::{FlightOutcome, SharedResponse};
-use super::decision::{self, Decision, Storable};
-use super::exchange::Exchange;
-use super::fetch::Fetch;
-use super::headers::{
+use crate::cache::{ResponseControl, StoredResponse, varied_request_fields};
+use crate::proxy::Proxy;
+use crate::proxy::outcome::served::{Detail, OriginHead, Served};
+use crate::proxy::request::coalesce::{FlightOutcome, SharedResponse};
+use crate::proxy::request::decision::{self, Decision, Storable};
+use crate::proxy::request::exchange::Exchange;
+use crate::proxy::request::fetch::Fetch;
+use crate::proxy::response::headers::{
     ResponseFraming, content_length, not_modified, settle_response_framing, strip_hop_by_hop,
 };
-use super::origin::OriginFailure;
-use super::range::Ranges;
-use super::respond::{self, Answer, ProxyBody, WholeBody};
-use super::series::series;
-use super::served::{Detail, OriginHead, Served};
-use super::stream::{Capture, OriginStream, Prefix};
-use crate::cache::{ResponseControl, StoredResponse, varied_request_fields};
+use crate::proxy::response::range::Ranges;
+use crate::proxy::response::respond::{self, Answer, ProxyBody, WholeBody};
+use crate::proxy::response::stream::{Capture, OriginStream, Prefix};
+use crate::proxy::series::series;
+use crate::proxy::upstream::origin::OriginFailure;
 
 /// The origin's answer to a fetch, its head settled and its storage decided.
 struct Fetched {
@@ -58,7 +58,7 @@ impl Proxy {
     /// A GET's range is cut from the whole 200 as it streams, when the whole is known to be no
     /// larger than `cache.max_object_bytes` (a body of unknown length is read up to its limit
     /// first); otherwise this fetch is given up and the origin answers the range itself.
-    pub(super) async fn forward_response(
+    pub(crate) async fn forward_response(
         self: &Arc<Self>,
         fetch: Fetch,
         response: Response<Incoming>,

@@ -9,8 +9,8 @@ use bytes::{Bytes, BytesMut};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use super::origin::OriginFailure;
-use super::series::{OriginOutcome, series};
+use crate::proxy::series::{OriginOutcome, series};
+use crate::proxy::upstream::origin::OriginFailure;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

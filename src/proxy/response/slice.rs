@@ -9,8 +9,8 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 
-use super::range::{Partial, Piece};
-use super::stream::{BoxError, OriginStream};
+use crate::proxy::response::range::{Partial, Piece};
+use crate::proxy::response::stream::{BoxError, OriginStream};
 
 /// Why a sliced body failed.
 #[derive(Debug, thiserror::Error)]

@@ -14,8 +14,8 @@ use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::{Body, Frame, SizeHint};
 
-use super::access_log::AccessLog;
-use super::served::{OriginHead, Served};
+use crate::proxy::outcome::access_log::AccessLog;
+use crate::proxy::outcome::served::{OriginHead, Served};
 use crate::trace::AccessLine;
 
 /// nginx's status for a request whose client went away before it was answered.

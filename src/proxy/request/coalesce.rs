@@ -6,9 +6,9 @@ use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 use tokio::sync::watch;
 
-use super::origin::OriginFailure;
-use super::served::Detail;
 use crate::cache::{CacheKey, StoredResponse};
+use crate::proxy::outcome::served::Detail;
+use crate::proxy::upstream::origin::OriginFailure;
 
 /// A complete response the leader of a flight hands to the requests that waited for it: the entry
 /// built from it (stored or not), which also says which `Vary` selection it answers.

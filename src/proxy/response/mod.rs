@@ -1,0 +1,8 @@
+//! Building the client's response: from a stored entry or the origin's, its header fields, the
+//! ranges cut from a whole body, and the origin body streamed through.
+
+pub(crate) mod headers;
+pub(crate) mod range;
+pub(crate) mod respond;
+pub(crate) mod slice;
+pub(crate) mod stream;
