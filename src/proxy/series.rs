@@ -288,8 +288,8 @@ mod tests {
 
     #[test]
     fn every_decision_has_its_own_label() {
-        use crate::proxy::request::decision::Decision;
         use crate::cache::NotStored;
+        use crate::proxy::request::decision::Decision;
         for decision in [
             Decision::Admitted,
             Decision::Probation,

@@ -1,6 +1,6 @@
-//! A miss, fetched from the origin once per key in flight: the requests that wait for it, the
-//! stale entry it revalidates (a 304 refreshes it) or serves when the origin fails, and the
-//! origin's answer handed on to be forwarded.
+//! The coalesce and origin phases: a miss is fetched from the origin once per key in flight (the
+//! requests that wait for it get its outcome); the stale entry it revalidates is refreshed by a
+//! 304 or served when the origin fails; any other answer goes on to the response phase.
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -10,6 +10,7 @@ use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
+use super::Step;
 use crate::cache::{Freshness, StoredResponse};
 use crate::proxy::Proxy;
 use crate::proxy::outcome::served::{Fwd, OriginHead, Served, Tier};
@@ -30,6 +31,16 @@ pub(crate) struct Fetch {
 }
 
 impl Fetch {
+    /// A fetch for `exchange`, which went forward for `fwd`, revalidating `stale` if given.
+    pub fn new(exchange: Exchange, fwd: Fwd, stale: Option<Arc<StoredResponse>>) -> Fetch {
+        Fetch {
+            exchange,
+            fwd,
+            stale,
+            flight: None,
+        }
+    }
+
     /// Asks the origin for the object, with the stale entry's validators when `conditional`.
     async fn send(&self, conditional: bool) -> Result<Response<Incoming>, OriginError> {
         let stale = self.stale.as_deref().filter(|_| conditional);
@@ -77,41 +88,32 @@ impl Fetch {
 }
 
 impl Proxy {
-    /// Phase 3: one fetch per key in flight. The first request leads; the others wait for its
-    /// response and use it when it answers them too.
-    pub(crate) async fn fetch(
-        self: &Arc<Self>,
-        exchange: Exchange,
-        fwd: Fwd,
-        stale: Option<Arc<StoredResponse>>,
-    ) -> Answer {
-        let mut fetch = Fetch {
-            exchange,
-            fwd,
-            stale,
-            flight: None,
-        };
-        match self.flights.join(&fetch.exchange.key) {
-            Role::Leader(flight) => fetch.flight = Some(flight),
-            Role::Follower(slot) => {
-                // A leader whose client reads slowly must not hold its waiters for long.
-                let origin = &fetch.exchange.config().origin;
-                let patience = origin.first_byte_timeout + origin.idle_timeout;
-                let outcome = tokio::time::timeout(patience, coalesce::wait(slot))
-                    .await
-                    .unwrap_or(FlightOutcome::FetchAlone);
-                let gave_up = matches!(outcome, FlightOutcome::FetchAlone);
-                if let Some(answer) = self.follow(&mut fetch, outcome) {
-                    return answer;
-                }
-                // The leader found nothing to cut a range from (too large, not storable, or cut
-                // short): the origin answers this range rather than a second whole fetch.
-                if gave_up && fetch.exchange.asks_for_range() {
-                    return self.pass_range(fetch.exchange, None).await;
-                }
+    /// The coalesce phase: one fetch per key in flight. The first request leads and goes to the
+    /// origin; the others wait for its response and use it when it answers them too.
+    pub(super) async fn coalesce(self: &Arc<Self>, mut fetch: Fetch) -> Step {
+        let slot = match self.flights.join(&fetch.exchange.key) {
+            Role::Leader(flight) => {
+                fetch.flight = Some(flight);
+                return Step::Origin(fetch);
             }
+            Role::Follower(slot) => slot,
+        };
+        // A leader whose client reads slowly must not hold its waiters for long.
+        let origin = &fetch.exchange.config().origin;
+        let patience = origin.first_byte_timeout + origin.idle_timeout;
+        let outcome = tokio::time::timeout(patience, coalesce::wait(slot))
+            .await
+            .unwrap_or(FlightOutcome::FetchAlone);
+        let gave_up = matches!(outcome, FlightOutcome::FetchAlone);
+        if let Some(answer) = self.follow(&mut fetch, outcome) {
+            return Step::Done(answer);
         }
-        self.fetch_from_origin(fetch).await
+        // The leader found nothing to cut a range from (too large, not storable, or cut short):
+        // the origin answers this range rather than a second whole fetch.
+        if gave_up && fetch.exchange.asks_for_range() {
+            return Step::PassRange(fetch.exchange, None);
+        }
+        Step::Origin(fetch)
     }
 
     /// A waiting request's answer from its leader's outcome, or `None` to fetch alone.
@@ -159,9 +161,9 @@ impl Proxy {
         }
     }
 
-    /// Phase 4: the origin's answer. A 304 refreshes the stale entry; a failure serves the stale
-    /// entry where `stale-if-error` allows; anything else goes on to be decided and forwarded.
-    async fn fetch_from_origin(self: &Arc<Self>, mut fetch: Fetch) -> Answer {
+    /// The origin phase: the fetch sent. A 304 refreshes the stale entry; a failure serves the
+    /// stale entry where `stale-if-error` allows; anything else goes on to the response phase.
+    pub(super) async fn ask_origin(&self, mut fetch: Fetch) -> Step {
         let asked = Instant::now();
         let mut conditional = fetch.stale.is_some();
         let mut sent = fetch.send(conditional).await;
@@ -177,7 +179,7 @@ impl Proxy {
                 origin,
                 &mut fetch.flight,
             ) {
-                return answer;
+                return Step::Done(answer);
             }
             // A 304 about nothing stored must not be used for this request: ask again without
             // the condition (RFC 9111 section 4.3.4).
@@ -191,10 +193,11 @@ impl Proxy {
             Err(error) => {
                 tracing::warn!(%error, key = %fetch.exchange.key, "origin request failed");
                 let failure = error.failure();
-                return match fetch.stale_on_error(failure.status().as_u16()) {
+                let answer = match fetch.stale_on_error(failure.status().as_u16()) {
                     Some(answer) => answer,
                     None => fetch.fail(failure),
                 };
+                return Step::Done(answer);
             }
         };
         let origin = OriginHead::of(&response, asked);
@@ -203,14 +206,14 @@ impl Proxy {
             // for one, and nothing can be stored from it.
             let key = &fetch.exchange.key;
             tracing::warn!(%key, "origin answered 304 to an unconditional request");
-            return fetch.fail(OriginFailure::Error).answered_by(origin);
+            return Step::Done(fetch.fail(OriginFailure::Error).answered_by(origin));
         }
         if response.status().is_server_error()
             && let Some(answer) = fetch.stale_on_error(response.status().as_u16())
         {
-            return answer.answered_by(origin);
+            return Step::Done(answer.answered_by(origin));
         }
-        self.forward_response(fetch, response, origin).await
+        Step::Response(fetch, response, origin)
     }
 
     /// The answer from a stale entry the origin's 304 is about: the entry refreshed with the 304's
@@ -285,7 +288,7 @@ impl Proxy {
             flight: Some(flight),
         };
         tokio::spawn(async move {
-            let answer = proxy.fetch_from_origin(fetch).await;
+            let answer = proxy.drive(Step::Origin(fetch)).await;
             let _ = answer.response.into_body().collect().await;
         });
     }

@@ -3,17 +3,18 @@
 //! requests waiting on the flight.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderName};
 use http::{Response, StatusCode, response};
 use hyper::body::{Body, Incoming};
 
-use crate::cache::{ResponseControl, StoredResponse, varied_request_fields};
+use super::Step;
+use super::store::StoreWrite;
+use crate::cache::ResponseControl;
 use crate::proxy::Proxy;
-use crate::proxy::outcome::served::{Detail, OriginHead, Served};
-use crate::proxy::request::coalesce::{FlightOutcome, SharedResponse};
+use crate::proxy::outcome::served::{OriginHead, Served};
 use crate::proxy::request::decision::{self, Decision, Storable};
 use crate::proxy::request::exchange::Exchange;
 use crate::proxy::request::fetch::Fetch;
@@ -27,10 +28,10 @@ use crate::proxy::series::series;
 use crate::proxy::upstream::origin::OriginFailure;
 
 /// The origin's answer to a fetch, its head settled and its storage decided.
-struct Fetched {
-    fetch: Fetch,
+pub(super) struct Fetched {
+    pub(super) fetch: Fetch,
     origin: OriginHead,
-    decision: Decision,
+    pub(super) decision: Decision,
     /// The largest body the decision stores.
     limit: u64,
     /// The targeted field (RFC 9213) whose directives decided, if one did.
@@ -63,13 +64,13 @@ impl Proxy {
         fetch: Fetch,
         response: Response<Incoming>,
         origin: OriginHead,
-    ) -> Answer {
+    ) -> Step {
         let (mut head, body) = response.into_parts();
         let framing = match settle_response_framing(&mut head.headers) {
             Ok(framing) => framing,
             Err(error) => {
                 tracing::warn!(%error, key = %fetch.exchange.key, "origin response refused");
-                return fetch.fail(OriginFailure::Error).answered_by(origin);
+                return Step::Done(fetch.fail(OriginFailure::Error).answered_by(origin));
             }
         };
         strip_hop_by_hop(&mut head.headers);
@@ -90,7 +91,7 @@ impl Proxy {
             ranges,
         };
         match storable {
-            None => self.forward_unstored(fetched, head, body).await,
+            None => self.forward_unstored(fetched, head, body),
             Some(storable) => self.forward_storable(fetched, head, body, storable).await,
         }
     }
@@ -133,12 +134,12 @@ impl Proxy {
     /// A response that is not stored, streamed to the client; the requests waiting on the flight
     /// fetch alone. A range is cut from it when its announced length is within
     /// `cache.max_object_bytes`, and passed to the origin otherwise.
-    async fn forward_unstored(
+    fn forward_unstored(
         self: &Arc<Self>,
         mut fetched: Fetched,
         head: response::Parts,
         body: Incoming,
-    ) -> Answer {
+    ) -> Step {
         count(fetched.decision);
         fetched.fetch.abandon_flight();
         let max_object = fetched.fetch.exchange.config().cache.max_object_bytes;
@@ -146,7 +147,7 @@ impl Proxy {
         if fetched.ranges.is_some() && length.is_none() {
             drop(body);
             let reason = fetched.decision.not_stored();
-            return self.pass_range(fetched.fetch.exchange, reason).await;
+            return Step::PassRange(fetched.fetch.exchange, reason);
         }
         let body = OriginStream::new(body, fetched.idle_timeout(), None);
         let response = match (&fetched.ranges, length) {
@@ -155,7 +156,7 @@ impl Proxy {
             }
             _ => self.client_response(&fetched.fetch.exchange, head, body),
         };
-        fetched.answer(response)
+        Step::Done(fetched.answer(response))
     }
 
     /// A storable response, captured as it streams to the client: stored when admitted, and
@@ -166,7 +167,7 @@ impl Proxy {
         head: response::Parts,
         body: Incoming,
         storable: Storable,
-    ) -> Answer {
+    ) -> Step {
         let content_length = storable.content_length;
         let capture = self.capture(&mut fetched, &head, storable);
         let idle_timeout = fetched.idle_timeout();
@@ -176,7 +177,7 @@ impl Proxy {
             capture.complete_with(Bytes::new());
             let body = OriginStream::new(body, idle_timeout, None);
             let response = self.client_response(&fetched.fetch.exchange, head, body);
-            return fetched.answer(response);
+            return Step::Done(fetched.answer(response));
         }
         let stores = fetched.decision.segment().is_some();
         if content_length.is_none() && (stores || fetched.ranges.is_some()) {
@@ -187,10 +188,10 @@ impl Proxy {
         let body = OriginStream::new(body, idle_timeout, Some(capture));
         if let (Some(ranges), Some(length)) = (&fetched.ranges, content_length) {
             let response = respond::ranged(head, WholeBody::Streaming(body), length, ranges);
-            return fetched.answer(response);
+            return Step::Done(fetched.answer(response));
         }
         let response = self.client_response(&fetched.fetch.exchange, head, body);
-        fetched.answer(response)
+        Step::Done(fetched.answer(response))
     }
 
     /// A storable body of unknown length, read up to the decision's limit before the head goes
@@ -203,7 +204,7 @@ impl Proxy {
         mut head: response::Parts,
         body: OriginStream,
         capture: Capture,
-    ) -> Answer {
+    ) -> Step {
         match body.read_up_to(fetched.limit).await {
             Ok(Prefix::Whole(body)) => {
                 count(fetched.decision);
@@ -211,7 +212,7 @@ impl Proxy {
                 if let Some(ranges) = &fetched.ranges {
                     let length = body.len() as u64;
                     let response = respond::ranged(head, WholeBody::Whole(body), length, ranges);
-                    return fetched.answer(response);
+                    return Step::Done(fetched.answer(response));
                 }
                 let body = match fetched.fetch.exchange.is_head() {
                     true => {
@@ -220,7 +221,7 @@ impl Proxy {
                     }
                     false => respond::full(body),
                 };
-                fetched.answer(Response::from_parts(head, body))
+                Step::Done(fetched.answer(Response::from_parts(head, body)))
             }
             Ok(Prefix::TooLarge(body)) => {
                 fetched.decision = fetched.decision.too_large();
@@ -229,58 +230,32 @@ impl Proxy {
                 if fetched.ranges.is_some() {
                     drop(body);
                     let reason = fetched.decision.not_stored();
-                    return self.pass_range(fetched.fetch.exchange, reason).await;
+                    return Step::PassRange(fetched.fetch.exchange, reason);
                 }
                 let response = self.client_response(&fetched.fetch.exchange, head, body);
-                fetched.answer(response)
+                Step::Done(fetched.answer(response))
             }
             Err(error) => {
                 let fwd = fetched.fetch.fwd;
-                respond::origin_failed(error.failure(), fwd).answered_by(fetched.origin)
+                Step::Done(respond::origin_failed(error.failure(), fwd).answered_by(fetched.origin))
             }
         }
     }
 
-    /// The capture of a storable body: once the origin has sent all of it, it is stored if admitted
-    /// and handed to the requests waiting on the flight, which it takes from `fetched`.
+    /// The capture of a storable body: once the origin has sent all of it, the store phase runs
+    /// on it (see `store.rs`).
     fn capture(
         self: &Arc<Self>,
         fetched: &mut Fetched,
         head: &response::Parts,
         storable: Storable,
     ) -> Capture {
-        let proxy = Arc::clone(self);
-        let exchange = &fetched.fetch.exchange;
-        let key = exchange.key.clone();
-        let request_headers = varied_request_fields(&exchange.parts.headers, &head.headers);
-        let response_status = head.status;
-        let response_headers = head.headers.clone();
-        let decision = fetched.decision;
-        let detail = Detail::of_decision(decision);
-        let flight = fetched.fetch.flight.take();
+        let expected = storable.content_length;
+        let write = StoreWrite::new(self, fetched, head, storable);
         Capture::new(
-            storable.content_length,
+            expected,
             fetched.limit,
-            Box::new(move |body: Bytes| {
-                let entry = StoredResponse::with_control(
-                    response_status,
-                    response_headers,
-                    body,
-                    &request_headers,
-                    &storable.control,
-                    SystemTime::now(),
-                );
-                let shared = match decision.segment() {
-                    Some(segment) => {
-                        let entry = proxy.store.insert(key, entry, segment);
-                        SharedResponse::new(entry, true, detail)
-                    }
-                    None => SharedResponse::new(Arc::new(entry), false, detail),
-                };
-                if let Some(flight) = flight {
-                    flight.finish(FlightOutcome::Response(shared));
-                }
-            }),
+            Box::new(move |body| write.store(body)),
         )
     }
 

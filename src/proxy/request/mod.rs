@@ -1,34 +1,62 @@
-//! The request path, phase by phase: accept the request and look it up (here), serve a hit or
-//! fetch a miss from the origin once per key in flight (`fetch.rs`), decide whether the origin's
-//! response is stored and send it on (`forward.rs`). What the cache does not answer passes through
-//! here to the origin.
+//! The request path as phases, and the driver that runs them. Each phase is a function of the
+//! request's state that returns the next [`Step`]; none calls back into another:
 //!
-//! Each request loads the live configuration once, into its [`Exchange`], and finishes on it.
+//! 1. request (`mod.rs`): refuse what has no cache key, send other methods to the pass;
+//! 2. lookup (`lookup.rs`): RAM, then disk; a fresh hit is done here;
+//! 3. coalesce (`fetch.rs`): one fetch per key in flight, the others wait for its outcome;
+//! 4. origin (`fetch.rs`): the fetch sent; a 304 refreshes, a failure may serve stale;
+//! 5. response (`forward.rs`): storable by RFC 9111 (`decision.rs`), then admission; streamed
+//!    to the client while it is captured;
+//! 6. store (`store.rs`): the captured body written, and the waiting requests answered;
+//!
+//! and beside them the pass (`pass.rs`): what the cache does not answer goes to the origin and
+//! streams back. Purges live in `purge.rs`. Each request loads the live configuration once, into
+//! its [`Exchange`], and finishes on it.
 
 pub(crate) mod coalesce;
 pub(crate) mod decision;
 pub(crate) mod exchange;
 pub(crate) mod fetch;
 pub(crate) mod forward;
-pub(crate) mod tags;
+mod lookup;
+mod pass;
+mod purge;
+mod store;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
-use crate::cache::{Freshness, NotStored};
+use crate::cache::NotStored;
 use crate::proxy::outcome::logged::{Entry, Logged};
-use crate::proxy::outcome::served::{Detail, Fwd, OriginHead, Served, Tier};
+use crate::proxy::outcome::served::{Fwd, OriginHead, Served};
 use crate::proxy::request::exchange::{Exchange, Route};
-use crate::proxy::response::headers::{settle_response_framing, strip_hop_by_hop};
+use crate::proxy::request::fetch::Fetch;
 use crate::proxy::response::respond::{self, Answer, ProxyBody};
-use crate::proxy::response::stream::OriginStream;
-use crate::proxy::series::{PurgeLabel, series};
-use crate::proxy::upstream::origin::{OriginError, OriginFailure};
+use crate::proxy::series::series;
 use crate::proxy::{Live, Proxy};
+
+/// What a phase hands on: the next phase with the state it needs, or the answer.
+pub(crate) enum Step {
+    /// Look the request up in RAM and on disk.
+    Lookup(Exchange),
+    /// A miss, or a stale entry to revalidate: join the fetch in flight for its key, or lead one.
+    Coalesce(Fetch),
+    /// Ask the origin (this fetch leads its flight, or fetches alone).
+    Origin(Fetch),
+    /// The origin's response head to a fetch: decide whether it is stored, and forward it.
+    Response(Fetch, Response<Incoming>, OriginHead),
+    /// A request the cache does not answer, with its body, to the origin as it is.
+    Pass(Exchange, Incoming, Fwd),
+    /// A GET's range the cache will not cut from a whole object (`Some` says why): the origin
+    /// answers it.
+    PassRange(Exchange, Option<NotStored>),
+    /// The answer.
+    Done(Answer),
+}
 
 impl Proxy {
     /// Answers one client request; every response carries `Cache-Status`. With an access log,
@@ -48,7 +76,9 @@ impl Proxy {
             mut response,
             served,
             origin,
-        } = self.accept(Arc::clone(&live), request, peer).await;
+        } = self
+            .drive(self.accept(Arc::clone(&live), request, peer))
+            .await;
         let series = series();
         if let Some(cached_error) = served.cached_error(response.status()) {
             series.cached_error(cached_error).increment(1);
@@ -73,212 +103,55 @@ impl Proxy {
         response.map(|body| Logged::new(body, entry))
     }
 
-    /// Phase 1: refuse what has no cache key, and send what the cache does not answer straight on.
-    async fn accept(
-        self: &Arc<Self>,
-        live: Arc<Live>,
-        request: Request<Incoming>,
-        peer: SocketAddr,
-    ) -> Answer {
+    /// Runs a request's phases, from the step the request phase gave, to its answer.
+    ///
+    /// Every phase after the lookup is boxed: hyper moves each request's future into place, and a
+    /// future holds room for its largest state, so without the boxes every hit would copy the
+    /// miss path's several KiB of state.
+    async fn drive(self: &Arc<Self>, first: Step) -> Answer {
+        let mut step = first;
+        loop {
+            step = match step {
+                Step::Lookup(exchange) => self.lookup(exchange).await,
+                Step::Coalesce(fetch) => Box::pin(self.coalesce(fetch)).await,
+                Step::Origin(fetch) => Box::pin(self.ask_origin(fetch)).await,
+                Step::Response(fetch, response, origin) => {
+                    Box::pin(self.forward_response(fetch, response, origin)).await
+                }
+                Step::Pass(exchange, body, fwd) => Box::pin(self.pass(exchange, body, fwd)).await,
+                Step::PassRange(exchange, reason) => {
+                    Box::pin(self.pass_range(exchange, reason)).await
+                }
+                Step::Done(answer) => return answer,
+            };
+        }
+    }
+
+    /// The request phase: refuse what has no cache key, and send what the cache does not answer
+    /// straight on.
+    fn accept(&self, live: Arc<Live>, request: Request<Incoming>, peer: SocketAddr) -> Step {
         let (parts, body) = request.into_parts();
         if parts.method.as_str() == "PURGE" {
-            return self.purge_from_public(&live, &parts, peer);
+            return Step::Done(self.purge_from_public(&live, &parts, peer));
         }
         let exchange = match Exchange::new(parts, peer, live) {
             Ok(exchange) => exchange,
             Err(error) => {
                 tracing::debug!(%error, %peer, "request refused");
-                return respond::short(
+                return Step::Done(respond::short(
                     StatusCode::BAD_REQUEST,
                     "request has no valid host or target\n",
                     Served::Refused,
-                );
+                ));
             }
         };
         match exchange.route() {
-            Route::Pass(fwd) => Box::pin(self.pass(exchange, body, fwd)).await,
+            Route::Pass(fwd) => Step::Pass(exchange, body, fwd),
             Route::Cache => {
                 // A body on GET or HEAD has no meaning (RFC 9110 section 9.3.1) and is not forwarded.
                 drop(body);
-                self.lookup(exchange).await
+                Step::Lookup(exchange)
             }
         }
-    }
-
-    /// Phase 2: a fresh hit is served; a stale one is served while it revalidates, or revalidated
-    /// first; a miss is fetched.
-    ///
-    /// The fetch, the pass and the disk read are boxed: hyper moves each request's future into
-    /// place, and a future holds room for its largest state, so without the boxes every hit would
-    /// copy the miss path's several KiB of state.
-    async fn lookup(self: &Arc<Self>, exchange: Exchange) -> Answer {
-        let mut variants = self.store.get(&exchange.key);
-        let mut tier = Tier::Ram;
-        if variants.is_none()
-            && let Some(disk) = &self.disk
-            && let Some(restored) =
-                Box::pin(disk.load(&exchange.key, &exchange.config().cache.targeted_fields)).await
-        {
-            // A disk hit goes back into RAM (main: it has been asked for again).
-            variants = self.store.restore(&exchange.key, restored);
-            tier = Tier::Disk;
-        }
-        let now = SystemTime::now();
-        let stored = variants
-            .as_ref()
-            .and_then(|v| v.select(&exchange.parts.headers))
-            .cloned();
-        let Some(entry) = stored else {
-            let fwd = match variants {
-                Some(_) => Fwd::VaryMiss,
-                None => Fwd::Miss,
-            };
-            return Box::pin(self.fetch(exchange, fwd, None)).await;
-        };
-        let Some(entry) = self.unless_purged(&exchange, entry) else {
-            return Box::pin(self.fetch(exchange, Fwd::Miss, None)).await;
-        };
-        match entry.freshness(&exchange.parts.headers, now) {
-            Freshness::Fresh => respond::hit(&exchange.parts, &entry, tier, now),
-            Freshness::StaleWhileRevalidate => {
-                self.revalidate_in_background(&exchange, &entry);
-                let ttl = entry.ttl_seconds(now);
-                let served = Served::StaleWhileRevalidate { ttl };
-                respond::stored(&exchange.parts, &entry, served, now)
-            }
-            Freshness::Stale => Box::pin(self.fetch(exchange, Fwd::Stale, Some(entry))).await,
-        }
-    }
-
-    /// Forwards a request the cache does not answer (other methods), streaming both ways.
-    async fn pass(self: &Arc<Self>, exchange: Exchange, body: Incoming, fwd: Fwd) -> Answer {
-        let asked = Instant::now();
-        let response = exchange
-            .live
-            .origin
-            .send_once(&exchange.group, exchange.key.as_str(), |server| {
-                exchange.pass_request(body, server)
-            })
-            .await;
-        self.passed(exchange, response, asked, fwd, None)
-    }
-
-    /// Passes a GET's range to the origin, when the cache will not cut it from the whole object:
-    /// too large, not storable (`reason` says why), or given up by the fetch it waited for. The
-    /// origin's answer, a 206 or 416 included, is forwarded as it is and never stored.
-    pub(crate) async fn pass_range(
-        self: &Arc<Self>,
-        exchange: Exchange,
-        reason: Option<NotStored>,
-    ) -> Answer {
-        let asked = Instant::now();
-        let response = exchange
-            .live
-            .origin
-            .send_idempotent(&exchange.group, exchange.key.as_str(), |server| {
-                exchange.range_request(server)
-            })
-            .await;
-        let detail = reason.map(Detail::NotStored);
-        self.passed(exchange, response, asked, Fwd::Bypass, detail)
-    }
-
-    /// The origin's answer to a passed request (asked for at `asked`), streamed to the client as
-    /// it is.
-    fn passed(
-        &self,
-        exchange: Exchange,
-        response: Result<Response<Incoming>, OriginError>,
-        asked: Instant,
-        fwd: Fwd,
-        detail: Option<Detail>,
-    ) -> Answer {
-        let response = match response {
-            Ok(response) => response,
-            Err(error) => {
-                tracing::warn!(%error, "origin request failed");
-                return respond::origin_failed(error.failure(), fwd);
-            }
-        };
-        let origin = OriginHead::of(&response, asked);
-        // RFC 9111 section 4.4: a successful unsafe request invalidates what the cache holds.
-        let succeeded = response.status().is_success() || response.status().is_redirection();
-        if !exchange.parts.method.is_safe() && succeeded {
-            self.forget(&exchange.key);
-        }
-        let (mut head, incoming) = response.into_parts();
-        if let Err(error) = settle_response_framing(&mut head.headers) {
-            tracing::warn!(%error, "origin response refused");
-            return respond::origin_failed(OriginFailure::Error, fwd).answered_by(origin);
-        }
-        strip_hop_by_hop(&mut head.headers);
-        let body = OriginStream::new(incoming, exchange.config().origin.idle_timeout, None);
-        let response = Response::from_parts(head, respond::streamed(body));
-        Answer::new(response, Served::Bypass { fwd, detail }).answered_by(origin)
-    }
-
-    fn purge_from_public(
-        &self,
-        live: &Live,
-        parts: &http::request::Parts,
-        peer: SocketAddr,
-    ) -> Answer {
-        let allowed = live
-            .config
-            .server
-            .purge_allowed_networks
-            .iter()
-            .any(|network| network.contains(&peer.ip()));
-        if !allowed {
-            return respond::short(
-                StatusCode::FORBIDDEN,
-                "PURGE is not allowed from this address\n",
-                Served::Bypass {
-                    fwd: Fwd::Method,
-                    detail: None,
-                },
-            );
-        }
-        let (code, text) = self.purge_with(live, parts);
-        let served = Served::Bypass {
-            fwd: Fwd::Method,
-            detail: Some(Detail::Purge),
-        };
-        respond::short(code, text, served)
-    }
-
-    /// Removes the object a PURGE request names: 200 if something was stored, 404 otherwise.
-    pub(crate) fn purge(&self, parts: &http::request::Parts) -> (StatusCode, &'static str) {
-        self.purge_with(&self.live(), parts)
-    }
-
-    fn purge_with(&self, live: &Live, parts: &http::request::Parts) -> (StatusCode, &'static str) {
-        match crate::cache::CacheKey::from_request(parts, &live.config.cache.key) {
-            Err(_) => (
-                StatusCode::BAD_REQUEST,
-                "PURGE needs a valid Host and path\n",
-            ),
-            Ok(key) => {
-                let series = series();
-                series.purge(PurgeLabel::Key).increment(1);
-                if self.forget(&key) {
-                    series.purged_entry(PurgeLabel::Key).increment(1);
-                    (StatusCode::OK, "purged\n")
-                } else {
-                    (StatusCode::NOT_FOUND, "not cached\n")
-                }
-            }
-        }
-    }
-}
-
-impl Proxy {
-    /// Removes every variant stored under `key`, in RAM and on disk; returns whether either tier
-    /// held one.
-    pub(crate) fn forget(&self, key: &crate::cache::CacheKey) -> bool {
-        let in_ram = self.store.purge(key);
-        // After the store's purge: a write of this key queued by an eviction before it is dropped.
-        let on_disk = self.disk.as_ref().is_some_and(|disk| disk.remove(key));
-        in_ram || on_disk
     }
 }

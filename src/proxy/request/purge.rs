@@ -1,0 +1,111 @@
+//! Purges: by key (PURGE on the public listener, or the admin listener's), by tag (the admin
+//! listener's `POST /purge/tag/<tag>`), and what a successful unsafe request invalidates.
+
+use std::net::SocketAddr;
+use std::time::SystemTime;
+
+use http::StatusCode;
+
+use crate::cache::{CacheKey, PurgeKind};
+use crate::proxy::outcome::served::{Detail, Fwd, Served};
+use crate::proxy::response::respond::{self, Answer};
+use crate::proxy::series::{PurgeLabel, series};
+use crate::proxy::{Live, Proxy};
+
+impl Proxy {
+    pub(super) fn purge_from_public(
+        &self,
+        live: &Live,
+        parts: &http::request::Parts,
+        peer: SocketAddr,
+    ) -> Answer {
+        let allowed = live
+            .config
+            .server
+            .purge_allowed_networks
+            .iter()
+            .any(|network| network.contains(&peer.ip()));
+        if !allowed {
+            return respond::short(
+                StatusCode::FORBIDDEN,
+                "PURGE is not allowed from this address\n",
+                Served::Bypass {
+                    fwd: Fwd::Method,
+                    detail: None,
+                },
+            );
+        }
+        let (code, text) = self.purge_with(live, parts);
+        let served = Served::Bypass {
+            fwd: Fwd::Method,
+            detail: Some(Detail::Purge),
+        };
+        respond::short(code, text, served)
+    }
+
+    /// Removes the object a PURGE request names: 200 if something was stored, 404 otherwise.
+    pub(crate) fn purge(&self, parts: &http::request::Parts) -> (StatusCode, &'static str) {
+        self.purge_with(&self.live(), parts)
+    }
+
+    fn purge_with(&self, live: &Live, parts: &http::request::Parts) -> (StatusCode, &'static str) {
+        match crate::cache::CacheKey::from_request(parts, &live.config.cache.key) {
+            Err(_) => (
+                StatusCode::BAD_REQUEST,
+                "PURGE needs a valid Host and path\n",
+            ),
+            Ok(key) => {
+                let series = series();
+                series.purge(PurgeLabel::Key).increment(1);
+                if self.forget(&key) {
+                    series.purged_entry(PurgeLabel::Key).increment(1);
+                    (StatusCode::OK, "purged\n")
+                } else {
+                    (StatusCode::NOT_FOUND, "not cached\n")
+                }
+            }
+        }
+    }
+
+    /// Removes every variant stored under `key`, in RAM and on disk; returns whether either tier
+    /// held one.
+    pub(crate) fn forget(&self, key: &CacheKey) -> bool {
+        let in_ram = self.store.purge(key);
+        // After the store's purge: a write of this key queued by an eviction before it is dropped.
+        let on_disk = self.disk.as_ref().is_some_and(|disk| disk.remove(key));
+        in_ram || on_disk
+    }
+
+    /// Purges every entry carrying `tag`: answers `POST /purge/tag/<tag>[?soft=1]`.
+    pub(crate) fn purge_tag(&self, tag: &str, query: Option<&str>) -> (StatusCode, String) {
+        if tag.is_empty() || tag.contains('/') {
+            return (
+                StatusCode::BAD_REQUEST,
+                "POST /purge/tag/<tag>, one tag; add ?soft=1 to mark stale\n".into(),
+            );
+        }
+        let soft = query.is_some_and(|query| query.split('&').any(|pair| pair == "soft=1"));
+        let kind = if soft {
+            PurgeKind::Soft
+        } else {
+            PurgeKind::Hard
+        };
+        let keep = self.live().config.cache.tag_purge_keep;
+        let saved = self.tag_purges.purge(&[tag], kind, SystemTime::now(), keep);
+        series().purge(PurgeLabel::of_tag(kind)).increment(1);
+        match saved {
+            Ok(()) => (
+                StatusCode::OK,
+                format!("purged tag {tag} ({})\n", kind.as_str()),
+            ),
+            Err(error) => {
+                tracing::error!(%error, "a purge by tag holds until a restart only");
+                let body = format!(
+                    "purged tag {tag} ({}) until a restart only: {error}\n",
+                    kind.as_str()
+                );
+                (StatusCode::INTERNAL_SERVER_ERROR, body)
+            }
+        }
+    }
+}
