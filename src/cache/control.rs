@@ -122,6 +122,8 @@ impl ResponseDirectives {
 pub struct ResponseControl {
     pub directives: ResponseDirectives,
     pub source: Source,
+    /// A route's policy set the lifetime, or ignores `Expires` (see `cache::policy`).
+    pub expires_ignored: bool,
 }
 
 impl ResponseControl {
@@ -133,6 +135,7 @@ impl ResponseControl {
                 return ResponseControl {
                     directives,
                     source: Source::Targeted(name.clone()),
+                    expires_ignored: false,
                 };
             }
         }
@@ -143,12 +146,14 @@ impl ResponseControl {
         ResponseControl {
             directives,
             source: Source::CacheControl,
+            expires_ignored: false,
         }
     }
 
-    /// Whether `Expires` counts: not when a targeted field decided (RFC 9213 section 2.1).
+    /// Whether `Expires` counts: not when a targeted field decided (RFC 9213 section 2.1), nor when
+    /// a route's policy set the lifetime or ignores it.
     pub fn reads_expires(&self) -> bool {
-        self.source == Source::CacheControl
+        self.source == Source::CacheControl && !self.expires_ignored
     }
 
     /// Whether a targeted field decided.

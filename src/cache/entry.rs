@@ -12,6 +12,7 @@ use super::freshness::{
 };
 use super::head::Head;
 use super::{field, weight};
+use crate::config::CachePolicy;
 
 /// Why a response was not stored; the text is the `detail` of its `Cache-Status`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +33,8 @@ pub enum NotStored {
     AmbiguousFraming,
     /// The request asked not to use or store a cached response (`Cache-Control: no-store`).
     RequestNoStore,
+    /// The route's policy does not store this request's response (`[routes.cache.no_store]`).
+    Policy(super::policy::PolicyRule),
 }
 
 impl NotStored {
@@ -48,6 +51,7 @@ impl NotStored {
             NotStored::TooLarge => "too-large",
             NotStored::AmbiguousFraming => "ambiguous-framing",
             NotStored::RequestNoStore => "request-no-store",
+            NotStored::Policy(rule) => rule.as_str(),
         }
     }
 }
@@ -200,7 +204,31 @@ impl StoredResponse {
         targeted: &[HeaderName],
         response_time: SystemTime,
     ) -> StoredResponse {
+        StoredResponse::under_policy(
+            status,
+            headers,
+            body,
+            request_headers,
+            targeted,
+            super::policy::rfc(),
+            response_time,
+        )
+    }
+
+    /// [`StoredResponse::new`] for a response stored on a route whose `policy` reads its
+    /// directives (what it ignores, the lifetimes it sets): as it was read when it was stored,
+    /// so that a copy read back from disk or refreshed by a 304 keeps its lifetime.
+    pub fn under_policy(
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+        request_headers: &HeaderMap,
+        targeted: &[HeaderName],
+        policy: &CachePolicy,
+        response_time: SystemTime,
+    ) -> StoredResponse {
         let control = ResponseControl::of(&headers, targeted);
+        let (control, _) = super::policy::read_control(policy, status, &headers, control);
         StoredResponse::with_control(
             status,
             headers,
@@ -277,6 +305,7 @@ impl StoredResponse {
         not_modified: &HeaderMap,
         request_headers: &HeaderMap,
         targeted: &[HeaderName],
+        policy: &CachePolicy,
         now: SystemTime,
     ) -> StoredResponse {
         let mut headers = self.headers();
@@ -291,12 +320,13 @@ impl StoredResponse {
                 headers.append(name.clone(), value.clone());
             }
         }
-        StoredResponse::new(
+        StoredResponse::under_policy(
             self.status,
             headers,
             self.body.clone(),
             request_headers,
             targeted,
+            policy,
             now,
         )
     }
@@ -738,6 +768,7 @@ mod tests {
             &headers(&[("cache-control", "max-age=100"), ("x-new", "1")]),
             &HeaderMap::new(),
             &[],
+            crate::cache::policy::rfc(),
             now,
         );
         assert_eq!(refreshed.ttl_seconds(now), 100);

@@ -79,6 +79,7 @@ impl CacheKey {
             key.push('?');
             key.push_str(query);
         }
+        keyed_fields(&mut key, parts, config);
         Ok(CacheKey(key.into()))
     }
 
@@ -110,7 +111,10 @@ impl std::fmt::Display for CacheKey {
 /// key ignores.
 pub fn keyed_query<'q>(query: Option<&'q str>, config: &CacheKeyConfig) -> Option<Cow<'q, str>> {
     let query = query.filter(|q| config.include_query && !q.is_empty())?;
-    if !config.sort_query && config.drop_query_params.is_empty() {
+    if !config.sort_query
+        && config.drop_query_params.is_empty()
+        && config.keep_query_params.is_empty()
+    {
         return Some(Cow::Borrowed(query));
     }
     let mut params: Vec<&str> = query
@@ -119,12 +123,53 @@ pub fn keyed_query<'q>(query: Option<&'q str>, config: &CacheKeyConfig) -> Optio
         .filter(|param| {
             let name = param.split('=').next().unwrap_or(param);
             !config.drop_query_params.iter().any(|drop| drop == name)
+                && (config.keep_query_params.is_empty()
+                    || config.keep_query_params.iter().any(|keep| keep == name))
         })
         .collect();
     if config.sort_query {
         params.sort_unstable();
     }
     (!params.is_empty()).then(|| Cow::Owned(params.join("&")))
+}
+
+/// Appends the request fields and cookies `config` keys on, each after a unit separator (a byte
+/// no request target, field value or cookie holds, so no value can pose as another part). Values
+/// are written with `%` and every byte outside printable ASCII percent-encoded: two different
+/// values never make one key.
+fn keyed_fields(key: &mut String, parts: &Parts, config: &CacheKeyConfig) {
+    for name in &config.headers {
+        let mut values = parts.headers.get_all(name).iter().peekable();
+        if values.peek().is_none() {
+            continue;
+        }
+        key.push_str("\x1fh:");
+        key.push_str(name.as_str());
+        key.push('=');
+        for (index, value) in values.enumerate() {
+            if index > 0 {
+                key.push_str(", ");
+            }
+            push_encoded(key, value.as_bytes());
+        }
+    }
+    for name in &config.cookies {
+        if let Some(value) = super::policy::cookie(&parts.headers, name) {
+            key.push_str("\x1fc:");
+            key.push_str(name);
+            key.push('=');
+            push_encoded(key, value);
+        }
+    }
+}
+
+fn push_encoded(key: &mut String, bytes: &[u8]) {
+    for &byte in bytes {
+        match byte {
+            b' '..=b'~' if byte != b'%' => key.push(char::from(byte)),
+            _ => key.push_str(&format!("%{byte:02X}")),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -138,6 +183,10 @@ mod tests {
             include_query: true,
             sort_query: false,
             drop_query_params: Vec::new(),
+            keep_query_params: Vec::new(),
+            headers: Vec::new(),
+            cookies: Vec::new(),
+            normalize_accept_encoding: false,
         }
     }
 

@@ -9,6 +9,7 @@ pub mod field;
 pub mod freshness;
 mod head;
 mod key;
+pub mod policy;
 mod store;
 pub mod tags;
 mod variants;

@@ -7,6 +7,7 @@
 mod check;
 mod error;
 mod parse;
+mod policy;
 mod size;
 mod upstream;
 mod values;
@@ -24,6 +25,7 @@ use crate::admission::probation::Mode;
 
 pub use check::{CheckConfigArgs, check_config};
 pub use error::{ConfigError, ConfigErrors};
+pub use policy::{CachePolicy, Conditions, ORIGIN_IGNORES, OriginIgnores, StatusTtl};
 pub use size::{SizeError, format_size, parse_size};
 pub use upstream::{
     Balance, HealthConfig, HostPattern, IMPLICIT_GROUP, RouteConfig, UpstreamConfig,
@@ -174,6 +176,17 @@ pub struct CacheKeyConfig {
     pub sort_query: bool,
     /// Query parameters left out of the key (e.g. `utm_source`). Default none.
     pub drop_query_params: Vec<String>,
+    /// When not empty, the only query parameters kept in the key (and sent to the origin); the
+    /// rest are dropped. Default empty (every parameter not dropped is kept).
+    pub keep_query_params: Vec<String>,
+    /// Request fields whose values are part of the key (lower case). Default none.
+    pub headers: Vec<http::HeaderName>,
+    /// Cookies whose values are part of the key. Default none.
+    pub cookies: Vec<String>,
+    /// `Accept-Encoding` reduced, before the variant lookup and the fetch, to the one coding of
+    /// `br`, `zstd`, `gzip` the client accepts first in that order (or none), so that browsers
+    /// that accept the same codings in other words share a variant. Default false.
+    pub normalize_accept_encoding: bool,
 }
 
 /// `[admission]`: how a storable miss is admitted, and the doorkeeper that remembers keys.
@@ -351,6 +364,16 @@ impl Config {
             Some(upstreams) => std::borrow::Cow::Borrowed(upstreams),
             None => std::borrow::Cow::Owned(Upstreams::implicit(&self.origin)),
         }
+    }
+
+    /// Whether the proxy keeps a doorkeeper: `[admission] mode` asks one, or a route's policy
+    /// does.
+    pub fn uses_doorkeeper(&self) -> bool {
+        self.admission.mode.uses_doorkeeper()
+            || self
+                .upstreams
+                .as_ref()
+                .is_some_and(|u| u.routes.iter().any(|route| route.cache.uses_doorkeeper()))
     }
 
     /// The embedded `config/bloomgate.toml`, parsed.

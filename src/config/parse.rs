@@ -107,7 +107,7 @@ fn read_config(root: &mut Section) -> Option<Config> {
     let disk = root.child("disk", read_disk);
     let admin = root.child("admin", read_admin);
     let log = root.child("log", read_log);
-    let upstreams = upstream::read(root);
+    let upstreams = upstream::read(root, cache.as_ref().map(|cache| &cache.key));
     let (origin, cache, disk) = (origin?, cache?, disk?);
     let upstreams = upstreams?;
     let https = match &upstreams {
@@ -292,12 +292,20 @@ fn read_cache_key(s: &mut Section) -> Option<CacheKeyConfig> {
     let include_query = s.get("include_query", values::boolean);
     let sort_query = s.get("sort_query", values::boolean);
     let drop_query_params = s.get("drop_query_params", values::names);
+    let keep_query_params = s.get("keep_query_params", values::names);
+    let headers = s.get("headers", values::field_names);
+    let cookies = s.get("cookies", values::names);
+    let normalize_accept_encoding = s.get("normalize_accept_encoding", values::boolean);
     Some(CacheKeyConfig {
         include_scheme: include_scheme?,
         include_host: include_host?,
         include_query: include_query?,
         sort_query: sort_query?,
         drop_query_params: drop_query_params?,
+        keep_query_params: keep_query_params?,
+        headers: headers?,
+        cookies: cookies?,
+        normalize_accept_encoding: normalize_accept_encoding?,
     })
 }
 
@@ -570,7 +578,7 @@ impl<'t> Section<'t> {
     }
 
     /// A table with no defaults that may be absent: `Some(None)` when it is.
-    fn optional_child<T>(
+    pub(super) fn optional_child<T>(
         &mut self,
         key: &'static str,
         read: impl FnOnce(&mut Section<'t>) -> Option<T>,
@@ -781,6 +789,37 @@ mod tests {
                 "routes[].host",
                 "routes[].path_prefix",
                 "routes[].upstream",
+                "routes[].name",
+                "routes[].cache.admission",
+                "routes[].cache.default_ttl",
+                "routes[].cache.enabled",
+                "routes[].cache.ignore_client_cache_control",
+                "routes[].cache.ignore_origin",
+                "routes[].cache.ignore_vary",
+                "routes[].cache.max_ttl",
+                "routes[].cache.min_ttl",
+                "routes[].cache.override_ttl",
+                "routes[].cache.second_hit_above",
+                "routes[].cache.share_authorized",
+                "routes[].cache.stale_if_error",
+                "routes[].cache.stale_while_revalidate",
+                "routes[].cache.bypass.cookies",
+                "routes[].cache.bypass.headers",
+                "routes[].cache.bypass.methods",
+                "routes[].cache.bypass.query_params",
+                "routes[].cache.no_store.cookies",
+                "routes[].cache.no_store.headers",
+                "routes[].cache.no_store.methods",
+                "routes[].cache.no_store.query_params",
+                "routes[].cache.key.cookies",
+                "routes[].cache.key.drop_query_params",
+                "routes[].cache.key.headers",
+                "routes[].cache.key.include_host",
+                "routes[].cache.key.include_query",
+                "routes[].cache.key.include_scheme",
+                "routes[].cache.key.keep_query_params",
+                "routes[].cache.key.normalize_accept_encoding",
+                "routes[].cache.key.sort_query",
             ]
             .map(String::from),
         );

@@ -8,9 +8,10 @@ use http::Uri;
 use http::uri::PathAndQuery;
 use toml::{Table, Value};
 
-use super::OriginConfig;
 use super::parse::{Section, overlay};
+use super::policy::{self, CachePolicy};
 use super::values::{self, shown};
+use super::{CacheKeyConfig, OriginConfig};
 
 /// The name of the group `[origin] url` stands for when no `[upstreams]` are given.
 pub const IMPLICIT_GROUP: &str = "origin";
@@ -105,11 +106,16 @@ impl HealthConfig {
 /// `[[routes]]`: requests whose host and path match go to `upstream`; the first match wins.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RouteConfig {
+    /// Its name in metrics, `Cache-Status` and the status page: `[a-z0-9_-]`, unique. Default
+    /// `route-<index>` (`default` for the one route `origin.url` stands for).
+    pub name: String,
     /// `None` (no `host` key) = any host.
     pub host: Option<HostPattern>,
     /// Starts with `/`. Default `/` (every path).
     pub path_prefix: String,
     pub upstream: String,
+    /// `[routes.cache]`: what the operator says about caching this route's responses.
+    pub cache: std::sync::Arc<CachePolicy>,
 }
 
 /// A `host` of a route: `a.example` or `*.example.com` (any name below `example.com`, not
@@ -202,6 +208,8 @@ impl Upstreams {
 
 fn default_route(upstream: &str) -> RouteConfig {
     RouteConfig {
+        name: "default".to_owned(),
+        cache: std::sync::Arc::new(CachePolicy::rfc()),
         host: None,
         path_prefix: "/".to_owned(),
         upstream: upstream.to_owned(),
@@ -244,9 +252,12 @@ static GROUP_DEFAULTS: LazyLock<UpstreamConfig> = LazyLock::new(|| {
 const ANY_NAME: &str = "<name>";
 
 /// Reads `[upstreams]` and `[[routes]]`: `Some(None)` when neither is given.
-pub(super) fn read(root: &mut Section) -> Option<Option<Upstreams>> {
+pub(super) fn read(
+    root: &mut Section,
+    global_key: Option<&CacheKeyConfig>,
+) -> Option<Option<Upstreams>> {
     let groups = read_groups(root);
-    let routes = read_routes(root);
+    let routes = read_routes(root, global_key);
     let (
         Groups {
             groups,
@@ -476,7 +487,10 @@ fn at_least_one(value: &Value) -> Result<u32, String> {
     }
 }
 
-fn read_routes(root: &mut Section) -> Option<Vec<RouteConfig>> {
+fn read_routes(
+    root: &mut Section,
+    global_key: Option<&CacheKeyConfig>,
+) -> Option<Vec<RouteConfig>> {
     let tables = root.array_of_tables("routes")?;
     let mut routes = Vec::new();
     let mut failed = false;
@@ -485,7 +499,8 @@ fn read_routes(root: &mut Section) -> Option<Vec<RouteConfig>> {
             Some(index) => format!("routes[{index}]"),
             None => "routes[]".to_owned(),
         };
-        match root.nested(path, table, read_route) {
+        let index_name = format!("route-{}", index.unwrap_or(routes.len()));
+        match root.nested(path, table, |s| read_route(s, index_name, global_key)) {
             Some(route) => routes.push(route),
             None => failed = true,
         }
@@ -493,7 +508,27 @@ fn read_routes(root: &mut Section) -> Option<Vec<RouteConfig>> {
     (!failed).then_some(routes)
 }
 
-fn read_route(s: &mut Section) -> Option<RouteConfig> {
+fn read_route(
+    s: &mut Section,
+    default_name: String,
+    global_key: Option<&CacheKeyConfig>,
+) -> Option<RouteConfig> {
+    let name = s.optional("name", |v| {
+        let name = values::string(v)?;
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        match valid {
+            true => Ok(name),
+            false => Err(format!(
+                "expected a name of 1 to 64 characters from a-z, 0-9, '-' and '_' (it is a metric label), got {}",
+                shown(v)
+            )),
+        }
+    });
+    let cache = s.optional_child("cache", |s| policy::read(s, global_key));
     let host = s.optional("host", |v| {
         let host = values::string(v)?.to_ascii_lowercase();
         let (below, name) = match host.strip_prefix("*.") {
@@ -526,6 +561,8 @@ fn read_route(s: &mut Section) -> Option<RouteConfig> {
     });
     let upstream = s.required("upstream", values::string);
     Some(RouteConfig {
+        name: name?.unwrap_or(default_name),
+        cache: std::sync::Arc::new(cache?.unwrap_or_else(CachePolicy::rfc)),
         host: host?,
         path_prefix: path_prefix?.unwrap_or_else(|| "/".to_owned()),
         upstream: upstream?,
@@ -544,6 +581,19 @@ fn check_routes(root: &mut Section, names: &[String], routes: &[RouteConfig]) ->
                     "no upstream group {:?} (the groups are {})",
                     route.upstream,
                     names.join(", ")
+                ),
+            );
+            ok = false;
+        }
+        if let Some(earlier) = routes[..index]
+            .iter()
+            .position(|earlier| earlier.name == route.name)
+        {
+            root.report(
+                &format!("routes[{index}].name"),
+                format!(
+                    "{:?} is routes[{earlier}]'s name too: a route's name must be its own",
+                    route.name
                 ),
             );
             ok = false;

@@ -70,6 +70,17 @@ pub fn names(value: &Value) -> Result<Vec<String>, String> {
     })
 }
 
+/// Reads a list of field names, lower-cased.
+pub fn field_names(value: &Value) -> Result<Vec<http::HeaderName>, String> {
+    names(value)?
+        .into_iter()
+        .map(|name| {
+            http::HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
+                .map_err(|_| format!("{name:?} is not a field name"))
+        })
+        .collect()
+}
+
 /// Client-sent fields the proxy removes unless `origin.trusted_forwarding_headers` lists them: the
 /// forwarding family, the client-address and scheme fields that web frameworks and CDNs trust, and
 /// the method overrides. None is in the cache key, and an origin that reflects

@@ -6,7 +6,7 @@ use std::time::Duration;
 use toml::{Table, Value};
 
 use super::size::format_size;
-use super::{Config, Upstreams};
+use super::{CacheKeyConfig, CachePolicy, Conditions, Config, ORIGIN_IGNORES, Upstreams};
 
 impl Config {
     /// The whole configuration as config-file text, every key written out, so that
@@ -67,13 +67,7 @@ impl Config {
                 texts(&origin.trusted_forwarding_headers),
             ),
         ]);
-        let key = table([
-            ("include_scheme", Value::Boolean(cache.key.include_scheme)),
-            ("include_host", Value::Boolean(cache.key.include_host)),
-            ("include_query", Value::Boolean(cache.key.include_query)),
-            ("sort_query", Value::Boolean(cache.key.sort_query)),
-            ("drop_query_params", texts(&cache.key.drop_query_params)),
-        ]);
+        let key = key_table(&cache.key);
         let cache = table([
             ("max_bytes", size(cache.max_bytes)),
             ("max_object_bytes", size(cache.max_object_bytes)),
@@ -203,11 +197,116 @@ fn routes(upstreams: &Upstreams) -> Value {
         if let Some(host) = &route.host {
             entry.insert("host".to_owned(), text(host));
         }
+        entry.insert("name".to_owned(), text(&route.name));
         entry.insert("path_prefix".to_owned(), text(&route.path_prefix));
         entry.insert("upstream".to_owned(), text(&route.upstream));
+        if *route.cache != CachePolicy::rfc() {
+            entry.insert("cache".to_owned(), policy_table(&route.cache));
+        }
         Value::Table(entry)
     });
     Value::Array(routes.collect())
+}
+
+fn key_table(key: &CacheKeyConfig) -> Value {
+    table([
+        ("include_scheme", Value::Boolean(key.include_scheme)),
+        ("include_host", Value::Boolean(key.include_host)),
+        ("include_query", Value::Boolean(key.include_query)),
+        ("sort_query", Value::Boolean(key.sort_query)),
+        ("drop_query_params", texts(&key.drop_query_params)),
+        ("keep_query_params", texts(&key.keep_query_params)),
+        ("headers", texts(&key.headers)),
+        ("cookies", texts(&key.cookies)),
+        (
+            "normalize_accept_encoding",
+            Value::Boolean(key.normalize_accept_encoding),
+        ),
+    ])
+}
+
+/// `[routes.cache]`: every key that differs from a route that says nothing.
+fn policy_table(policy: &CachePolicy) -> Value {
+    let mut out = Table::new();
+    let mut put = |key: &str, value: Value| {
+        out.insert(key.to_owned(), value);
+    };
+    put("enabled", Value::Boolean(policy.enabled));
+    if let Some(mode) = policy.admission {
+        put("admission", text(mode.as_str()));
+    }
+    if let Some(above) = policy.second_hit_above {
+        put("second_hit_above", size(above));
+    }
+    for (key, ttl) in [
+        ("default_ttl", &policy.default_ttl),
+        ("override_ttl", &policy.override_ttl),
+    ] {
+        if !ttl.is_empty() {
+            let mut by_status: Table = ttl
+                .by_status
+                .iter()
+                .map(|(status, ttl)| (status.as_u16().to_string(), duration(*ttl)))
+                .collect();
+            if let Some(any) = ttl.any {
+                by_status.insert("any".to_owned(), duration(any));
+            }
+            put(key, Value::Table(by_status));
+        }
+    }
+    for (key, value) in [
+        ("min_ttl", policy.min_ttl),
+        ("max_ttl", policy.max_ttl),
+        ("stale_if_error", policy.stale_if_error),
+        ("stale_while_revalidate", policy.stale_while_revalidate),
+    ] {
+        if let Some(value) = value {
+            put(key, duration(value));
+        }
+    }
+    let ignores = &policy.ignore_origin;
+    let ignored: Vec<&str> = ORIGIN_IGNORES
+        .into_iter()
+        .zip([
+            ignores.cache_control,
+            ignores.expires,
+            ignores.private,
+            ignores.no_cache,
+            ignores.no_store,
+            ignores.set_cookie,
+        ])
+        .filter_map(|(name, on)| on.then_some(name))
+        .collect();
+    put("ignore_origin", texts(&ignored));
+    put("ignore_vary", texts(&policy.ignore_vary));
+    put(
+        "ignore_client_cache_control",
+        Value::Boolean(policy.ignore_client_cache_control),
+    );
+    put("share_authorized", Value::Boolean(policy.share_authorized));
+    put("bypass", conditions_table(&policy.bypass));
+    put("no_store", conditions_table(&policy.no_store));
+    if let Some(key) = &policy.key {
+        put("key", key_table(key));
+    }
+    Value::Table(out)
+}
+
+fn conditions_table(conditions: &Conditions) -> Value {
+    let headers: Vec<String> = conditions
+        .headers
+        .iter()
+        .map(|(name, value)| match value {
+            Some(value) => format!("{name}: {}", String::from_utf8_lossy(value.as_bytes())),
+            None => name.to_string(),
+        })
+        .collect();
+    table([
+        ("cookies", texts(&conditions.cookies)),
+        ("headers", texts(&headers)),
+        ("query_params", texts(&conditions.query_params)),
+        ("methods", texts(&conditions.methods)),
+    ])
 }
 
 /// A path the file spells "" when there is none.

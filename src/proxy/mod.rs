@@ -20,7 +20,7 @@ use crate::admission::Doorkeeper;
 use crate::admission::probation::Budget;
 use crate::cache::disk::DiskTier;
 use crate::cache::{Store, TagPurges};
-use crate::config::{AdmissionConfig, Config};
+use crate::config::Config;
 use crate::telemetry::{DoorkeeperState, ScrapeState};
 use crate::tls::{Certificates, TlsError};
 
@@ -54,7 +54,7 @@ impl Live {
         Ok(Live {
             origin: OriginClient::new(&config.origin, config.upstreams().any_https())?,
             routing: Routing::new(&config, None),
-            doorkeeper: new_doorkeeper(&config.admission),
+            doorkeeper: new_doorkeeper(&config),
             access_log: None,
             config: Arc::new(config),
         })
@@ -100,7 +100,7 @@ impl Proxy {
             Some(tls) => Some(Arc::new(Certificates::load(&tls.cert_file, &tls.key_file)?)),
             None => None,
         };
-        let doorkeeper = admin::persist::restore_or_new(&config.admission);
+        let doorkeeper = admin::persist::restore_or_new(&config);
         let budget = Budget::new(config.cache.max_bytes, config.admission.probation_share);
         let store = match &disk {
             Some(disk) => {
@@ -211,9 +211,8 @@ impl Proxy {
     }
 }
 
-fn new_doorkeeper(admission: &AdmissionConfig) -> Option<Arc<Doorkeeper>> {
-    admission
-        .mode
+fn new_doorkeeper(config: &Config) -> Option<Arc<Doorkeeper>> {
+    config
         .uses_doorkeeper()
-        .then(|| Arc::new(Doorkeeper::new(admission.doorkeeper.clone())))
+        .then(|| Arc::new(Doorkeeper::new(config.admission.doorkeeper.clone())))
 }

@@ -490,6 +490,7 @@ impl DiskTier {
         &self,
         key: &CacheKey,
         targeted: &[http::HeaderName],
+        policy: &crate::config::CachePolicy,
     ) -> Option<Vec<StoredResponse>> {
         let shared = &self.shared;
         let counters = &shared.counters;
@@ -518,7 +519,7 @@ impl DiskTier {
             }
         };
         match read {
-            Ok(Some(record)) => match record::decode(record, targeted) {
+            Ok(Some(record)) => match record::decode(record, targeted, policy) {
                 Ok(variants) => {
                     counters.hits.fetch_add(1, Ordering::Relaxed);
                     let bytes: usize = variants.iter().map(|v| v.body.len()).sum();
@@ -1027,7 +1028,9 @@ mod tests {
         let (tier, release) = gated(&engine);
         assert!(matches!(tier.state(), TierState::Recovering));
         assert!(
-            tier.load(&key("h/kept"), &[]).await.is_none(),
+            tier.load(&key("h/kept"), &[], crate::cache::policy::rfc())
+                .await
+                .is_none(),
             "a miss, never a wait"
         );
         tier.offer(Evicted {
@@ -1056,7 +1059,11 @@ mod tests {
             !engine.may_contain("h/new"),
             "a refused write stays refused"
         );
-        assert!(tier.load(&key("h/kept"), &[]).await.is_some());
+        assert!(
+            tier.load(&key("h/kept"), &[], crate::cache::policy::rfc())
+                .await
+                .is_some()
+        );
         let stats = tier.stats();
         assert!(!stats.recovering);
         assert_eq!(
@@ -1076,7 +1083,11 @@ mod tests {
             panic!("{:?}", tier.state());
         };
         assert!(error.contains("Input/output error"), "{error}");
-        assert!(tier.load(&key("h/a"), &[]).await.is_none());
+        assert!(
+            tier.load(&key("h/a"), &[], crate::cache::policy::rfc())
+                .await
+                .is_none()
+        );
         tier.offer(Evicted {
             key: key("h/a"),
             variants: variants(),

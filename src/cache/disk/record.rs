@@ -24,6 +24,7 @@ use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::cache::StoredResponse;
+use crate::config::CachePolicy;
 
 const MAGIC: &[u8; 4] = b"BGR3";
 
@@ -81,7 +82,12 @@ pub fn encode(variants: &[Arc<StoredResponse>]) -> Vec<u8> {
 /// The variants in a record; bodies share the record's buffer.
 ///
 /// `targeted` are the fields whose directives replace `Cache-Control` (`cache.targeted_fields`).
-pub fn decode(record: Bytes, targeted: &[HeaderName]) -> Result<Vec<StoredResponse>, RecordError> {
+/// `policy` is the route's that reads their directives, as when they were stored.
+pub fn decode(
+    record: Bytes,
+    targeted: &[HeaderName],
+    policy: &CachePolicy,
+) -> Result<Vec<StoredResponse>, RecordError> {
     let mut reader = Reader { rest: record };
     if reader.take(MAGIC.len(), "magic")? != MAGIC[..] {
         return Err(RecordError::Magic);
@@ -118,12 +124,13 @@ pub fn decode(record: Bytes, targeted: &[HeaderName]) -> Result<Vec<StoredRespon
             usize::try_from(body_len).map_err(|_| RecordError::Invalid("body length"))?,
             "body",
         )?;
-        variants.push(StoredResponse::new(
+        variants.push(StoredResponse::under_policy(
             status,
             headers,
             body,
             &request_headers,
             targeted,
+            policy,
             response_time,
         ));
     }
@@ -224,7 +231,7 @@ mod tests {
         let stored = [variant(b"gzip body", Some("gzip")), variant(b"plain", None)];
         let record = encode(&stored);
         let now = SystemTime::now();
-        let read = decode(Bytes::from(record), &[]).expect("decodes");
+        let read = decode(Bytes::from(record), &[], crate::cache::policy::rfc()).expect("decodes");
         assert_eq!(read.len(), 2);
         for (before, after) in stored.iter().zip(&read) {
             assert_eq!(after.status, before.status);
@@ -246,7 +253,7 @@ mod tests {
         for len in 0..record.len() {
             let cut = Bytes::copy_from_slice(&record[..len]);
             assert!(
-                decode(cut, &[]).is_err(),
+                decode(cut, &[], crate::cache::policy::rfc()).is_err(),
                 "a record cut at {len} of {} bytes was accepted",
                 record.len()
             );
@@ -254,11 +261,11 @@ mod tests {
         let mut flipped = record.clone();
         flipped[0] ^= 0xff;
         assert!(matches!(
-            decode(Bytes::from(flipped), &[]),
+            decode(Bytes::from(flipped), &[], crate::cache::policy::rfc()),
             Err(RecordError::Magic)
         ));
         let mut longer = record;
         longer.push(0);
-        assert!(decode(Bytes::from(longer), &[]).is_err());
+        assert!(decode(Bytes::from(longer), &[], crate::cache::policy::rfc()).is_err());
     }
 }

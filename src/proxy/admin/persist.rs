@@ -15,7 +15,7 @@ use std::sync::{Arc, PoisonError};
 use metrics::counter;
 
 use crate::admission::{Doorkeeper, DoorkeeperConfig, DoorkeeperSnapshotError};
-use crate::config::AdmissionConfig;
+use crate::config::Config;
 use crate::proxy::{Proxy, new_doorkeeper};
 use crate::telemetry::FILTER_SNAPSHOTS_TOTAL;
 
@@ -106,12 +106,13 @@ fn temporary_path(path: &Path) -> PathBuf {
 
 /// The doorkeeper a starting proxy uses: the one saved at `admission.snapshot_path` when it fits
 /// the configuration, otherwise fresh filters. A missing or unusable snapshot is logged, never fatal.
-pub(crate) fn restore_or_new(admission: &AdmissionConfig) -> Option<Arc<Doorkeeper>> {
-    if !admission.mode.uses_doorkeeper() {
+pub(crate) fn restore_or_new(config: &Config) -> Option<Arc<Doorkeeper>> {
+    if !config.uses_doorkeeper() {
         return None;
     }
+    let admission = &config.admission;
     let Some(path) = &admission.snapshot_path else {
-        return new_doorkeeper(admission);
+        return new_doorkeeper(config);
     };
     match load(path, admission.doorkeeper.clone()) {
         Ok(restored) => {
@@ -134,7 +135,7 @@ pub(crate) fn restore_or_new(admission: &AdmissionConfig) -> Option<Arc<Doorkeep
         }
         Err(error) => tracing::warn!("{error}; starting with empty filters"),
     }
-    new_doorkeeper(admission)
+    new_doorkeeper(config)
 }
 
 /// Saves the doorkeeper in force now to `admission.snapshot_path`, off the async runtime, and

@@ -199,7 +199,7 @@ impl Proxy {
 /// The doorkeeper for a new admission config: the old filters when their sizing still fits (new
 /// thresholds or max age), fresh ones otherwise.
 fn carry_over(old: Option<&Doorkeeper>, config: &Config) -> Option<Arc<Doorkeeper>> {
-    if !config.admission.mode.uses_doorkeeper() {
+    if !config.uses_doorkeeper() {
         return None;
     }
     if let Some(old) = old
@@ -208,7 +208,7 @@ fn carry_over(old: Option<&Doorkeeper>, config: &Config) -> Option<Arc<Doorkeepe
     {
         return Some(Arc::new(restored));
     }
-    new_doorkeeper(&config.admission)
+    new_doorkeeper(config)
 }
 
 /// Logs what a reload did, or why it changed nothing.

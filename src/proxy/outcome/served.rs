@@ -8,6 +8,7 @@ use http::{HeaderName, HeaderValue, Response, StatusCode};
 
 use crate::admission::probation::Segment;
 use crate::cache::NotStored;
+use crate::cache::policy::PolicyRule;
 use crate::proxy::request::decision::Decision;
 use crate::proxy::series::{CachedError, Outcome};
 use crate::proxy::upstream::origin::{AnsweredBy, OriginFailure};
@@ -67,6 +68,8 @@ pub enum Detail {
     /// The proxy's own 503: every server of the request's upstream group is out of rotation.
     UpstreamDown,
     Purge,
+    /// A rule of the route's cache policy decided (`bypass-cookie`, `policy-override`, ...).
+    Policy(PolicyRule),
 }
 
 impl Detail {
@@ -82,6 +85,7 @@ impl Detail {
             Detail::OriginTls => "origin-tls-error",
             Detail::UpstreamDown => "upstream-down",
             Detail::Purge => "purge",
+            Detail::Policy(rule) => rule.as_str(),
         }
     }
 
@@ -102,6 +106,23 @@ impl From<OriginFailure> for Detail {
             OriginFailure::Timeout => Detail::OriginTimeout,
             OriginFailure::Tls => Detail::OriginTls,
             OriginFailure::Unavailable => Detail::UpstreamDown,
+        }
+    }
+}
+
+/// What decided how a fetched response is stored, besides RFC 9111's defaults: a targeted field
+/// (RFC 9213) whose directives replaced `Cache-Control`, or a rule of the route's policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecidedBy {
+    Targeted(HeaderName),
+    Policy(PolicyRule),
+}
+
+impl DecidedBy {
+    pub fn as_str(&self) -> &str {
+        match self {
+            DecidedBy::Targeted(name) => name.as_str(),
+            DecidedBy::Policy(rule) => rule.as_str(),
         }
     }
 }
@@ -127,18 +148,18 @@ pub enum Served {
     StaleIfError { ttl: i64, origin_status: u16 },
     /// A stale stored response the origin's 304 found still valid: refreshed, then served.
     Revalidated { ttl: i64 },
-    /// The origin's response to this request's fetch, stored in `segment`. `targeted` is the
-    /// targeted field (RFC 9213) whose directives decided, if one did.
+    /// The origin's response to this request's fetch, stored in `segment`. `decided_by` is the
+    /// targeted field (RFC 9213) or the policy rule that decided, if one did.
     Stored {
         fwd: Fwd,
         segment: Segment,
-        targeted: Option<HeaderName>,
+        decided_by: Option<DecidedBy>,
     },
     /// The origin's response to this request's fetch, not stored, and why.
     NotStored {
         fwd: Fwd,
         reason: NotStored,
-        targeted: Option<HeaderName>,
+        decided_by: Option<DecidedBy>,
     },
     /// What another request's fetch for the same key brought, which this one waited for: its
     /// response, stored or not (`detail` says why not, or `probation`), or its failure (`detail`
@@ -184,27 +205,27 @@ pub struct LogFields {
 
 impl Served {
     /// The outcome of this request's own fetch, which the doorkeeper and storability decided.
-    pub fn fetched(fwd: Fwd, decision: Decision, targeted: Option<HeaderName>) -> Served {
+    pub fn fetched(fwd: Fwd, decision: Decision, decided_by: Option<DecidedBy>) -> Served {
         match decision {
             Decision::Admitted => Served::Stored {
                 fwd,
                 segment: Segment::Main,
-                targeted,
+                decided_by,
             },
             Decision::Probation => Served::Stored {
                 fwd,
                 segment: Segment::Probation,
-                targeted,
+                decided_by,
             },
             Decision::FirstHit => Served::NotStored {
                 fwd,
                 reason: NotStored::FirstHit,
-                targeted,
+                decided_by,
             },
             Decision::NotStorable(reason) => Served::NotStored {
                 fwd,
                 reason,
-                targeted,
+                decided_by,
             },
         }
     }
@@ -355,15 +376,15 @@ impl Served {
             value.push_str("; ttl=");
             value.push_str(&ttl.to_string());
         }
-        let targeted = match self {
-            Served::Stored { targeted, .. } | Served::NotStored { targeted, .. } => {
-                targeted.as_ref()
+        let decided_by = match self {
+            Served::Stored { decided_by, .. } | Served::NotStored { decided_by, .. } => {
+                decided_by.as_ref()
             }
             _ => None,
         };
         let details = [
             parameters.detail.map(Detail::as_str),
-            targeted.map(HeaderName::as_str),
+            decided_by.map(DecidedBy::as_str),
             self.cached_error(status).map(|_| "cached-error"),
         ];
         for (index, part) in details.into_iter().flatten().enumerate() {
@@ -419,7 +440,7 @@ mod tests {
         let served = Served::NotStored {
             fwd: Fwd::Miss,
             reason: NotStored::FirstHit,
-            targeted: None,
+            decided_by: None,
         };
         assert_eq!(
             served.cache_status(OK),
@@ -442,7 +463,9 @@ mod tests {
         let served = Served::Stored {
             fwd: Fwd::Miss,
             segment: Segment::Probation,
-            targeted: Some(HeaderName::from_static("cdn-cache-control")),
+            decided_by: Some(DecidedBy::Targeted(HeaderName::from_static(
+                "cdn-cache-control",
+            ))),
         };
         assert_eq!(
             served.cache_status(OK),
@@ -463,7 +486,7 @@ mod tests {
         let served = Served::Stored {
             fwd: Fwd::Miss,
             segment: Segment::Main,
-            targeted: None,
+            decided_by: None,
         };
         assert_eq!(served.cache_status(OK), "bloomgate; fwd=miss; stored");
     }

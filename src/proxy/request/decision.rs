@@ -11,6 +11,7 @@ use http::response;
 use crate::admission::Doorkeeper;
 use crate::admission::probation::{Budget, Mode, Placement, Segment};
 use crate::cache::{CacheKey, NotStored, ResponseControl, storability};
+use crate::config::CachePolicy;
 use crate::proxy::response::headers::{ResponseFraming, content_length};
 use crate::proxy::series::DecisionLabel;
 
@@ -106,6 +107,20 @@ impl Decision {
             Decision::Probation => Decision::FirstHit,
             _ => Decision::NotStorable(NotStored::TooLarge),
         }
+    }
+}
+
+/// The admission mode for a storable response on a route: the route's own, or `[admission]`'s;
+/// and the doorkeeper's second request for an object larger than `second_hit_above`, where the
+/// mode would admit its first.
+pub fn route_mode(policy: &CachePolicy, global: Mode, content_length: Option<u64>) -> Mode {
+    let mode = policy.admission.unwrap_or(global);
+    let large = policy
+        .second_hit_above
+        .is_some_and(|above| content_length.is_some_and(|length| length > above));
+    match large {
+        true => Mode::SecondHit,
+        false => mode,
     }
 }
 

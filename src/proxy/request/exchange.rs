@@ -13,7 +13,9 @@ use http::{Method, Request, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 
+use crate::cache::policy::{self, PolicyRule};
 use crate::cache::{Authority, CacheKey, ClientTls, KeyError, StoredResponse, keyed_query};
+use crate::config::CachePolicy;
 use crate::config::Config;
 use crate::proxy::Live;
 use crate::proxy::outcome::served::Fwd;
@@ -30,8 +32,12 @@ pub struct Exchange {
     pub authority: Authority,
     pub key: CacheKey,
     route: Route,
+    /// The name of the route it took (the `route` label of its metrics).
+    pub route_name: Arc<str>,
     /// The upstream group its route picks.
     pub group: Arc<Group>,
+    /// Its route's cache policy.
+    pub policy: Arc<CachePolicy>,
     /// The path and query it is sent to a server with.
     target: PathAndQuery,
 }
@@ -41,22 +47,39 @@ pub struct Exchange {
 pub enum Route {
     /// The cache answers it, or fetches it for storing.
     Cache,
-    /// Straight to the origin, body and all.
-    Pass(Fwd),
+    /// Straight to the origin, body and all; the policy rule that sent it, if one did.
+    Pass(Fwd, Option<PolicyRule>),
 }
 
 impl Exchange {
-    /// Accepts a request, or says why it cannot be cached or forwarded (answered with 400).
+    /// Accepts a request, or says why it cannot be cached or forwarded (answered with 400). Its
+    /// route's policy acts here first: what the client says that the route ignores is removed,
+    /// the key is the route's, and a bypass sends it straight on.
     pub fn new(
-        parts: Parts,
+        mut parts: Parts,
         peer: SocketAddr,
         live: Arc<Live>,
     ) -> Result<Exchange, TranslateError> {
         let authority = Authority::of_request(&parts).map_err(KeyError::from)?;
-        let key_config = &live.config.cache.key;
+        let routed = live.routing.routed(authority.as_str(), parts.uri.path());
+        let (route_name, group, policy) = (
+            Arc::clone(&routed.name),
+            Arc::clone(&routed.group),
+            Arc::clone(&routed.policy),
+        );
+        let route = match policy::bypass(&policy, &parts) {
+            Some(rule) if is_cacheable(&parts) => Route::Pass(Fwd::Bypass, Some(rule)),
+            _ => route(&parts),
+        };
+        if route == Route::Cache {
+            policy::prepare_request(&policy, &mut parts.headers);
+        }
+        let key_config = policy.key.as_ref().unwrap_or(&live.config.cache.key);
+        if route == Route::Cache && key_config.normalize_accept_encoding {
+            policy::normalize_accept_encoding(&mut parts.headers);
+        }
         let query = keyed_query(parts.uri.query(), key_config);
         let key = CacheKey::for_target(&authority, &parts, query.as_deref(), key_config)?;
-        let route = route(&parts);
         // A cacheable request asks the origin for exactly what its key names (see `keyed_query`);
         // a new target is built only when that differs from what the client sent.
         let rewritten = match (route, &query) {
@@ -76,7 +99,6 @@ impl Exchange {
                 .cloned()
                 .unwrap_or_else(|| PathAndQuery::from_static("/")),
         };
-        let group = Arc::clone(live.routing.route(authority.as_str(), parts.uri.path()));
         // Every server's URL has a scheme and an authority, so a target that makes a URI with one
         // makes a URI with each.
         group.servers[0].uri_for(target.clone())?;
@@ -87,7 +109,9 @@ impl Exchange {
             authority,
             key,
             route,
+            route_name,
             group,
+            policy,
             target,
         })
     }
@@ -131,7 +155,9 @@ impl Exchange {
             authority: self.authority.clone(),
             key: self.key.clone(),
             route: self.route,
+            route_name: Arc::clone(&self.route_name),
             group: Arc::clone(&self.group),
+            policy: Arc::clone(&self.policy),
             target: self.target.clone(),
         }
     }
@@ -217,10 +243,32 @@ fn empty_body() -> OutgoingBody {
 /// GET and HEAD go through the cache, ranges included (the cache stores whole objects and cuts
 /// ranges from them); every other method goes to the origin.
 fn route(parts: &Parts) -> Route {
-    match parts.method {
-        Method::GET | Method::HEAD => Route::Cache,
-        _ => Route::Pass(Fwd::Method),
+    match is_cacheable(parts) {
+        true => Route::Cache,
+        false => Route::Pass(Fwd::Method, None),
     }
+}
+
+fn is_cacheable(parts: &Parts) -> bool {
+    matches!(parts.method, Method::GET | Method::HEAD)
+}
+
+/// The key a PURGE of `parts` removes: the one a GET of the same target would be stored under,
+/// by the key of the route it takes.
+pub fn purge_key(live: &Live, parts: &Parts) -> Result<CacheKey, KeyError> {
+    let authority = Authority::of_request(parts)?;
+    let routed = live.routing.routed(authority.as_str(), parts.uri.path());
+    let key_config = routed.policy.key.as_ref().unwrap_or(&live.config.cache.key);
+    let mut headers = parts.headers.clone();
+    if key_config.normalize_accept_encoding {
+        policy::normalize_accept_encoding(&mut headers);
+    }
+    let query = keyed_query(parts.uri.query(), key_config);
+    let mut keyed = Request::new(());
+    *keyed.uri_mut() = parts.uri.clone();
+    *keyed.headers_mut() = headers;
+    let (keyed, ()) = keyed.into_parts();
+    CacheKey::for_target(&authority, &keyed, query.as_deref(), key_config)
 }
 
 /// What the origin receives for a client's request head, built exactly as the request path builds
@@ -237,7 +285,7 @@ pub fn translate(
     let route = exchange.route();
     let body = match route {
         Route::Cache => OriginBody::Dropped,
-        Route::Pass(_) => OriginBody::Forwarded(body_length),
+        Route::Pass(..) => OriginBody::Forwarded(body_length),
     };
     // A request goes to one server of its group; any one shows what each gets.
     let head = exchange.origin_head(body, &exchange.group.servers[0]);
@@ -290,7 +338,7 @@ mod tests {
         );
         let (_, route, head) =
             translated(config, "POST", "/p?z=1&utm_source=mail").expect("accepted");
-        assert_eq!(route, Route::Pass(Fwd::Method));
+        assert_eq!(route, Route::Pass(Fwd::Method, None));
         assert_eq!(
             head.uri().path_and_query().map(|p| p.as_str()),
             Some("/p?z=1&utm_source=mail"),

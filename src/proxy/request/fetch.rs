@@ -11,6 +11,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::Step;
+use crate::cache::policy as cache_policy;
 use crate::cache::{Freshness, StoredResponse};
 use crate::proxy::Proxy;
 use crate::proxy::outcome::served::{Fwd, OriginHead, Served, Tier};
@@ -256,10 +257,17 @@ impl Proxy {
     ) -> Arc<StoredResponse> {
         let mut not_modified = not_modified.clone();
         strip_hop_by_hop(&mut not_modified);
+        // The refreshed entry is served to every client: one client's cookie in a 304 must not
+        // become part of it (a stored response never carries `Set-Cookie`, RFC 9111 section 3
+        // as `storability` applies it), and the route's policy reads the 304's fields as it read
+        // the response's.
+        not_modified.remove(http::header::SET_COOKIE);
+        cache_policy::prepare_response(&exchange.policy, &mut not_modified);
         let refreshed = entry.refreshed(
             &not_modified,
             &exchange.parts.headers,
             &exchange.config().cache.targeted_fields,
+            &exchange.policy,
             SystemTime::now(),
         );
         let refreshed = self.store.refresh(exchange.key.clone(), refreshed);

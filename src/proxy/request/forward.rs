@@ -6,15 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{self, HeaderName};
+use http::header;
 use http::{Response, StatusCode, response};
 use hyper::body::{Body, Incoming};
 
 use super::Step;
 use super::store::StoreWrite;
-use crate::cache::ResponseControl;
+use crate::cache::policy as cache_policy;
+use crate::cache::{NotStored, ResponseControl};
 use crate::proxy::Proxy;
-use crate::proxy::outcome::served::{OriginHead, Served};
+use crate::proxy::outcome::served::{DecidedBy, OriginHead, Served};
 use crate::proxy::request::decision::{self, Decision, Storable};
 use crate::proxy::request::exchange::Exchange;
 use crate::proxy::request::fetch::Fetch;
@@ -34,8 +35,8 @@ pub(super) struct Fetched {
     pub(super) decision: Decision,
     /// The largest body the decision stores.
     limit: u64,
-    /// The targeted field (RFC 9213) whose directives decided, if one did.
-    targeted: Option<HeaderName>,
+    /// The targeted field (RFC 9213) or the policy rule that decided, if one did.
+    decided_by: Option<DecidedBy>,
     /// The client's range, when one applies to this response.
     ranges: Option<Ranges>,
 }
@@ -43,7 +44,7 @@ pub(super) struct Fetched {
 impl Fetched {
     /// The answer of this fetch that sends `response`.
     fn answer(&self, response: Response<ProxyBody>) -> Answer {
-        let served = Served::fetched(self.fetch.fwd, self.decision, self.targeted.clone());
+        let served = Served::fetched(self.fetch.fwd, self.decision, self.decided_by.clone());
         Answer::new(response, served).answered_by(self.origin.clone())
     }
 
@@ -53,8 +54,9 @@ impl Fetched {
 }
 
 impl Proxy {
-    /// Phase 5: decides whether the response is stored (storability, then admission), then sends
-    /// it to the client while capturing it for the store and the waiting requests.
+    /// The response phase: the route's policy applied to the head (what it ignores of the
+    /// origin's, the lifetimes it sets), then whether the response is stored (storability, then
+    /// admission); then it is sent to the client while it is captured for the store phase.
     ///
     /// A GET's range is cut from the whole 200 as it streams, when the whole is known to be no
     /// larger than `cache.max_object_bytes` (a body of unknown length is read up to its limit
@@ -75,7 +77,12 @@ impl Proxy {
         };
         strip_hop_by_hop(&mut head.headers);
         let config = fetch.exchange.config();
+        let policy = &fetch.exchange.policy;
+        cache_policy::prepare_response(policy, &mut head.headers);
         let control = ResponseControl::of(&head.headers, &config.cache.targeted_fields);
+        let targeted = control.targeted_field().cloned().map(DecidedBy::Targeted);
+        let (control, rule) =
+            cache_policy::read_control(policy, head.status, &head.headers, control);
         let (decision, storable) = self.decide(&fetch, &head, &control, framing);
         let limit = decision.size_limit(config.cache.max_object_bytes, self.store.budget());
         // Conditionals come before the range (RFC 9110 section 13.2.2): a 304 stands for it all.
@@ -83,7 +90,7 @@ impl Proxy {
         let ranges = Ranges::requested(request, head.status, &head.headers)
             .filter(|_| !not_modified(&request.headers, &head.headers));
         let fetched = Fetched {
-            targeted: control.targeted_field().cloned(),
+            decided_by: rule.map(DecidedBy::Policy).or(targeted),
             fetch,
             origin,
             decision,
@@ -109,8 +116,16 @@ impl Proxy {
         let exchange = &fetch.exchange;
         let revalidating = fetch.stale.is_some();
         let max_object = exchange.config().cache.max_object_bytes;
-        let storable =
-            decision::storable(&exchange.parts.headers, head, control, framing, max_object);
+        let policy = &exchange.policy;
+        let request_headers =
+            cache_policy::storing_request_headers(policy, &exchange.parts.headers);
+        let storable = decision::storable(&request_headers, head, control, framing, max_object)
+            .and_then(
+                |storable| match cache_policy::no_store(policy, &exchange.parts) {
+                    Some(rule) => Err(NotStored::Policy(rule)),
+                    None => Ok(storable),
+                },
+            );
         if revalidating && storable.is_err() {
             self.forget(&exchange.key);
         }
@@ -118,8 +133,13 @@ impl Proxy {
             Err(reason) => (Decision::NotStorable(reason), None),
             Ok(storable) => {
                 let live = &exchange.live;
-                let admitted = decision::admit(
+                let mode = decision::route_mode(
+                    policy,
                     live.config.admission.mode,
+                    storable.content_length,
+                );
+                let admitted = decision::admit(
+                    mode,
                     live.doorkeeper.as_deref(),
                     self.store.budget(),
                     &exchange.key,

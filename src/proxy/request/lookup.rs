@@ -24,10 +24,11 @@ impl Proxy {
     pub(super) async fn lookup(self: &Arc<Self>, exchange: Exchange) -> Step {
         let mut variants = self.store.get(&exchange.key);
         let mut tier = Tier::Ram;
+        let targeted = &exchange.config().cache.targeted_fields;
         if variants.is_none()
             && let Some(disk) = &self.disk
             && let Some(restored) =
-                Box::pin(disk.load(&exchange.key, &exchange.config().cache.targeted_fields)).await
+                Box::pin(disk.load(&exchange.key, targeted, &exchange.policy)).await
         {
             // A disk hit goes back into RAM (main: it has been asked for again).
             variants = self.store.restore(&exchange.key, restored);

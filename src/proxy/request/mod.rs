@@ -32,7 +32,7 @@ use hyper::body::Incoming;
 
 use crate::cache::NotStored;
 use crate::proxy::outcome::logged::{Entry, Logged};
-use crate::proxy::outcome::served::{Fwd, OriginHead, Served};
+use crate::proxy::outcome::served::{Detail, Fwd, OriginHead, Served};
 use crate::proxy::request::exchange::{Exchange, Route};
 use crate::proxy::request::fetch::Fetch;
 use crate::proxy::response::respond::{self, Answer, ProxyBody};
@@ -49,8 +49,9 @@ pub(crate) enum Step {
     Origin(Fetch),
     /// The origin's response head to a fetch: decide whether it is stored, and forward it.
     Response(Fetch, Response<Incoming>, OriginHead),
-    /// A request the cache does not answer, with its body, to the origin as it is.
-    Pass(Exchange, Incoming, Fwd),
+    /// A request the cache does not answer, with its body, to the origin as it is; the detail
+    /// says why when a policy rule sent it.
+    Pass(Exchange, Incoming, Fwd, Option<Detail>),
     /// A GET's range the cache will not cut from a whole object (`Some` says why): the origin
     /// answers it.
     PassRange(Exchange, Option<NotStored>),
@@ -118,7 +119,9 @@ impl Proxy {
                 Step::Response(fetch, response, origin) => {
                     Box::pin(self.forward_response(fetch, response, origin)).await
                 }
-                Step::Pass(exchange, body, fwd) => Box::pin(self.pass(exchange, body, fwd)).await,
+                Step::Pass(exchange, body, fwd, detail) => {
+                    Box::pin(self.pass(exchange, body, fwd, detail)).await
+                }
                 Step::PassRange(exchange, reason) => {
                     Box::pin(self.pass_range(exchange, reason)).await
                 }
@@ -146,7 +149,7 @@ impl Proxy {
             }
         };
         match exchange.route() {
-            Route::Pass(fwd) => Step::Pass(exchange, body, fwd),
+            Route::Pass(fwd, rule) => Step::Pass(exchange, body, fwd, rule.map(Detail::Policy)),
             Route::Cache => {
                 // A body on GET or HEAD has no meaning (RFC 9110 section 9.3.1) and is not forwarded.
                 drop(body);

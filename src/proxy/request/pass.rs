@@ -18,7 +18,13 @@ use crate::proxy::upstream::origin::{OriginError, OriginFailure};
 
 impl Proxy {
     /// Forwards a request the cache does not answer (other methods), streaming both ways.
-    pub(super) async fn pass(&self, exchange: Exchange, body: Incoming, fwd: Fwd) -> Step {
+    pub(super) async fn pass(
+        &self,
+        exchange: Exchange,
+        body: Incoming,
+        fwd: Fwd,
+        detail: Option<Detail>,
+    ) -> Step {
         let asked = Instant::now();
         let response = exchange
             .live
@@ -27,7 +33,7 @@ impl Proxy {
                 exchange.pass_request(body, server)
             })
             .await;
-        Step::Done(self.passed(exchange, response, asked, fwd, None))
+        Step::Done(self.passed(exchange, response, asked, fwd, detail))
     }
 
     /// Passes a GET's range to the origin, when the cache will not cut it from the whole object:

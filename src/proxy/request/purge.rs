@@ -49,7 +49,7 @@ impl Proxy {
     }
 
     fn purge_with(&self, live: &Live, parts: &http::request::Parts) -> (StatusCode, &'static str) {
-        match crate::cache::CacheKey::from_request(parts, &live.config.cache.key) {
+        match super::exchange::purge_key(live, parts) {
             Err(_) => (
                 StatusCode::BAD_REQUEST,
                 "PURGE needs a valid Host and path\n",

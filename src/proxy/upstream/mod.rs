@@ -12,18 +12,28 @@ mod server;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::config::{Config, HealthConfig, HostPattern, Upstreams};
+use crate::config::{CachePolicy, Config, HealthConfig, HostPattern, Upstreams};
 
 pub use balance::Group;
 pub use server::{ErrorKind, Server, label};
 
 use health::ServerState;
 
+/// Where a route leads: its name, its upstream group and its cache policy.
+pub struct Routed {
+    pub name: Arc<str>,
+    pub group: Arc<Group>,
+    pub policy: Arc<CachePolicy>,
+}
+
 /// The groups and routes of one configuration.
 pub struct Routing {
     groups: Vec<Arc<Group>>,
-    /// Each route's host, path prefix and group (an index into `groups`).
-    routes: Vec<(Option<HostPattern>, String, usize)>,
+    /// Each route's host, path prefix, and where it leads.
+    routes: Vec<(Option<HostPattern>, String, Routed)>,
+    /// What a request no route matches gets (never, in a valid configuration): the first group
+    /// and the RFC's policy.
+    fallback: Routed,
     /// Each group's health settings, in the order of `groups`, for its probes.
     health: Vec<HealthConfig>,
     /// The probe tasks of this configuration, stopped when another replaces it.
@@ -64,13 +74,24 @@ impl Routing {
             .routes
             .iter()
             .filter_map(|route| {
-                let index = groups.iter().position(|g| *g.name == route.upstream)?;
-                Some((route.host.clone(), route.path_prefix.clone(), index))
+                let group = groups.iter().find(|g| *g.name == route.upstream)?;
+                let routed = Routed {
+                    name: Arc::from(route.name.as_str()),
+                    group: Arc::clone(group),
+                    policy: Arc::clone(&route.cache),
+                };
+                Some((route.host.clone(), route.path_prefix.clone(), routed))
             })
             .collect();
+        let fallback = Routed {
+            name: Arc::from("default"),
+            group: Arc::clone(&groups[0]),
+            policy: Arc::new(CachePolicy::rfc()),
+        };
         Routing {
             groups,
             routes,
+            fallback,
             health: upstreams.groups.iter().map(|g| g.health.clone()).collect(),
             probes: Mutex::new(Vec::new()),
         }
@@ -79,16 +100,25 @@ impl Routing {
     /// The group of a request for `authority` (`host[:port]`, lower case) and `path`: the first
     /// route that matches. The last route of a valid configuration matches every request.
     pub fn route(&self, authority: &str, path: &str) -> &Arc<Group> {
+        &self.routed(authority, path).group
+    }
+
+    /// The route a request for `authority` and `path` takes: the first that matches (the last
+    /// route of a valid configuration matches every request).
+    pub fn routed(&self, authority: &str, path: &str) -> &Routed {
         let host = host_of(authority);
-        let index = self
-            .routes
-            .iter()
-            .find(|(pattern, prefix, _)| {
-                pattern.as_ref().is_none_or(|p| p.matches(host))
-                    && path.starts_with(prefix.as_str())
-            })
-            .map_or(0, |route| route.2);
-        &self.groups[index]
+        let found = self.routes.iter().find(|(pattern, prefix, _)| {
+            pattern.as_ref().is_none_or(|p| p.matches(host)) && path.starts_with(prefix.as_str())
+        });
+        match found {
+            Some((_, _, routed)) => routed,
+            None => &self.fallback,
+        }
+    }
+
+    /// Every route's name, in order.
+    pub fn route_names(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.routes.iter().map(|(_, _, routed)| &routed.name)
     }
 
     /// Starts the probes of every group that has a probe path, on the current runtime.
