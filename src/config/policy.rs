@@ -415,3 +415,146 @@ fn read_route_key(s: &mut Section, global: Option<&CacheKeyConfig>) -> Option<Ca
         normalize_accept_encoding: normalize?.unwrap_or(base.normalize_accept_encoding),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Config;
+
+    /// Every error of a file with one route whose `[routes.cache]` is `policy`, one per line.
+    fn errors(policy: &str) -> String {
+        let text = format!(
+            "[upstreams.o]\nservers = [\"http://127.0.0.1:1\"]\n[[routes]]\nupstream = \"o\"\n\
+             [routes.cache]\n{policy}"
+        );
+        match Config::from_toml_str(&text) {
+            Ok(_) => String::new(),
+            Err(errors) => errors.to_string(),
+        }
+    }
+
+    #[test]
+    fn each_bad_policy_key_is_named_in_its_error() {
+        let cases = [
+            ("enabled = \"no\"", "routes[0].cache.enabled: expected"),
+            (
+                "override_ttl = 3600",
+                "routes[0].cache.override_ttl: expected a duration",
+            ),
+            (
+                "default_ttl = { \"299x\" = \"1m\" }",
+                "routes[0].cache.default_ttl: \"299x\"",
+            ),
+            (
+                "default_ttl = { \"304\" = \"1m\" }",
+                "routes[0].cache.default_ttl: \"304\"",
+            ),
+            (
+                "stale_if_error = \"-1s\"",
+                "routes[0].cache.stale_if_error: expected a duration",
+            ),
+            (
+                "max_ttl = \"0s\"",
+                "routes[0].cache.max_ttl: must be greater than 0",
+            ),
+            (
+                "ignore_origin = [\"cookies\"]",
+                "routes[0].cache.ignore_origin: \"cookies\"",
+            ),
+            ("admission = \"sometimes\"", "routes[0].cache.admission:"),
+            (
+                "max_ttl_s = \"1h\"",
+                "routes[0].cache.max_ttl_s: unknown key",
+            ),
+            (
+                "[routes.cache.bypass]\ncookies = [\"\"]",
+                "routes[0].cache.bypass.cookies:",
+            ),
+            (
+                "[routes.cache.bypass]\ncookies = [\"a=b\"]",
+                "routes[0].cache.bypass.cookies: \"a=b\" can never match",
+            ),
+            (
+                "[routes.cache.bypass]\nmethods = [\"POST\"]",
+                "routes[0].cache.bypass.methods: \"POST\" is never looked up",
+            ),
+            (
+                "[routes.cache.bypass]\nheaders = [\"bad name: 1\"]",
+                "routes[0].cache.bypass.headers:",
+            ),
+            (
+                "[routes.cache.key]\nkeep_query_params = \"page\"",
+                "routes[0].cache.key.keep_query_params:",
+            ),
+            (
+                "[routes.cache.no_store]\ncolor = [\"x\"]",
+                "routes[0].cache.no_store.color: unknown key",
+            ),
+        ];
+        for (policy, expected) in cases {
+            let errors = errors(policy);
+            assert!(errors.contains(expected), "{policy}:\n{errors}");
+        }
+    }
+
+    #[test]
+    fn a_policy_that_contradicts_itself_is_refused_naming_each_contradiction() {
+        let both = errors(
+            "min_ttl = \"1h\"\nmax_ttl = \"1m\"\ndefault_ttl = { \"404\" = \"1m\" }\noverride_ttl = { \"404\" = \"5m\" }",
+        );
+        assert!(
+            both.contains("routes[0].cache.min_ttl: 3600s is longer than max_ttl"),
+            "{both}"
+        );
+        assert!(
+            both.contains("routes[0].cache.default_ttl: 404 Not Found never applies"),
+            "{both}"
+        );
+        let disabled = errors(
+            "enabled = false\nstale_if_error = \"1d\"\n[routes.cache.bypass]\ncookies = [\"s\"]",
+        );
+        assert!(
+            disabled.contains("routes[0].cache.stale_if_error: never applies"),
+            "{disabled}"
+        );
+        assert!(
+            disabled.contains("routes[0].cache.bypass: never applies"),
+            "{disabled}"
+        );
+        let needless = errors("admission = \"second-hit\"\nsecond_hit_above = \"1MiB\"");
+        assert!(
+            needless.contains("routes[0].cache.second_hit_above: 1MiB changes nothing"),
+            "{needless}"
+        );
+        assert_eq!(errors("min_ttl = \"1m\"\nmax_ttl = \"1h\""), "");
+    }
+
+    #[test]
+    fn a_route_name_must_be_a_label_and_its_own() {
+        let text = "[upstreams.o]\nservers = [\"http://127.0.0.1:1\"]\n\
+                    [[routes]]\nname = \"a\"\npath_prefix = \"/a/\"\nupstream = \"o\"\n\
+                    [[routes]]\nname = \"a\"\nupstream = \"o\"\n";
+        let errors = Config::from_toml_str(text)
+            .expect_err("two routes called a")
+            .to_string();
+        assert!(
+            errors.contains("routes[1].name: \"a\" is routes[0]'s name too"),
+            "{errors}"
+        );
+        let text = "[upstreams.o]\nservers = [\"http://127.0.0.1:1\"]\n\
+                    [[routes]]\nname = \"Static Files\"\nupstream = \"o\"\n";
+        let errors = Config::from_toml_str(text)
+            .expect_err("not a label")
+            .to_string();
+        assert!(
+            errors.contains("routes[0].name: expected a name"),
+            "{errors}"
+        );
+    }
+
+    #[test]
+    fn a_policy_is_written_back_as_it_was_read() {
+        let text = include_str!("../../config/examples/site-policy.toml");
+        let config = Config::from_toml_str(text).expect("the example is valid");
+        assert_eq!(Config::from_toml_str(&config.to_toml()), Ok(config));
+    }
+}

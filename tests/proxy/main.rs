@@ -23,6 +23,7 @@ mod interim;
 mod isolation;
 mod metrics_promtool;
 mod persist;
+mod policy;
 mod probation;
 mod ranges;
 mod reload;
