@@ -96,9 +96,15 @@ pub fn each_tag(head: &Head, tag_field: &HeaderName, mut found: impl FnMut(&str)
     }
 }
 
-/// The purges of tags in force: read without a lock on every lookup, replaced whole by a purge.
+/// Marks a purge by prefix among the purges of tags: a byte no tag holds (a field value cannot).
+const PREFIX_MARK: char = '\u{1}';
+
+/// The purges of tags (and of key prefixes) in force: read without a lock on every lookup,
+/// replaced whole by a purge.
 pub struct TagPurges {
     purges: ArcSwap<HashMap<Box<str>, TagPurge>>,
+    /// The purges by prefix among them, apart: a lookup scans these, never the tags.
+    prefixes: ArcSwap<Vec<(Box<str>, TagPurge)>>,
     /// Where they are saved, with a disk tier.
     file: Option<PathBuf>,
     /// Serialises purges, so that each file written holds every purge before it.
@@ -110,6 +116,7 @@ impl TagPurges {
     pub fn in_memory() -> TagPurges {
         TagPurges {
             purges: ArcSwap::from_pointee(HashMap::new()),
+            prefixes: ArcSwap::from_pointee(Vec::new()),
             file: None,
             writing: Mutex::new(()),
         }
@@ -125,6 +132,7 @@ impl TagPurges {
             Err(error) => (HashMap::new(), Some(error)),
         };
         let purges = TagPurges {
+            prefixes: ArcSwap::from_pointee(prefixes_of(&purges)),
             purges: ArcSwap::from_pointee(purges),
             file: Some(path),
             writing: Mutex::new(()),
@@ -148,6 +156,7 @@ impl TagPurges {
         for tag in tags {
             purges.insert((*tag).into(), TagPurge { at: now, kind });
         }
+        self.prefixes.store(Arc::new(prefixes_of(&purges)));
         let purges = Arc::new(purges);
         self.purges.store(Arc::clone(&purges));
         match &self.file {
@@ -156,19 +165,36 @@ impl TagPurges {
         }
     }
 
-    /// The purge that applies to `entry`, whose tags are in `tag_field`: a hard one before a
-    /// soft one, the latest soft one of several. Costs one pointer load when nothing was purged.
-    pub fn applying_to(&self, entry: &StoredResponse, tag_field: &HeaderName) -> Option<TagPurge> {
+    /// Purges every entry received before `now` whose key starts with `prefix` (a host and a
+    /// path prefix, `a.example/static/`; a key's scheme, when it has one, is not compared), as
+    /// [`Self::purge`] purges tags.
+    pub fn purge_prefix(
+        &self,
+        prefix: &str,
+        kind: PurgeKind,
+        now: SystemTime,
+        keep: Duration,
+    ) -> Result<(), TagPurgeFileError> {
+        let marked = format!("{PREFIX_MARK}{prefix}");
+        self.purge(&[marked.as_str()], kind, now, keep)
+    }
+
+    /// The purge that applies to `entry`, stored under `key`, whose tags are in `tag_field`: a
+    /// hard one before a soft one, the latest soft one of several. Costs one pointer load when
+    /// nothing was purged.
+    pub fn applying_to(
+        &self,
+        entry: &StoredResponse,
+        key: &str,
+        tag_field: &HeaderName,
+    ) -> Option<TagPurge> {
         let purges = self.purges.load();
         if purges.is_empty() {
             return None;
         }
         let received = entry.lifetime.response_time;
         let mut applying: Option<TagPurge> = None;
-        each_tag(&entry.head, tag_field, |tag| {
-            let Some(&purge) = purges.get(tag) else {
-                return;
-            };
+        let mut consider = |purge: TagPurge| {
             if received > purge.at {
                 return;
             }
@@ -177,7 +203,21 @@ impl TagPurges {
                 Some(before) if purge.kind == PurgeKind::Soft && before.at > purge.at => before,
                 _ => purge,
             });
+        };
+        each_tag(&entry.head, tag_field, |tag| {
+            if let Some(&purge) = purges.get(tag) {
+                consider(purge);
+            }
         });
+        let unschemed = key
+            .strip_prefix("https://")
+            .or_else(|| key.strip_prefix("http://"))
+            .unwrap_or(key);
+        for (prefix, purge) in self.prefixes.load().iter() {
+            if unschemed.starts_with(&**prefix) {
+                consider(*purge);
+            }
+        }
         applying
     }
 
@@ -189,6 +229,14 @@ impl TagPurges {
     pub fn is_empty(&self) -> bool {
         self.purges.load().is_empty()
     }
+}
+
+/// The purges by prefix among `purges`, without their mark.
+fn prefixes_of(purges: &HashMap<Box<str>, TagPurge>) -> Vec<(Box<str>, TagPurge)> {
+    purges
+        .iter()
+        .filter_map(|(tag, purge)| Some((tag.strip_prefix(PREFIX_MARK)?.into(), *purge)))
+        .collect()
 }
 
 fn read(path: &Path) -> Result<HashMap<Box<str>, TagPurge>, TagPurgeFileError> {
@@ -306,7 +354,7 @@ mod tests {
         let field = HeaderName::from_static("surrogate-key");
         let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
         let old = entry("a b", start);
-        assert_eq!(purges.applying_to(&old, &field), None);
+        assert_eq!(purges.applying_to(&old, "h/k", &field), None);
         let keep = Duration::from_secs(3600);
         let soft_at = start + Duration::from_secs(1);
         purges
@@ -316,16 +364,18 @@ mod tests {
             at: soft_at,
             kind: PurgeKind::Soft,
         };
-        assert_eq!(purges.applying_to(&old, &field), Some(soft));
+        assert_eq!(purges.applying_to(&old, "h/k", &field), Some(soft));
         let hard_at = start + Duration::from_secs(2);
         purges
             .purge(&["b"], PurgeKind::Hard, hard_at, keep)
             .unwrap();
-        let hard = purges.applying_to(&old, &field).map(|purge| purge.kind);
+        let hard = purges
+            .applying_to(&old, "h/k", &field)
+            .map(|purge| purge.kind);
         assert_eq!(hard, Some(PurgeKind::Hard));
         let refetched = entry("a b", start + Duration::from_secs(3));
-        assert_eq!(purges.applying_to(&refetched, &field), None);
-        assert_eq!(purges.applying_to(&entry("c", start), &field), None);
+        assert_eq!(purges.applying_to(&refetched, "h/k", &field), None);
+        assert_eq!(purges.applying_to(&entry("c", start), "h/k", &field), None);
     }
 
     #[test]
@@ -349,6 +399,41 @@ mod tests {
             .unwrap();
         // b is past keep; a was purged again since.
         assert_eq!(purges.len(), 2);
+    }
+
+    #[test]
+    fn a_purge_by_prefix_applies_to_keys_under_it_only_and_survives_a_reopen() {
+        let dir =
+            std::env::temp_dir().join(format!("bloomgate-prefix-purges-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (purges, _) = TagPurges::open(&dir);
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let old = entry("", start);
+        let field = HeaderName::from_static("surrogate-key");
+        let keep = Duration::from_secs(u64::from(u32::MAX));
+        purges
+            .purge_prefix(
+                "a.example/static/",
+                PurgeKind::Hard,
+                start + Duration::from_secs(1),
+                keep,
+            )
+            .unwrap();
+        let applies =
+            |purges: &TagPurges, key: &str| purges.applying_to(&old, key, &field).is_some();
+        assert!(applies(&purges, "a.example/static/app.css"));
+        assert!(applies(&purges, "https://a.example/static/app.css?v=2"));
+        assert!(!applies(&purges, "a.example/staticx"));
+        assert!(!applies(&purges, "b.example/static/app.css"));
+        let later = entry("", start + Duration::from_secs(2));
+        assert_eq!(
+            purges.applying_to(&later, "a.example/static/app.css", &field),
+            None
+        );
+        let (reopened, error) = TagPurges::open(&dir);
+        assert!(error.is_none(), "{error:?}");
+        assert!(applies(&reopened, "a.example/static/app.css"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -530,3 +530,136 @@ async fn a_reload_applies_a_policy_and_a_bad_one_keeps_the_running_configuration
     assert!(hit.is_hit(), "{}", hit.cache_status());
     let _ = std::fs::remove_file(&path);
 }
+
+/// `GET /cache/inspect` for `url`, parsed.
+async fn inspect(
+    client: &Client,
+    proxy: &ProxyProcess,
+    url: &str,
+    headers: &[(&str, &str)],
+) -> serde_json::Value {
+    let encoded: String = url
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let reply = client
+        .get_with(
+            &proxy.admin_url(&format!("/cache/inspect?url={encoded}")),
+            headers,
+        )
+        .await;
+    assert_eq!(reply.status, http::StatusCode::OK, "{}", reply.text());
+    serde_json::from_slice(&reply.body).expect("inspect answers JSON")
+}
+
+#[tokio::test]
+async fn inspect_says_where_an_entry_is_how_fresh_and_which_route_decided() {
+    let s = shared();
+    let client = Client::new();
+    s.origin.set(
+        "/static/inspected.css",
+        Reply::ok("css").header("surrogate-key", "theme css"),
+    );
+    s.origin.set(
+        "/inspected/page?page=1",
+        Reply::ok("p").header("cache-control", "max-age=300"),
+    );
+    client.get(&s.proxy.url("/static/inspected.css")).await;
+    client
+        .get(&s.proxy.url("/inspected/page?page=1&utm_source=x"))
+        .await;
+
+    let css = inspect(
+        &client,
+        &s.proxy,
+        &s.proxy.url("/static/inspected.css"),
+        &[],
+    )
+    .await;
+    assert_eq!(css["stored"], true, "{css}");
+    assert_eq!(css["where"], "ram-main", "{css}");
+    assert_eq!(css["route"], "static", "{css}");
+    assert_eq!(css["policy"]["admission"], "off", "{css}");
+    let ttl = css["ttl"].as_i64().expect("ttl");
+    assert!((3500..=3600).contains(&ttl), "{css}");
+    assert_eq!(
+        css["variants"][0]["tags"],
+        serde_json::json!(["theme", "css"]),
+        "{css}"
+    );
+
+    // The URL as a client would ask for it: the key drops what the route's key drops.
+    let page = inspect(
+        &client,
+        &s.proxy,
+        &s.proxy.url("/inspected/page?fbclid=1&page=1"),
+        &[],
+    )
+    .await;
+    assert_eq!(page["stored"], true, "{page}");
+    assert_eq!(page["where"], "ram-probation", "{page}");
+    assert_eq!(page["route"], "site", "{page}");
+    assert_eq!(page["doorkeeper_seen"], true, "{page}");
+
+    let api = inspect(&client, &s.proxy, &s.proxy.url("/api/anything"), &[]).await;
+    assert_eq!(api["stored"], false, "{api}");
+    assert_eq!(api["bypassed_by"], "bypass-route", "{api}");
+    let never = inspect(&client, &s.proxy, &s.proxy.url("/never/asked"), &[]).await;
+    assert_eq!(never["stored"], false, "{never}");
+    assert_eq!(never["doorkeeper_seen"], false, "{never}");
+    let bad = client
+        .get(&s.proxy.admin_url("/cache/inspect?url=%zz"))
+        .await;
+    assert_eq!(bad.status, http::StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn a_purge_by_prefix_reaches_every_entry_under_it_and_no_other() {
+    let origin = Origin::start();
+    let proxy = rules_proxy(&origin, "[routes.cache]\nadmission = \"off\"\n");
+    let client = Client::new();
+    for path in ["/shop/a", "/shop/b?x=1", "/shopping", "/blog/1"] {
+        origin.set(path, Reply::ok(path).header("cache-control", "max-age=600"));
+        client.get(&proxy.url(path)).await;
+        assert!(client.get(&proxy.url(path)).await.is_hit());
+    }
+    let host = proxy.addr.to_string();
+    let purge = client
+        .send(
+            http::Method::POST,
+            &proxy.admin_url(&format!("/purge/prefix/{host}/shop/")),
+            &[],
+        )
+        .await
+        .expect("purge");
+    assert_eq!(purge.status, http::StatusCode::OK, "{}", purge.text());
+    for path in ["/shop/a", "/shop/b?x=1"] {
+        let reply = client.get(&proxy.url(path)).await;
+        assert!(!reply.is_hit(), "{path}: {}", reply.cache_status());
+    }
+    for path in ["/shopping", "/blog/1"] {
+        let reply = client.get(&proxy.url(path)).await;
+        assert!(reply.is_hit(), "{path}: {}", reply.cache_status());
+    }
+    // Soft: still there, stale (revalidated before use).
+    let soft = client
+        .send(
+            http::Method::POST,
+            &proxy.admin_url(&format!("/purge/prefix/{host}/blog/?soft=1")),
+            &[],
+        )
+        .await
+        .expect("purge");
+    assert!(soft.text().contains("(soft)"), "{}", soft.text());
+    let reply = client.get(&proxy.url("/blog/1")).await;
+    assert!(
+        has_member(reply.cache_status(), "fwd=stale"),
+        "{}",
+        reply.cache_status()
+    );
+}

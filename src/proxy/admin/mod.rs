@@ -1,6 +1,7 @@
 //! The admin listener: the status page, `/status.json`, `/metrics`, `/healthz`, `/readyz`,
 //! `POST /reload`, PURGE, and purge by tag.
 
+pub(crate) mod inspect;
 pub(crate) mod persist;
 pub(crate) mod reload;
 pub(crate) mod status;
@@ -48,15 +49,33 @@ async fn accept(
 ) {
     let builder = auto::Builder::new(TokioExecutor::new());
     loop {
-        let Ok((stream, _peer)) = listener.accept().await else {
+        let Ok((stream, peer)) = listener.accept().await else {
             continue;
         };
         let proxy = Arc::clone(&proxy);
         let shutdown = shutdown.clone();
         let history = Arc::clone(&history);
-        let service = service_fn(move |request| {
-            let response = answer(&proxy, &shutdown, &history, request);
-            async move { Ok::<_, Infallible>(response) }
+        let service = service_fn(move |request: Request<Incoming>| {
+            let proxy = Arc::clone(&proxy);
+            let shutdown = shutdown.clone();
+            let history = Arc::clone(&history);
+            async move {
+                if request.method() == Method::GET && request.uri().path() == "/cache/inspect" {
+                    let (parts, _body) = request.into_parts();
+                    let response = match proxy.inspect(&parts, peer).await {
+                        Ok(json) => match serde_json::to_vec_pretty(&json) {
+                            Ok(body) => typed(Bytes::from(body), "application/json"),
+                            Err(error) => text_owned(
+                                StatusCode::INTERNAL_SERVER_ERROR,
+                                format!("inspect: encoding JSON: {error}\n"),
+                            ),
+                        },
+                        Err((status, why)) => text_owned(status, why),
+                    };
+                    return Ok::<_, Infallible>(response);
+                }
+                Ok::<_, Infallible>(answer(&proxy, &shutdown, &history, request))
+            }
         });
         let connection = builder
             .serve_connection(TokioIo::new(stream), service)
@@ -77,6 +96,12 @@ fn answer(
     if parts.method.as_str() == "PURGE" {
         let (status, body) = proxy.purge(&parts);
         return text(status, body);
+    }
+    if parts.method == Method::POST
+        && let Some(prefix) = parts.uri.path().strip_prefix("/purge/prefix/")
+    {
+        let (status, body) = proxy.purge_prefix(prefix, parts.uri.query());
+        return text_owned(status, body);
     }
     if parts.method == Method::POST
         && let Some(tag) = parts.uri.path().strip_prefix("/purge/tag/")
@@ -102,8 +127,8 @@ fn answer(
     if parts.method != Method::GET {
         return text(
             StatusCode::METHOD_NOT_ALLOWED,
-            "GET /, /status.json, /metrics, /healthz, /readyz; POST /reload, /purge/tag/<tag>; \
-             PURGE <path> with Host\n",
+            "GET /, /status.json, /metrics, /healthz, /readyz, /cache/inspect?url=URL; \
+             POST /reload, /purge/tag/<tag>, /purge/prefix/<host><path>; PURGE <path> with Host\n",
         );
     }
     match parts.uri.path() {

@@ -73,7 +73,10 @@ impl Proxy {
         entry: Arc<StoredResponse>,
     ) -> Option<Arc<StoredResponse>> {
         let tag_field = &exchange.config().cache.tag_header;
-        let Some(purge) = self.tag_purges.applying_to(&entry, tag_field) else {
+        let Some(purge) = self
+            .tag_purges
+            .applying_to(&entry, exchange.key.as_str(), tag_field)
+        else {
             return Some(entry);
         };
         let label = PurgeLabel::of_tag(purge.kind);

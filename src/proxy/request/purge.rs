@@ -67,6 +67,51 @@ impl Proxy {
         }
     }
 
+    /// Purges every entry whose key starts with `prefix` (`<host><path prefix>`): answers
+    /// `POST /purge/prefix/<host><path>[?soft=1]`. Applied as each entry is next looked up, in
+    /// RAM and on disk alike, as a purge by tag is.
+    pub(crate) fn purge_prefix(&self, prefix: &str, query: Option<&str>) -> (StatusCode, String) {
+        let Some((host, path)) = prefix.split_once('/') else {
+            return (
+                StatusCode::BAD_REQUEST,
+                "POST /purge/prefix/<host><path>, for example /purge/prefix/a.example/static/; \
+                 add ?soft=1 to mark stale\n"
+                    .into(),
+            );
+        };
+        if host.is_empty()
+            || prefix
+                .bytes()
+                .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+        {
+            return (
+                StatusCode::BAD_REQUEST,
+                "a prefix names a host and a path\n".into(),
+            );
+        }
+        let prefix = format!("{}/{path}", host.to_ascii_lowercase());
+        let kind = purge_kind(query);
+        let keep = self.live().config.cache.tag_purge_keep;
+        let saved = self
+            .tag_purges
+            .purge_prefix(&prefix, kind, SystemTime::now(), keep);
+        series().purge(PurgeLabel::of_tag(kind)).increment(1);
+        match saved {
+            Ok(()) => (
+                StatusCode::OK,
+                format!("purged prefix {prefix} ({})\n", kind.as_str()),
+            ),
+            Err(error) => {
+                tracing::error!(%error, "a purge by prefix holds until a restart only");
+                let body = format!(
+                    "purged prefix {prefix} ({}) until a restart only: {error}\n",
+                    kind.as_str()
+                );
+                (StatusCode::INTERNAL_SERVER_ERROR, body)
+            }
+        }
+    }
+
     /// Removes every variant stored under `key`, in RAM and on disk; returns whether either tier
     /// held one.
     pub(crate) fn forget(&self, key: &CacheKey) -> bool {
@@ -84,12 +129,7 @@ impl Proxy {
                 "POST /purge/tag/<tag>, one tag; add ?soft=1 to mark stale\n".into(),
             );
         }
-        let soft = query.is_some_and(|query| query.split('&').any(|pair| pair == "soft=1"));
-        let kind = if soft {
-            PurgeKind::Soft
-        } else {
-            PurgeKind::Hard
-        };
+        let kind = purge_kind(query);
         let keep = self.live().config.cache.tag_purge_keep;
         let saved = self.tag_purges.purge(&[tag], kind, SystemTime::now(), keep);
         series().purge(PurgeLabel::of_tag(kind)).increment(1);
@@ -107,5 +147,14 @@ impl Proxy {
                 (StatusCode::INTERNAL_SERVER_ERROR, body)
             }
         }
+    }
+}
+
+/// `?soft=1`: a soft purge; else a hard one.
+fn purge_kind(query: Option<&str>) -> PurgeKind {
+    let soft = query.is_some_and(|query| query.split('&').any(|pair| pair == "soft=1"));
+    match soft {
+        true => PurgeKind::Soft,
+        false => PurgeKind::Hard,
     }
 }
