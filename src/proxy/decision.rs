@@ -9,10 +9,10 @@ use http::header::HeaderMap;
 use http::response;
 
 use super::headers::{ResponseFraming, content_length};
-use super::series::DecisionLabel;
 use crate::admission::Doorkeeper;
 use crate::admission::probation::{Budget, Mode, Placement, Segment};
 use crate::cache::{CacheKey, NotStored, ResponseControl, storability};
+use crate::telemetry::DecisionLabel;
 
 /// A response a shared cache may store.
 pub struct Storable {

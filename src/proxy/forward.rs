@@ -21,10 +21,10 @@ use super::headers::{
 use super::origin::OriginFailure;
 use super::range::Ranges;
 use super::respond::{self, Answer, ProxyBody, WholeBody};
-use super::series::series;
 use super::served::{Detail, OriginHead, Served};
 use super::stream::{Capture, OriginStream, Prefix};
 use crate::cache::{ResponseControl, StoredResponse, varied_request_fields};
+use crate::telemetry::series;
 
 /// The origin's answer to a fetch, its head settled and its storage decided.
 struct Fetched {

@@ -17,11 +17,11 @@ use super::headers::{settle_response_framing, strip_hop_by_hop};
 use super::logged::{Entry, Logged};
 use super::origin::{OriginError, OriginFailure};
 use super::respond::{self, Answer, ProxyBody};
-use super::series::{PurgeLabel, series};
 use super::served::{Detail, Fwd, OriginHead, Served, Tier};
 use super::stream::OriginStream;
 use super::{Live, Proxy};
 use crate::cache::{Freshness, NotStored};
+use crate::telemetry::{PurgeLabel, series};
 
 impl Proxy {
     /// Answers one client request; every response carries `Cache-Status`. With an access log,

@@ -18,7 +18,6 @@ mod persist;
 mod range;
 mod reload;
 mod respond;
-mod series;
 mod served;
 mod server;
 mod slice;

@@ -22,9 +22,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use thread_local::ThreadLocal;
 
-use super::series::{OriginOutcome, series};
 use super::upstream::{ErrorKind, Group, Server};
 use crate::config::OriginConfig;
+use crate::telemetry::{OriginOutcome, series};
 use crate::tls::{self, TlsError};
 
 /// Which wait ran out.

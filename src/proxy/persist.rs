@@ -19,9 +19,6 @@ use crate::admission::{Doorkeeper, DoorkeeperConfig, DoorkeeperSnapshotError};
 use crate::config::AdmissionConfig;
 use crate::telemetry::FILTER_SNAPSHOTS_TOTAL;
 
-/// Outcome labels of `bloomgate_filter_snapshots_total`.
-pub(super) const OUTCOMES: &[&str] = &["ok", "error"];
-
 /// Why a snapshot file could not be restored.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotLoadError {

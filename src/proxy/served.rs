@@ -8,9 +8,9 @@ use http::{HeaderName, HeaderValue, Response, StatusCode};
 
 use super::decision::Decision;
 use super::origin::{AnsweredBy, OriginFailure};
-use super::series::{CachedError, Outcome};
 use crate::admission::probation::Segment;
 use crate::cache::NotStored;
+use crate::telemetry::{CachedError, Outcome};
 
 /// The name bloomgate gives itself in `Cache-Status`.
 pub const CACHE_NAME: &str = "bloomgate";

@@ -19,8 +19,8 @@ use crate::telemetry::{
 };
 
 use super::Proxy;
-use super::series::{DecisionLabel, Outcome};
 use super::upstream::label;
+use crate::telemetry::{DecisionLabel, Outcome};
 
 /// The page at `GET /`: HTML with its style and script inline, polling `/status.json`.
 pub const PAGE: &str = include_str!("status.html");

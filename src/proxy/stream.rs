@@ -10,7 +10,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::{Instant, Sleep};
 
 use super::origin::OriginFailure;
-use super::series::{OriginOutcome, series};
+use crate::telemetry::{OriginOutcome, series};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -8,8 +8,8 @@ use http::StatusCode;
 
 use super::Proxy;
 use super::exchange::Exchange;
-use super::series::{PurgeLabel, series};
 use crate::cache::{PurgeKind, StoredResponse};
+use crate::telemetry::{PurgeLabel, series};
 
 impl Proxy {
     /// `entry`, found for `exchange`, as purges of its tags leave it: `None` when a hard purge
