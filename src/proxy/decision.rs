@@ -216,7 +216,9 @@ mod tests {
     }
 
     fn door() -> Doorkeeper {
-        Doorkeeper::new(DoorkeeperConfig::with_capacity(1000))
+        Doorkeeper::builder(DoorkeeperConfig::with_capacity(1000))
+            .build()
+            .unwrap()
     }
 
     #[test]

@@ -229,8 +229,11 @@ impl Proxy {
 }
 
 fn new_doorkeeper(admission: &AdmissionConfig) -> Option<Arc<Doorkeeper>> {
-    admission
-        .mode
-        .uses_doorkeeper()
-        .then(|| Arc::new(Doorkeeper::new(admission.doorkeeper.clone())))
+    admission.mode.uses_doorkeeper().then(|| {
+        Arc::new(
+            Doorkeeper::builder(admission.doorkeeper.clone())
+                .build()
+                .expect("admission config validated when read"),
+        )
+    })
 }

@@ -99,7 +99,7 @@ macro_rules! listed {
 }
 
 // The doorkeeper's names and help, shared with the Pingora plugin's collector.
-use doorkeeper::metrics::{self as door, help as door_help};
+use bloomgate_admission::metrics::{self as door, help as door_help};
 
 metrics_table! {
     REQUESTS_TOTAL: Counter, "bloomgate_requests_total", AtStart,
