@@ -22,6 +22,41 @@ fn url(i: u64) -> Vec<u8> {
 }
 
 #[test]
+fn a_key_in_parts_is_the_key_of_their_concatenation_across_rotations() {
+    let clock = Arc::new(ManualClock::new());
+    let door = Doorkeeper::builder(config(1000, 0.02))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(
+        door.observe_parts(&[b"example.com", b"/a.jpg"]),
+        Admission::FirstSeen
+    );
+    assert_eq!(door.observe(b"example.com/a.jpg"), Admission::SeenBefore);
+    // The next generation hashes with a new secret; the parts still find the whole key.
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(door.rotate_if_due(), Some(RotationReason::MaxAge));
+    assert_eq!(
+        door.observe_parts(&[b"example.com/", b"a.jpg"]),
+        Admission::SeenBefore
+    );
+    assert_eq!(
+        door.observe_parts(&[b"example.com", b"/b.jpg"]),
+        Admission::FirstSeen
+    );
+}
+
+#[test]
+fn a_hashed_key_is_the_key_of_its_little_endian_bytes() {
+    let door = Doorkeeper::builder(config(1000, 0.02)).build().unwrap();
+    let hash = 0xdead_beef_0bad_cafe_u64;
+    assert_eq!(door.observe_hash(hash), Admission::FirstSeen);
+    assert_eq!(door.observe_hash(hash), Admission::SeenBefore);
+    assert_eq!(door.observe(&hash.to_le_bytes()), Admission::SeenBefore);
+    assert_eq!(door.observe_hash(hash ^ 1), Admission::FirstSeen);
+}
+
+#[test]
 fn second_request_is_seen_before() {
     let door = Doorkeeper::builder(config(1000, 0.02)).build().unwrap();
     assert_eq!(
