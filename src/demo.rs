@@ -433,7 +433,7 @@ mod tests {
         let text = "# HELP x\nbloomgate_cache_writes_total{segment=\"main\"} 3\n\
                     bloomgate_cache_writes_total{segment=\"probation\"} 4\n\
                     bloomgate_cache_writes_total_other 100\n";
-        let name = "bloomgate_cache_writes_total";
+        let name = crate::telemetry::CACHE_WRITES_TOTAL;
         assert_eq!(metric_sum(text, name, ""), Some(7));
         assert_eq!(metric_sum(text, name, "segment=\"main\""), Some(3));
         assert_eq!(metric_sum(text, "bloomgate_nothing", ""), None);

@@ -50,22 +50,28 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Try everything on loopback: synthetic origin, proxy with and without admission, a replayed trace.
+    #[cfg(feature = "tools")]
     Demo(bloomgate::demo::DemoArgs),
     /// Run the proxy in front of the configured origin.
     Serve(ServeArgs),
     /// Validate a config file: every error, each naming its key; exits non-zero on any.
     CheckConfig(CheckConfigArgs),
     /// Run a synthetic origin for load tests: `/obj/<key>?size=N` returns N deterministic bytes.
+    #[cfg(feature = "tools")]
     Origin(bloomgate::traffic::origin::OriginArgs),
     /// Replay a request trace live against a running proxy and report what it did.
+    #[cfg(feature = "tools")]
     Replay(bloomgate::traffic::replay::ReplayArgs),
     /// Replay a trace offline through admit-all, exact second-hit and Bloom admission side by side.
+    #[cfg(feature = "tools")]
     Simulate(bloomgate::sim::SimulateArgs),
     /// Work with request traces.
+    #[cfg(feature = "tools")]
     #[command(subcommand)]
     Trace(TraceCommand),
 }
 
+#[cfg(feature = "tools")]
 #[derive(Subcommand)]
 enum TraceCommand {
     /// Write a synthetic trace (Zipf popularity, one-hit wonders, log-normal sizes) as CSV.
@@ -83,19 +89,24 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        #[cfg(feature = "tools")]
         Command::Demo(args) => {
             init_logging("warn");
             runtime().and_then(|rt| Ok(rt.block_on(bloomgate::demo::run(args))?))
         }
+        #[cfg(feature = "tools")]
         Command::Origin(args) => {
             init_logging(&Config::defaults().log.level);
             runtime().and_then(|rt| Ok(rt.block_on(bloomgate::traffic::origin::run(args))?))
         }
+        #[cfg(feature = "tools")]
         Command::Replay(args) => {
             init_logging(&Config::defaults().log.level);
             runtime().and_then(|rt| Ok(rt.block_on(bloomgate::traffic::replay::run(args))?))
         }
+        #[cfg(feature = "tools")]
         Command::Simulate(args) => bloomgate::sim::run(&args).map_err(Into::into),
+        #[cfg(feature = "tools")]
         Command::Trace(TraceCommand::Generate(args)) => {
             bloomgate::trace::generate(&args).map_err(Into::into)
         }

@@ -28,7 +28,7 @@ fn main() -> std::io::Result<()> {
         max_age: Duration::from_secs(60),
     };
     let clock = Arc::new(ManualClock::new());
-    let door = Doorkeeper::with_clock(config.clone(), clock.clone());
+    let door = Doorkeeper::builder(config.clone()).clock(clock.clone()).build().unwrap();
     door.observe(b"/a.jpg");
     std::fs::write(dir.join("doorkeeper-one-generation"), door.snapshot())?;
     clock.advance(config.max_age);

@@ -33,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let clock = Arc::new(ManualClock::new());
-    if let Ok(door) = Doorkeeper::restore_with_clock(config(), clock.clone(), data) {
+    if let Ok(door) = Doorkeeper::builder(config()).clock(clock.clone()).restore(data) {
         assert!(
             door.snapshot() == data,
             "doorkeeper snapshot does not round-trip"

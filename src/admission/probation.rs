@@ -14,7 +14,7 @@
 //! probation is empty; probation otherwise. So probation is held to its share once main is full, and
 //! until then may use what main does not (as libCacheSim's S3-FIFO does).
 
-pub use doorkeeper::Mode;
+pub use bloomgate_admission::Mode;
 
 use super::Admission;
 

@@ -454,7 +454,7 @@ mod tests {
             DoorkeeperConfig::with_capacity(1_000_000)
         );
         // The Pingora plugin reads [admission] with the doorkeeper crate's defaults, not this file.
-        let shared = doorkeeper::table::AdmissionTable::default();
+        let shared = bloomgate_admission::table::AdmissionTable::default();
         assert_eq!(
             (shared.mode, &shared.doorkeeper),
             (config.admission.mode, &config.admission.doorkeeper)
@@ -477,7 +477,7 @@ mod tests {
     fn the_plugin_knows_every_admission_key_of_the_defaults() {
         // The Pingora plugin rejects an [admission] key outside these two lists: a key added here
         // without its line there would make the plugin refuse a bloomgate.toml.
-        use doorkeeper::table::{KEYS, PROXY_KEYS};
+        use bloomgate_admission::table::{KEYS, PROXY_KEYS};
         let defaults: toml::Table = DEFAULT_TOML.parse().expect("valid TOML");
         let mut keys: Vec<&str> = defaults["admission"]
             .as_table()

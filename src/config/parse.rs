@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use toml::{Table, Value};
 
-use doorkeeper::table::{self, AdmissionTable};
+use bloomgate_admission::table::{self, AdmissionTable};
 
 use crate::admission::probation::Mode;
 

@@ -14,7 +14,7 @@ use super::size::parse_size;
 // The readers the `[admission]` table's keys are read with live in the doorkeeper crate, which the
 // Pingora plugin reads that table with; every other key is read with the same ones, so that all
 // messages read alike.
-pub use doorkeeper::table::{count, duration, number, one_of, shown, string};
+pub use bloomgate_admission::table::{count, duration, number, one_of, shown, string};
 
 /// Reads a byte size: an integer (bytes) or a string that [`parse_size`] reads, such as `"512MiB"`.
 pub fn size(value: &Value) -> Result<u64, String> {

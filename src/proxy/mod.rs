@@ -6,7 +6,6 @@ mod admin;
 mod outcome;
 mod request;
 mod response;
-mod series;
 mod server;
 mod upstream;
 
@@ -212,7 +211,11 @@ impl Proxy {
 }
 
 fn new_doorkeeper(config: &Config) -> Option<Arc<Doorkeeper>> {
-    config
-        .uses_doorkeeper()
-        .then(|| Arc::new(Doorkeeper::new(config.admission.doorkeeper.clone())))
+    config.uses_doorkeeper().then(|| {
+        Arc::new(
+            Doorkeeper::builder(config.admission.doorkeeper.clone())
+                .build()
+                .expect("admission config validated when read"),
+        )
+    })
 }

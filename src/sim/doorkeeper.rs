@@ -407,7 +407,10 @@ mod tests {
                 rotate_at_fpr,
                 ..config(capacity)
             };
-            let real = Doorkeeper::with_clock(config.clone(), Arc::new(ManualClock::new()));
+            let real = Doorkeeper::builder(config.clone())
+                .clock(Arc::new(ManualClock::new()))
+                .build()
+                .unwrap();
             let mut model = DoorkeeperModel::new(&config, 1);
             let mut seen = [0u64; 2];
             for i in 0..20 * capacity {

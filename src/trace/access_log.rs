@@ -25,8 +25,11 @@ use std::io::Write as _;
 use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+#[cfg(feature = "tools")]
 use super::error::LineError;
-use super::time_local::{civil_from_days, parse_nginx_time};
+use super::time_local::civil_from_days;
+#[cfg(feature = "tools")]
+use super::time_local::parse_nginx_time;
 
 /// One request as the access log records it.
 #[derive(Debug, Clone)]
@@ -199,6 +202,7 @@ impl serde::Serialize for Rfc3339 {
 
 /// The fields of a JSON line that make a trace request.
 #[derive(serde::Deserialize)]
+#[cfg(feature = "tools")]
 struct JsonIn<'a> {
     #[serde(borrow)]
     time: Cow<'a, str>,
@@ -214,12 +218,14 @@ struct JsonIn<'a> {
 /// A logged request that is a request for a cached object: when, and the object's size. Its key
 /// is left in the caller's buffer.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg(feature = "tools")]
 pub(super) struct Logged {
     pub time: f64,
     pub size: u64,
 }
 
 /// Reads a JSON line; `Ok(None)` for a line that is not a request for a cached object.
+#[cfg(feature = "tools")]
 pub(super) fn read_json(line: &str, key: &mut String) -> Result<Option<Logged>, LineError> {
     let line: JsonIn<'_> = serde_json::from_str(line).map_err(|e| ("line", e.to_string()))?;
     let time = humantime::parse_rfc3339(&line.time)
@@ -246,6 +252,7 @@ pub(super) fn read_json(line: &str, key: &mut String) -> Result<Option<Logged>, 
 
 /// Reads a combined line with bloomgate's fields; `Ok(None)` for a line that is not a request for
 /// a cached object. A plain nginx line (no `host=` or `size=`) is an error.
+#[cfg(feature = "tools")]
 pub(super) fn read_combined(line: &str, key: &mut String) -> Result<Option<Logged>, LineError> {
     let mut rest = line;
     let open = rest
@@ -324,12 +331,14 @@ pub(super) fn read_combined(line: &str, key: &mut String) -> Result<Option<Logge
 }
 
 /// GET and HEAD: the methods the cache answers (and a HEAD stores what a GET would).
+#[cfg(feature = "tools")]
 fn answered_by_the_cache(method: &str) -> bool {
     method == "GET" || method == "HEAD"
 }
 
 /// The object a request names: its host, lower-cased, then its origin-form target. An
 /// absolute-form target names its own authority, as the proxy reads it.
+#[cfg(feature = "tools")]
 fn object_key(key: &mut String, host: Option<&str>, target: &str) {
     key.clear();
     let (host, target) = match target.split_once("://") {
@@ -347,6 +356,7 @@ fn object_key(key: &mut String, host: Option<&str>, target: &str) {
 
 /// The text of a field starting with `"`, up to the next `"` (escaped quotes are `\x22`), and
 /// what follows it.
+#[cfg(feature = "tools")]
 fn quoted(text: &str) -> Option<(&str, &str)> {
     let inner = text.strip_prefix('"')?;
     let end = inner.find('"')?;
@@ -416,6 +426,7 @@ fn push_optional(out: &mut Vec<u8>, n: Option<u64>) {
 }
 
 /// Undoes [`escape_into`]; a byte sequence that is not UTF-8 comes back lossily.
+#[cfg(feature = "tools")]
 fn unescape(text: &str) -> Cow<'_, str> {
     if !text.contains("\\x") {
         return Cow::Borrowed(text);
@@ -474,7 +485,8 @@ fn push_clf_time(out: &mut Vec<u8>, time: SystemTime) {
     out.extend_from_slice(b" +0000");
 }
 
-#[cfg(test)]
+// The tests read lines back, which is the tools' part.
+#[cfg(all(test, feature = "tools"))]
 pub(super) mod tests {
     use proptest::prelude::*;
 

@@ -7,26 +7,45 @@
 //! [`SyntheticTrace`] generates Zipf-popular traces with one-hit wonders and log-normal sizes, and
 //! [`TraceWriter`] saves any trace as CSV.
 
+//!
+//! Without the `tools` feature only [`AccessLine`] is built: the proxy writes its access log with
+//! it, and reading logs back is the tools' business.
+
 mod access_log;
+#[cfg(feature = "tools")]
 mod cli;
+#[cfg(feature = "tools")]
 mod error;
+#[cfg(feature = "tools")]
 mod line;
+#[cfg(feature = "tools")]
 mod reader;
+#[cfg(feature = "tools")]
 mod size;
+#[cfg(feature = "tools")]
 mod synthetic;
 mod time_local;
+#[cfg(feature = "tools")]
 mod writer;
 
 pub use access_log::AccessLine;
+#[cfg(feature = "tools")]
 pub use cli::{GenerateArgs, generate};
+#[cfg(feature = "tools")]
 pub use error::TraceError;
+#[cfg(feature = "tools")]
 pub use line::TraceFormat;
+#[cfg(feature = "tools")]
 pub use reader::{Compression, ReadOptions, RequestRef, TraceInfo, TraceReader};
+#[cfg(feature = "tools")]
 pub use size::{SYNTHESIZED_SIZE_RULE, synthesized_size};
+#[cfg(feature = "tools")]
 pub use synthetic::SyntheticTrace;
+#[cfg(feature = "tools")]
 pub use writer::TraceWriter;
 
 /// One request of a trace.
+#[cfg(feature = "tools")]
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
     /// Seconds (or a sequence number where the source had no clock).

@@ -3,6 +3,7 @@
 //! uses too.
 
 /// Seconds since the Unix epoch of nginx's `$time_local`, e.g. `10/Oct/2000:13:55:36 -0700`.
+#[cfg(feature = "tools")]
 pub(super) fn parse_nginx_time(text: &str) -> Option<f64> {
     let (date_time, zone) = text.split_once(' ')?;
     let mut parts = date_time.splitn(4, [':', '/']);
@@ -42,6 +43,7 @@ pub(super) fn parse_nginx_time(text: &str) -> Option<f64> {
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+#[cfg(feature = "tools")]
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let year = if month <= 2 { year - 1 } else { year };
     let era = year.div_euclid(400);
@@ -72,7 +74,8 @@ pub(super) fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (year, month, day)
 }
 
-#[cfg(test)]
+// The tests are of the trace reader's time parsing, a part of the tools.
+#[cfg(all(test, feature = "tools"))]
 mod tests {
     use super::*;
 

@@ -246,9 +246,11 @@ async fn sigkill_during_snapshot_writes_always_leaves_the_previous_or_the_new_sn
             );
             continue;
         };
-        let restored = Doorkeeper::restore(big_doorkeeper_config(), &bytes).unwrap_or_else(|e| {
-            panic!("run {run}: a kill left a broken snapshot (seed {seed}): {e}")
-        });
+        let restored = Doorkeeper::builder(big_doorkeeper_config())
+            .restore(&bytes)
+            .unwrap_or_else(|e| {
+                panic!("run {run}: a kill left a broken snapshot (seed {seed}): {e}")
+            });
         for seen in &saved_keys {
             assert!(
                 restored.contains(seen.as_bytes()),

@@ -47,7 +47,9 @@ fn main() {
     let capacity = setting("CAPACITY", if quick { 10_000 } else { 10_000_000 });
     let rounds = setting("ROUNDS", if quick { 3 } else { 31 });
     let batch = setting("BATCH", if quick { 1_000 } else { 200_000 });
-    let door = Doorkeeper::new(DoorkeeperConfig::with_capacity(capacity));
+    let door = Doorkeeper::builder(DoorkeeperConfig::with_capacity(capacity))
+        .build()
+        .unwrap();
     let mut next = 0u64;
     while door.generation() < 1 {
         door.observe(&key(next));

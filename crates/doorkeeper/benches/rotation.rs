@@ -78,7 +78,11 @@ fn main() {
     let capacity = setting("CAPACITY", 10_000_000);
     let threads = setting("THREADS", 2);
     let rotations = setting("ROTATIONS", 4);
-    let door = Arc::new(Doorkeeper::new(DoorkeeperConfig::with_capacity(capacity)));
+    let door = Arc::new(
+        Doorkeeper::builder(DoorkeeperConfig::with_capacity(capacity))
+            .build()
+            .unwrap(),
+    );
     println!(
         "capacity {capacity}, {threads} threads, {rotations} rotations, filter {:.1} MB",
         door.stats().current.memory_bytes as f64 / 1e6

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 
-use crate::bloom::{BloomFilter, Seed, Sizing};
+use crate::bloom::{BloomFilter, Key, Seed, Sizing};
 use upkeep::Upkeep;
 
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -366,14 +366,16 @@ impl Generation {
 /// use std::time::Duration;
 /// use doorkeeper::{Admission, Doorkeeper, DoorkeeperConfig};
 ///
-/// let door = Doorkeeper::new(DoorkeeperConfig {
+/// let door = Doorkeeper::builder(DoorkeeperConfig {
 ///     capacity: 100_000,
 ///     target_fpr: 0.01,
 ///     rotate_at_fpr: 0.02,
 ///     max_age: Duration::from_secs(3600),
-/// });
+/// })
+/// .build()?;
 /// assert_eq!(door.observe(b"https://example.com/a.jpg"), Admission::FirstSeen);
 /// assert_eq!(door.observe(b"https://example.com/a.jpg"), Admission::SeenBefore);
+/// # Ok::<(), doorkeeper::DoorkeeperConfigError>(())
 /// ```
 ///
 /// # Concurrency
@@ -407,6 +409,46 @@ pub struct Doorkeeper {
     upkeep: Upkeep,
 }
 
+/// Builds a [`Doorkeeper`]: [`Doorkeeper::builder`], then [`Self::build`] for empty filters or
+/// [`Self::restore`] to resume from a snapshot.
+pub struct DoorkeeperBuilder {
+    config: DoorkeeperConfig,
+    clock: Arc<dyn Clock>,
+}
+
+impl DoorkeeperBuilder {
+    /// Reads time from `clock` (default: [`SystemClock`]); tests use a [`ManualClock`].
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// A doorkeeper with empty filters, or why the config is invalid (see
+    /// [`DoorkeeperConfig::validate`]).
+    pub fn build(self) -> Result<Doorkeeper, DoorkeeperConfigError> {
+        let DoorkeeperBuilder { config, clock } = self;
+        config.validate()?;
+        let sizing = config.sizing();
+        let first = Generation::new(
+            0,
+            Arc::new(fresh_filter(&config, sizing)),
+            None,
+            None,
+            &config,
+            clock.now(),
+        );
+        Ok(Doorkeeper::from_generation(
+            config, sizing, clock, first, [0; 3],
+        ))
+    }
+
+    /// A doorkeeper that resumes from [`Doorkeeper::snapshot`] bytes, or why they (or the config)
+    /// cannot be used. The current generation's age restarts at zero.
+    pub fn restore(self, snapshot: &[u8]) -> Result<Doorkeeper, DoorkeeperSnapshotError> {
+        Doorkeeper::from_snapshot(self.config, self.clock, snapshot)
+    }
+}
+
 /// Every this many observes a thread reads the clock for the max-age check (a clock read costs
 /// about as much as the rest of an observe); inserts that move the set-bit count also read it.
 /// Both also compare the set bits with the threshold: once a generation is full, inserts set no
@@ -430,47 +472,21 @@ fn clock_read_due() -> bool {
 }
 
 impl Doorkeeper {
-    /// A doorkeeper on the system clock.
+    /// A builder of a doorkeeper sized and rotated as `config` says, on the system clock.
     ///
-    /// # Panics
-    /// Panics if the config is invalid (see [`DoorkeeperConfig::validate`]); use
-    /// [`Self::try_new`] for a config read from outside.
-    pub fn new(config: DoorkeeperConfig) -> Self {
-        Self::with_clock(config, Arc::new(SystemClock))
-    }
-
-    /// A doorkeeper on the system clock, or why the config is invalid.
-    pub fn try_new(config: DoorkeeperConfig) -> Result<Self, DoorkeeperConfigError> {
-        Self::try_with_clock(config, Arc::new(SystemClock))
-    }
-
-    /// A doorkeeper on the given clock.
+    /// # Examples
+    /// ```
+    /// use doorkeeper::{Doorkeeper, DoorkeeperConfig};
     ///
-    /// # Panics
-    /// Panics if the config is invalid (see [`DoorkeeperConfig::validate`]).
-    pub fn with_clock(config: DoorkeeperConfig, clock: Arc<dyn Clock>) -> Self {
-        match Self::try_with_clock(config, clock) {
-            Ok(door) => door,
-            Err(e) => panic!("{e}"),
+    /// let door = Doorkeeper::builder(DoorkeeperConfig::with_capacity(10_000)).build()?;
+    /// assert_eq!(door.generation(), 0);
+    /// # Ok::<(), doorkeeper::DoorkeeperConfigError>(())
+    /// ```
+    pub fn builder(config: DoorkeeperConfig) -> DoorkeeperBuilder {
+        DoorkeeperBuilder {
+            config,
+            clock: Arc::new(SystemClock),
         }
-    }
-
-    /// A doorkeeper on the given clock, or why the config is invalid.
-    pub fn try_with_clock(
-        config: DoorkeeperConfig,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Self, DoorkeeperConfigError> {
-        config.validate()?;
-        let sizing = config.sizing();
-        let first = Generation::new(
-            0,
-            Arc::new(fresh_filter(&config, sizing)),
-            None,
-            None,
-            &config,
-            clock.now(),
-        );
-        Ok(Self::from_generation(config, sizing, clock, first, [0; 3]))
     }
 
     fn from_generation(
@@ -500,6 +516,38 @@ impl Doorkeeper {
     /// Costs one keyed hash and one cache line when the key is in `current`; a key new to
     /// `current` also costs a lookup in `previous`, which hashes with its own key.
     pub fn observe(&self, key: &[u8]) -> Admission {
+        self.observe_key(Key::Bytes(key))
+    }
+
+    /// [`Self::observe`] of the concatenation of `parts`, which are hashed in turn: a key made of
+    /// a host and a path, or of a hash and a tenant, needs no buffer.
+    ///
+    /// # Examples
+    /// ```
+    /// use doorkeeper::{Admission, Doorkeeper, DoorkeeperConfig};
+    ///
+    /// let door = Doorkeeper::builder(DoorkeeperConfig::with_capacity(10_000)).build()?;
+    /// assert_eq!(door.observe_parts(&[b"example.com", b"/a.jpg"]), Admission::FirstSeen);
+    /// assert_eq!(door.observe(b"example.com/a.jpg"), Admission::SeenBefore);
+    /// # Ok::<(), doorkeeper::DoorkeeperConfigError>(())
+    /// ```
+    pub fn observe_parts(&self, parts: &[&[u8]]) -> Admission {
+        self.observe_key(Key::Parts(parts))
+    }
+
+    /// [`Self::observe`] of a key the caller has hashed already (as fastbloom's `insert_hash`):
+    /// its bytes are not read again, and each generation keys the 64-bit `hash` with its own
+    /// secret (one SipHash of 8 bytes), so rotation still gives fresh positions. The same as
+    /// observing `hash.to_le_bytes()`.
+    ///
+    /// Two keys with one `hash` are one key here: the caller's hash must resist collisions as
+    /// far as its keys can be chosen by others (a keyed hash, or a cryptographic one).
+    pub fn observe_hash(&self, hash: u64) -> Admission {
+        self.observe_key(Key::Hash(hash))
+    }
+
+    #[inline]
+    fn observe_key(&self, key: Key<'_>) -> Admission {
         // A guard, not a clone of the Arc: cloning would bump one shared reference count from
         // every thread on every request.
         let mut generation = self.generation.load();

@@ -1,15 +1,12 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod admission;
 pub mod bloom;
-pub mod metrics;
-mod mode;
-#[cfg(feature = "toml")]
-pub mod table;
 
 pub use admission::{
-    Admission, Clock, Doorkeeper, DoorkeeperConfig, DoorkeeperConfigError, DoorkeeperSnapshotError,
-    DoorkeeperStats, GenerationStats, ManualClock, RotationCounts, RotationReason, SystemClock,
+    Admission, Clock, Doorkeeper, DoorkeeperBuilder, DoorkeeperConfig, DoorkeeperConfigError,
+    DoorkeeperSnapshotError, DoorkeeperStats, GenerationStats, ManualClock, RotationCounts,
+    RotationReason, SystemClock,
 };
-pub use mode::Mode;

@@ -24,7 +24,7 @@ type Kept = (u64, Location, BytesMut);
 
 impl Shared {
     /// Frees the oldest sealed segment, if there is one, and wakes appends waiting for room.
-    pub fn reclaim_oldest(&self) {
+    pub(crate) fn reclaim_oldest(&self) {
         let Some(segment) = self.log.lock().sealed.pop_front() else {
             return;
         };
@@ -139,7 +139,7 @@ impl Shared {
     }
 
     /// Bytes (records and their summary entries) a reclaim may re-append.
-    pub fn reinsert_budget(&self) -> u32 {
+    pub(crate) fn reinsert_budget(&self) -> u32 {
         self.segment_bytes / REINSERT_DIVISOR
     }
 

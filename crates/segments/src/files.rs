@@ -26,14 +26,14 @@ const MAX_IOVECS: usize = 1024;
 const PAGE: u64 = 4096;
 
 /// One preallocated segment file: its path and the inode behind it now.
-pub struct SegmentFile {
+pub(crate) struct SegmentFile {
     pub path: PathBuf,
     bytes: u64,
     current: Mutex<Arc<Generation>>,
 }
 
 /// One inode of a segment file, and its read-only mapping when reads go through one.
-pub struct Generation {
+pub(crate) struct Generation {
     pub file: File,
     map: OnceLock<Mapping>,
     /// Byte ranges `(offset, len)` handed out as [`Pin`]s, with how many of each.
@@ -122,7 +122,7 @@ impl Generation {
     }
 
     /// Whether reads of this inode go through a mapping.
-    pub fn is_mapped(&self) -> bool {
+    pub(crate) fn is_mapped(&self) -> bool {
         self.map.get().is_some()
     }
 
@@ -153,7 +153,7 @@ impl Generation {
     /// Pins `len` bytes at `offset` of the mapping; `None` when this inode is not mapped or the
     /// range passes its end. The caller must check afterwards that the segment still holds what
     /// it meant to read (its sequence): a reclaim that began first does not see this pin.
-    pub fn pin(self: &Arc<Self>, offset: u32, len: u32) -> Option<Pin> {
+    pub(crate) fn pin(self: &Arc<Self>, offset: u32, len: u32) -> Option<Pin> {
         let map = self.map.get()?;
         if offset as usize + len as usize > map.len {
             return None;
@@ -196,7 +196,7 @@ impl Generation {
 
 /// What [`SegmentFile::renew_if_pinned`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Renewed {
+pub(crate) enum Renewed {
     /// Nothing was pinned: the inode is rewritten in place.
     InPlace,
     /// `pinned` ranges were held: the segment has a new inode.
@@ -204,7 +204,7 @@ pub enum Renewed {
 }
 
 /// The extension of a segment's next inode while it is being made (`segment-00007.next`).
-pub const NEXT_EXTENSION: &str = "next";
+pub(crate) const NEXT_EXTENSION: &str = "next";
 
 /// Sizes `file` to `bytes` with its blocks allocated, so a full disk shows now rather than
 /// mid-write.
@@ -227,12 +227,12 @@ fn advise_random(file: &File, path: &Path) {
 }
 
 /// The name of segment `index`'s file.
-pub fn segment_name(index: u32) -> String {
+pub(crate) fn segment_name(index: u32) -> String {
     format!("segment-{index:05}")
 }
 
 /// The segment number in a file name made by [`segment_name`].
-pub fn parse_segment_name(name: &str) -> Option<u32> {
+pub(crate) fn parse_segment_name(name: &str) -> Option<u32> {
     let digits = name.strip_prefix("segment-")?;
     if digits.len() < 5 || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
         return None;
@@ -243,7 +243,7 @@ pub fn parse_segment_name(name: &str) -> Option<u32> {
 impl SegmentFile {
     /// Opens (creating if needed) segment `index` in `dir`, sized to exactly `segment_bytes`
     /// and preallocated, so a full disk shows at open rather than mid-write.
-    pub fn open(dir: &Path, index: u32, segment_bytes: u64) -> io::Result<SegmentFile> {
+    pub(crate) fn open(dir: &Path, index: u32, segment_bytes: u64) -> io::Result<SegmentFile> {
         let path = dir.join(segment_name(index));
         let file = OpenOptions::new()
             .read(true)
@@ -267,12 +267,12 @@ impl SegmentFile {
     }
 
     /// The inode the segment's reads and writes go to now.
-    pub fn current(&self) -> Arc<Generation> {
+    pub(crate) fn current(&self) -> Arc<Generation> {
         Arc::clone(&self.current.lock())
     }
 
     /// Maps the segment for reads ([`Generation::pin`]); later inodes are mapped too.
-    pub fn map_reads(&self) -> io::Result<()> {
+    pub(crate) fn map_reads(&self) -> io::Result<()> {
         self.current.lock().map(self.bytes)
     }
 
@@ -280,7 +280,7 @@ impl SegmentFile {
     /// of it can be used): in place when nothing is pinned; otherwise on a new inode, renamed
     /// over the old one, whose unpinned pages are punched out. Errors leave the old inode in
     /// place (the caller must not rewrite it).
-    pub fn renew_if_pinned(&self) -> io::Result<Renewed> {
+    pub(crate) fn renew_if_pinned(&self) -> io::Result<Renewed> {
         // Only the writer thread renews, so `current` cannot change under this; it is not held
         // locked while the new file is made (a reader that finds this segment waits for nothing).
         let old = self.current();
@@ -317,25 +317,25 @@ impl SegmentFile {
     }
 
     /// Reads exactly `buf.len()` bytes at `offset`; reading past the end is `UnexpectedEof`.
-    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    pub(crate) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         std::os::unix::fs::FileExt::read_exact_at(&self.current().file, buf, offset)
     }
 
     /// Reads `len` bytes at `offset` into a new buffer.
-    pub fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+    pub(crate) fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
         let mut buf = vec![0; len];
         self.read_exact_at(&mut buf, offset)?;
         Ok(buf)
     }
 
     /// Waits until the file's data written so far is on the device (`fdatasync`).
-    pub fn sync_data(&self) -> io::Result<()> {
+    pub(crate) fn sync_data(&self) -> io::Result<()> {
         self.current().file.sync_data()
     }
 
     /// Writes `pieces` one after the other from `offset`, in as few `pwritev` calls as the
     /// kernel allows.
-    pub fn write_all_at(&self, pieces: &[Bytes], mut offset: u64) -> io::Result<()> {
+    pub(crate) fn write_all_at(&self, pieces: &[Bytes], mut offset: u64) -> io::Result<()> {
         let generation = self.current();
         for group in pieces.chunks(MAX_IOVECS) {
             let mut slices: Vec<IoSlice<'_>> =

@@ -7,14 +7,14 @@ use siphasher::sip::SipHasher13;
 
 /// Hashes keys to the non-zero `u64`s the index and the records carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KeyHasher {
+pub(crate) struct KeyHasher {
     key: [u64; 2],
     /// All ones, except in tests that cut hashes short to make them collide.
     mask: u64,
 }
 
 impl KeyHasher {
-    pub fn new(key: [u64; 2]) -> KeyHasher {
+    pub(crate) fn new(key: [u64; 2]) -> KeyHasher {
         KeyHasher {
             key,
             mask: u64::MAX,
@@ -22,16 +22,16 @@ impl KeyHasher {
     }
 
     /// This hasher with its hashes cut to `mask`'s bits.
-    pub fn masked(self, mask: u64) -> KeyHasher {
+    pub(crate) fn masked(self, mask: u64) -> KeyHasher {
         KeyHasher { mask, ..self }
     }
 
-    pub fn key(&self) -> [u64; 2] {
+    pub(crate) fn key(&self) -> [u64; 2] {
         self.key
     }
 
     /// The hash of `key`; never 0 (the index's empty-slot mark), 0 becomes 1.
-    pub fn hash(&self, key: &[u8]) -> u64 {
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
         let mut hasher = SipHasher13::new_with_keys(self.key[0], self.key[1]);
         hasher.write(key);
         (hasher.finish() & self.mask).max(1)

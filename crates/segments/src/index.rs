@@ -28,7 +28,7 @@ pub const MAX_SEGMENTS: u64 = 1 << SEGMENT_BITS;
 
 /// Where a record sits: its segment, and its byte range there (both multiples of 8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Location {
+pub(crate) struct Location {
     pub segment: u32,
     pub offset: u32,
     pub len: u32,
@@ -54,7 +54,7 @@ impl Location {
 }
 
 /// Key hash to [`Location`], sharded by the hash's low bits so threads rarely meet on a lock.
-pub struct Index {
+pub(crate) struct Index {
     shards: Box<[Mutex<Table>]>,
     live_bytes: AtomicU64,
 }
@@ -83,18 +83,18 @@ impl Index {
             .fetch_sub(u64::from(location.len), Ordering::Relaxed);
     }
 
-    pub fn get(&self, hash: u64) -> Option<Location> {
+    pub(crate) fn get(&self, hash: u64) -> Option<Location> {
         self.shard(hash).lock().get(hash).map(Location::unpack)
     }
 
     /// The location of `hash` and whether it was read since it was written.
-    pub fn get_with_hit(&self, hash: u64) -> Option<(Location, bool)> {
+    pub(crate) fn get_with_hit(&self, hash: u64) -> Option<(Location, bool)> {
         let packed = self.shard(hash).lock().get(hash)?;
         Some((Location::unpack(packed), packed & HIT != 0))
     }
 
     /// The location of `hash`, marking it as read.
-    pub fn get_marking_hit(&self, hash: u64) -> Option<Location> {
+    pub(crate) fn get_marking_hit(&self, hash: u64) -> Option<Location> {
         let mut shard = self.shard(hash).lock();
         let packed = shard.get_mut(hash)?;
         *packed |= HIT;
@@ -102,7 +102,7 @@ impl Index {
     }
 
     /// Points `hash` at `location` (not yet hit), returning where it pointed before.
-    pub fn insert(&self, hash: u64, location: Location) -> Option<Location> {
+    pub(crate) fn insert(&self, hash: u64, location: Location) -> Option<Location> {
         let old = self.shard(hash).lock().insert(hash, location.pack());
         let old = old.map(Location::unpack);
         self.added(location);
@@ -112,14 +112,14 @@ impl Index {
         old
     }
 
-    pub fn remove(&self, hash: u64) -> Option<Location> {
+    pub(crate) fn remove(&self, hash: u64) -> Option<Location> {
         let old = self.shard(hash).lock().remove(hash).map(Location::unpack)?;
         self.gone(old);
         Some(old)
     }
 
     /// Removes `hash` only if it still points at `location`; returns whether it did.
-    pub fn remove_if(&self, hash: u64, location: Location) -> bool {
+    pub(crate) fn remove_if(&self, hash: u64, location: Location) -> bool {
         let mut shard = self.shard(hash).lock();
         if shard.get(hash).map(Location::unpack) != Some(location) {
             return false;
@@ -130,7 +130,7 @@ impl Index {
     }
 
     /// Moves `hash` from `old` to `new` only if it still points at `old`.
-    pub fn replace_if(&self, hash: u64, old: Location, new: Location) -> bool {
+    pub(crate) fn replace_if(&self, hash: u64, old: Location, new: Location) -> bool {
         let mut shard = self.shard(hash).lock();
         match shard.get_mut(hash) {
             Some(packed) if Location::unpack(*packed) == old => {
@@ -144,7 +144,7 @@ impl Index {
     }
 
     /// Removes every entry in `segment` (a sweep of the whole index); returns how many went.
-    pub fn remove_segment(&self, segment: u32) -> u64 {
+    pub(crate) fn remove_segment(&self, segment: u32) -> u64 {
         let mut removed = 0;
         for shard in self.shards.iter() {
             removed += shard.lock().remove_where(|packed| {
@@ -159,7 +159,7 @@ impl Index {
         removed
     }
 
-    pub fn entries(&self) -> u64 {
+    pub(crate) fn entries(&self) -> u64 {
         self.shards
             .iter()
             .map(|shard| shard.lock().len() as u64)
@@ -167,12 +167,12 @@ impl Index {
     }
 
     /// Bytes of the records the index points at.
-    pub fn live_bytes(&self) -> u64 {
+    pub(crate) fn live_bytes(&self) -> u64 {
         self.live_bytes.load(Ordering::Relaxed)
     }
 
     /// Heap bytes the index's tables take.
-    pub fn table_bytes(&self) -> u64 {
+    pub(crate) fn table_bytes(&self) -> u64 {
         self.shards
             .iter()
             .map(|shard| shard.lock().slot_bytes() as u64)

@@ -6,30 +6,30 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// Bytes at the start of a segment reserved for its [`SegmentHeader`].
-pub const SEGMENT_HEADER_BYTES: u32 = 64;
+pub(crate) const SEGMENT_HEADER_BYTES: u32 = 64;
 /// Bytes of a record's header, before its key.
-pub const RECORD_HEADER_BYTES: u32 = 32;
+pub(crate) const RECORD_HEADER_BYTES: u32 = 32;
 /// Bytes of one seal summary entry.
-pub const SUMMARY_ENTRY_BYTES: u32 = 16;
+pub(crate) const SUMMARY_ENTRY_BYTES: u32 = 16;
 /// The longest key a record holds: its length shares a word with the flags.
-pub const MAX_KEY_BYTES: usize = (1 << 24) - 1;
+pub(crate) const MAX_KEY_BYTES: usize = (1 << 24) - 1;
 /// Bytes at the end of a segment reserved for its [`Footer`].
-pub const FOOTER_BYTES: u32 = 64;
+pub(crate) const FOOTER_BYTES: u32 = 64;
 /// The version of this layout, written in every segment header and footer. Segments of another
 /// version are not read: they are free space.
 ///
 /// 2: record headers of 32 bytes (no magic; key length and flags in one word) and summary
 /// entries of 16 (length and tombstone flag in one word); 1 had 40 and 24.
-pub const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 const SEGMENT_MAGIC: u32 = u32::from_le_bytes(*b"BGSG");
 const FOOTER_MAGIC: u32 = u32::from_le_bytes(*b"BGSF");
 
 /// Record flag: the record removes its key instead of storing a value.
-pub const FLAG_TOMBSTONE: u32 = 1;
+pub(crate) const FLAG_TOMBSTONE: u32 = 1;
 
 /// Rounds `bytes` up to the next multiple of 8.
-pub const fn align8(bytes: u64) -> u64 {
+pub(crate) const fn align8(bytes: u64) -> u64 {
     (bytes + 7) & !7
 }
 
@@ -63,13 +63,13 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
 /// | 24..32 | segment size in bytes |
 /// | 32..64 | zero |
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SegmentHeader {
+pub(crate) struct SegmentHeader {
     pub seq: u64,
     pub segment_bytes: u64,
 }
 
 impl SegmentHeader {
-    pub fn encode(&self) -> Bytes {
+    pub(crate) fn encode(&self) -> Bytes {
         let mut out = BytesMut::zeroed(SEGMENT_HEADER_BYTES as usize);
         out[0..4].copy_from_slice(&SEGMENT_MAGIC.to_le_bytes());
         out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -81,7 +81,7 @@ impl SegmentHeader {
     }
 
     /// The header in `bytes`, or `None` when they hold no valid one (a free segment).
-    pub fn parse(bytes: &[u8]) -> Option<SegmentHeader> {
+    pub(crate) fn parse(bytes: &[u8]) -> Option<SegmentHeader> {
         if bytes.len() < SEGMENT_HEADER_BYTES as usize
             || u32_at(bytes, 0) != SEGMENT_MAGIC
             || u32_at(bytes, 4) != crc32c::crc32c(&bytes[8..40])
@@ -111,7 +111,7 @@ impl SegmentHeader {
 /// a header is one whose CRC matches and whose sequence is its segment's, and recovery walks
 /// records from the segment's start, never searching for one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RecordHeader {
+pub(crate) struct RecordHeader {
     pub hash: u64,
     pub seq: u64,
     pub key_len: u32,
@@ -122,7 +122,7 @@ pub struct RecordHeader {
 
 impl RecordHeader {
     /// The header at the start of `bytes`, or `None` when its CRC is wrong.
-    pub fn parse(bytes: &[u8]) -> Option<RecordHeader> {
+    pub(crate) fn parse(bytes: &[u8]) -> Option<RecordHeader> {
         if bytes.len() < RECORD_HEADER_BYTES as usize
             || u32_at(bytes, 0) != crc32c::crc32c(&bytes[4..RECORD_HEADER_BYTES as usize])
         {
@@ -140,31 +140,31 @@ impl RecordHeader {
     }
 
     /// Bytes the whole record takes, padding included.
-    pub fn record_bytes(&self) -> u64 {
+    pub(crate) fn record_bytes(&self) -> u64 {
         record_bytes(u64::from(self.key_len), u64::from(self.value_len))
     }
 
     /// Where the key sits in the record.
-    pub fn key_range(&self) -> std::ops::Range<usize> {
+    pub(crate) fn key_range(&self) -> std::ops::Range<usize> {
         let start = RECORD_HEADER_BYTES as usize;
         start..start + self.key_len as usize
     }
 
     /// Where the value sits in the record.
-    pub fn value_range(&self) -> std::ops::Range<usize> {
+    pub(crate) fn value_range(&self) -> std::ops::Range<usize> {
         let start = self.key_range().end;
         start..start + self.value_len as usize
     }
 
     /// Whether `record` (starting with this header) is long enough and its key and value match
     /// the payload CRC.
-    pub fn payload_ok(&self, record: &[u8]) -> bool {
+    pub(crate) fn payload_ok(&self, record: &[u8]) -> bool {
         let end = self.value_range().end;
         end <= record.len()
             && crc32c::crc32c(&record[RECORD_HEADER_BYTES as usize..end]) == self.payload_crc
     }
 
-    pub fn is_tombstone(&self) -> bool {
+    pub(crate) fn is_tombstone(&self) -> bool {
         self.flags & FLAG_TOMBSTONE != 0
     }
 }
@@ -172,7 +172,7 @@ impl RecordHeader {
 /// Encodes a record of `key` (at most [`MAX_KEY_BYTES`]) and `value` with sequence 0 and no
 /// header CRC: [`stamp_record`] completes it once the segment it goes into is known. The value
 /// is copied here, once.
-pub fn encode_record(hash: u64, key: &[u8], value: &[u8], flags: u32) -> BytesMut {
+pub(crate) fn encode_record(hash: u64, key: &[u8], value: &[u8], flags: u32) -> BytesMut {
     debug_assert!(key.len() <= MAX_KEY_BYTES && flags < 1 << 8);
     let total = record_bytes(key.len() as u64, value.len() as u64) as usize;
     let mut out = BytesMut::with_capacity(total);
@@ -190,7 +190,7 @@ pub fn encode_record(hash: u64, key: &[u8], value: &[u8], flags: u32) -> BytesMu
 }
 
 /// Writes the segment sequence `seq` into an encoded record and seals its header with the CRC.
-pub fn stamp_record(record: &mut [u8], seq: u64) {
+pub(crate) fn stamp_record(record: &mut [u8], seq: u64) {
     record[16..24].copy_from_slice(&seq.to_le_bytes());
     let crc = crc32c::crc32c(&record[4..RECORD_HEADER_BYTES as usize]);
     record[0..4].copy_from_slice(&crc.to_le_bytes());
@@ -204,7 +204,7 @@ pub fn stamp_record(record: &mut [u8], seq: u64) {
 /// | 8..12 | record offset in the segment, bytes |
 /// | 12..16 | record length in bytes, padding included (bits 0..31); bit 31: a tombstone |
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SummaryEntry {
+pub(crate) struct SummaryEntry {
     pub hash: u64,
     pub offset: u32,
     pub len: u32,
@@ -224,7 +224,7 @@ pub struct SummaryEntry {
 /// | 36..40 | format version |
 /// | 40..64 | zero |
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Footer {
+pub(crate) struct Footer {
     pub seq: u64,
     pub summary_offset: u64,
     pub entries: u64,
@@ -232,7 +232,7 @@ pub struct Footer {
 }
 
 impl Footer {
-    pub fn parse(bytes: &[u8]) -> Option<Footer> {
+    pub(crate) fn parse(bytes: &[u8]) -> Option<Footer> {
         if bytes.len() < FOOTER_BYTES as usize
             || u32_at(bytes, 0) != FOOTER_MAGIC
             || u32_at(bytes, 4) != crc32c::crc32c(&bytes[8..40])
@@ -249,14 +249,14 @@ impl Footer {
     }
 
     /// Bytes of the summary this footer names.
-    pub fn summary_bytes(&self) -> u64 {
+    pub(crate) fn summary_bytes(&self) -> u64 {
         self.entries.saturating_mul(u64::from(SUMMARY_ENTRY_BYTES))
     }
 }
 
 /// The writes that seal a segment of `segment_bytes` whose records end at `tail`: its summary at
 /// `tail`, and its footer at the segment's end.
-pub fn encode_seal(
+pub(crate) fn encode_seal(
     seq: u64,
     segment_bytes: u32,
     tail: u32,
@@ -287,7 +287,7 @@ pub fn encode_seal(
 
 /// The entries of a summary read back from disk, or `None` when its CRC does not match the
 /// footer's.
-pub fn parse_summary(footer: &Footer, bytes: &[u8]) -> Option<Vec<SummaryEntry>> {
+pub(crate) fn parse_summary(footer: &Footer, bytes: &[u8]) -> Option<Vec<SummaryEntry>> {
     if bytes.len() as u64 != footer.summary_bytes() || crc32c::crc32c(bytes) != footer.summary_crc {
         return None;
     }

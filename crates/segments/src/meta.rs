@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 
 use crate::hash::KeyHasher;
 
-pub const META_FILE: &str = "engine.meta";
+pub(crate) const META_FILE: &str = "engine.meta";
 const MAGIC: &[u8; 8] = b"BGSEGMET";
 const VERSION: u32 = 1;
 const META_BYTES: usize = 48;
 
 /// What `engine.meta` holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Meta {
+pub(crate) struct Meta {
     pub segment_bytes: u64,
     pub hasher: KeyHasher,
 }
@@ -52,13 +52,13 @@ impl Meta {
     }
 }
 
-pub fn meta_path(dir: &Path) -> PathBuf {
+pub(crate) fn meta_path(dir: &Path) -> PathBuf {
     dir.join(META_FILE)
 }
 
 /// The meta file in `dir`: `Ok(None)` when it is missing, or unreadable as a meta file (logged,
 /// naming the file: the caller starts the directory afresh).
-pub fn read(dir: &Path) -> io::Result<Option<Meta>> {
+pub(crate) fn read(dir: &Path) -> io::Result<Option<Meta>> {
     let path = meta_path(dir);
     let mut bytes = Vec::new();
     match std::fs::File::open(&path) {
@@ -74,7 +74,7 @@ pub fn read(dir: &Path) -> io::Result<Option<Meta>> {
 }
 
 /// Writes `meta` to `dir` durably (a temporary file renamed over the old one).
-pub fn write(dir: &Path, meta: &Meta) -> io::Result<()> {
+pub(crate) fn write(dir: &Path, meta: &Meta) -> io::Result<()> {
     let path = meta_path(dir);
     let temporary = dir.join(format!("{META_FILE}.new"));
     let mut file = std::fs::File::create(&temporary)?;
@@ -85,7 +85,7 @@ pub fn write(dir: &Path, meta: &Meta) -> io::Result<()> {
 }
 
 /// A fresh random hash key, from the kernel's generator.
-pub fn random_hasher() -> io::Result<KeyHasher> {
+pub(crate) fn random_hasher() -> io::Result<KeyHasher> {
     let mut bytes = [0; 16];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     let mut k0 = [0; 8];

@@ -21,7 +21,7 @@ use crate::layout::RecordHeader;
 /// Values read through a mapping ([`ReadMode::Mapped`]) shorter than this are copied out rather
 /// than pinned: a pin of a reclaimed segment holds at least a page, at most two more than the
 /// value spans, so from 16 KiB up what it holds beyond the value is at most half of it.
-pub const COPY_BELOW: usize = 16 << 10;
+pub(crate) const COPY_BELOW: usize = 16 << 10;
 
 /// How [`Engine::get`](crate::Engine::get) reads a record from its file, chosen when the engine
 /// opens from what the file system takes.
@@ -149,7 +149,7 @@ impl ColdRead {
 }
 
 /// Looks `key` up and reads its record as far as it can without blocking.
-pub fn lookup(shared: &Arc<Shared>, key: &[u8]) -> Lookup {
+pub(crate) fn lookup(shared: &Arc<Shared>, key: &[u8]) -> Lookup {
     let hash = shared.hasher.hash(key);
     // A reclaim re-appends the entries it keeps before it retires their segment, so an entry
     // found retired under the read has moved: one more look finds it.

@@ -17,7 +17,7 @@ use crate::layout::{
 const SCAN_WINDOW: usize = 4 << 20;
 
 /// What recovery found, for the engine to start from.
-pub struct Recovered {
+pub(crate) struct Recovered {
     /// Segments in use, oldest first.
     pub sealed: VecDeque<u32>,
     pub free: VecDeque<u32>,
@@ -48,7 +48,7 @@ enum Found {
 /// win), records each segment's sequence in `seqs`, and seals the segments that were left
 /// unsealed so the next open reads their summaries (syncing them as the writer does, when `sync`
 /// counts the syncs). Unreadable segments are logged, naming the file, and treated as free.
-pub fn recover(
+pub(crate) fn recover(
     files: &[SegmentFile],
     segment_bytes: u32,
     index: &Index,

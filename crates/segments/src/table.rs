@@ -25,18 +25,18 @@ const VACANT: Slot = Slot {
 
 /// A map of non-zero `u64` hashes to `u64` values.
 #[derive(Default)]
-pub struct Table {
+pub(crate) struct Table {
     slots: Vec<Slot>,
     len: usize,
 }
 
 impl Table {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// Bytes the slots take (the table's whole heap size).
-    pub fn slot_bytes(&self) -> usize {
+    pub(crate) fn slot_bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<Slot>()
     }
 
@@ -84,16 +84,16 @@ impl Table {
         }
     }
 
-    pub fn get(&self, hash: u64) -> Option<u64> {
+    pub(crate) fn get(&self, hash: u64) -> Option<u64> {
         self.find(hash).map(|at| self.slots[at].value)
     }
 
-    pub fn get_mut(&mut self, hash: u64) -> Option<&mut u64> {
+    pub(crate) fn get_mut(&mut self, hash: u64) -> Option<&mut u64> {
         self.find(hash).map(|at| &mut self.slots[at].value)
     }
 
     /// Sets the value of `hash`, returning the one it replaces.
-    pub fn insert(&mut self, hash: u64, value: u64) -> Option<u64> {
+    pub(crate) fn insert(&mut self, hash: u64, value: u64) -> Option<u64> {
         if let Some(old) = self.get_mut(hash) {
             return Some(std::mem::replace(old, value));
         }
@@ -136,7 +136,7 @@ impl Table {
     }
 
     /// Removes `hash`, returning its value.
-    pub fn remove(&mut self, hash: u64) -> Option<u64> {
+    pub(crate) fn remove(&mut self, hash: u64) -> Option<u64> {
         let mut at = self.find(hash)?;
         let value = self.slots[at].value;
         // Backward shift: pull the rest of the run one slot nearer home.
@@ -152,7 +152,7 @@ impl Table {
     }
 
     /// Removes every entry whose value `doomed` picks; returns how many went.
-    pub fn remove_where(&mut self, mut doomed: impl FnMut(u64) -> bool) -> usize {
+    pub(crate) fn remove_where(&mut self, mut doomed: impl FnMut(u64) -> bool) -> usize {
         let hashes: Vec<u64> = self
             .slots
             .iter()

@@ -22,7 +22,7 @@ use crate::layout::{
 /// Appends and the index updates they make happen under this one lock, so the order of records
 /// in the files is the order the index saw them: recovery, replaying the files in order, reaches
 /// the same newest record for every key.
-pub struct Log {
+pub(crate) struct Log {
     /// The segment being appended to; `None` once closed (or before the first rotation).
     pub active: Option<Active>,
     /// Writes to the active segment not yet handed to the writer.
@@ -36,7 +36,7 @@ pub struct Log {
 }
 
 /// The segment being appended to.
-pub struct Active {
+pub(crate) struct Active {
     pub segment: u32,
     pub seq: u64,
     /// Where the next record goes.
@@ -64,7 +64,7 @@ impl Active {
 }
 
 /// One write of a batch: bytes for a place in the batch's segment.
-pub struct Write {
+pub(crate) struct Write {
     pub offset: u32,
     pub bytes: Bytes,
     /// The key hash when the write is a record the index may point at (not a tombstone, header,
@@ -73,7 +73,7 @@ pub struct Write {
 }
 
 /// Writes to one segment, in increasing offset order.
-pub struct Batch {
+pub(crate) struct Batch {
     pub segment: u32,
     pub writes: Vec<Write>,
     pub bytes: u64,
@@ -82,7 +82,7 @@ pub struct Batch {
 }
 
 impl Batch {
-    pub fn new(segment: u32) -> Batch {
+    pub(crate) fn new(segment: u32) -> Batch {
         Batch {
             segment,
             writes: Vec::new(),
@@ -112,7 +112,7 @@ impl Batch {
 
 /// Batches handed to the writer thread, oldest first; guarded by `Shared::queue`.
 #[derive(Default)]
-pub struct Queue {
+pub(crate) struct Queue {
     /// A batch stays here (and readable) until it is in its file.
     pub batches: VecDeque<Arc<Batch>>,
     pub pushed: u64,
@@ -125,7 +125,7 @@ pub struct Queue {
 
 /// What an append may do when the active segment is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Room {
+pub(crate) enum Room {
     /// Seal it and start the next, waiting for the writer to free one if none is free.
     Wait,
     /// Use the room the active segment keeps for re-appends (see [`Active::reserved`]), and
@@ -136,7 +136,7 @@ pub enum Room {
 
 /// Why an append did not happen.
 #[derive(Debug)]
-pub enum Refused {
+pub(crate) enum Refused {
     Closed,
     /// The active segment has no room, and the caller may not wait for the next.
     NoRoom,
@@ -146,7 +146,7 @@ impl Shared {
     /// Appends an encoded record (see [`layout::encode_record`]) to the active segment and
     /// returns where it went. A full segment is sealed and the next free one started; `room`
     /// says whether to wait for one when none is free.
-    pub fn append(
+    pub(crate) fn append(
         &self,
         log: &mut MutexGuard<'_, Log>,
         hash: u64,
@@ -208,7 +208,7 @@ impl Shared {
 
     /// Seals the active segment (if any) and starts the next free one; `false` when none is
     /// free (the writer has been asked to reclaim one).
-    pub fn rotate(&self, log: &mut Log) -> bool {
+    pub(crate) fn rotate(&self, log: &mut Log) -> bool {
         let Some(next) = log.free.pop_front() else {
             self.want_reclaim();
             return false;
@@ -243,7 +243,7 @@ impl Shared {
 
     /// Writes the active segment's summary and footer into the open batch and files it as the
     /// newest sealed segment.
-    pub fn seal(&self, log: &mut Log) {
+    pub(crate) fn seal(&self, log: &mut Log) {
         let Some(active) = log.active.take() else {
             return;
         };
@@ -257,7 +257,7 @@ impl Shared {
     }
 
     /// Hands the open batch to the writer thread.
-    pub fn hand_over(&self, log: &mut Log) {
+    pub(crate) fn hand_over(&self, log: &mut Log) {
         if log.open.writes.is_empty() {
             return;
         }
@@ -276,7 +276,7 @@ impl Shared {
     }
 
     /// The record at `location` while it is still in RAM (not yet in its file).
-    pub fn find_in_ram(&self, location: Location) -> Option<Bytes> {
+    pub(crate) fn find_in_ram(&self, location: Location) -> Option<Bytes> {
         // Batches only move from `open` to the queue to the file, so looking in that order
         // cannot miss one in flight.
         if let Some(record) = self.log.lock().open.find(location) {
@@ -347,7 +347,7 @@ impl Shared {
     }
 
     /// Waits until every write appended so far is in the files and no reclaim is under way.
-    pub fn wait_idle(&self) {
+    pub(crate) fn wait_idle(&self) {
         self.hand_over(&mut self.log.lock());
         let mut queue = self.queue.lock();
         let target = queue.pushed;
@@ -362,12 +362,12 @@ impl Shared {
 /// batch to write, the writer writes what there is. A quiet proxy's records reach the files
 /// within about this long (a crash loses no more), and the files' contents are up to date when
 /// the writes stop.
-pub const IDLE_FLUSH: Duration = Duration::from_secs(1);
+pub(crate) const IDLE_FLUSH: Duration = Duration::from_secs(1);
 
 /// The writer thread: lands queued batches in order, reclaims the oldest sealed segment when
 /// asked, writes a part-filled batch after [`IDLE_FLUSH`] without work, and stops once shut
 /// down with nothing left to write.
-pub fn run(shared: Arc<Shared>) {
+pub(crate) fn run(shared: Arc<Shared>) {
     let mut queue = shared.queue.lock();
     loop {
         if let Some(batch) = queue.batches.front().cloned() {

@@ -4,11 +4,11 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use doorkeeper::Doorkeeper;
-use doorkeeper::metrics::{
+use bloomgate_admission::metrics::{
     ADMISSION_TOTAL, FILTER_BYTES, FILTER_CAPACITY, FILTER_ESTIMATED_FPR, FILTER_ESTIMATED_ITEMS,
     FILTER_FILL_RATIO, FILTER_GENERATION, FILTER_ROTATE_AT_FPR, FILTER_ROTATIONS_TOTAL, help,
 };
+use doorkeeper::Doorkeeper;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{Gauge, GaugeVec, IntCounterVec, Opts};
@@ -51,7 +51,7 @@ impl DoorkeeperCollector {
         rotate_at_fpr: f64,
         counts: Arc<DecisionCounts>,
     ) -> DoorkeeperCollector {
-        // Help texts as bloomgate's exporter gives them (`doorkeeper::metrics::help`).
+        // Help texts as bloomgate's exporter gives them (`bloomgate_admission::metrics::help`).
         DoorkeeperCollector {
             doorkeeper,
             counts,

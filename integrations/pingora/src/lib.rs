@@ -22,6 +22,8 @@
 //! prometheus::register(Box::new(ADMISSION.collector())).expect("registered once");
 //! ```
 
+#![warn(unreachable_pub)]
+
 mod collector;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,16 +31,14 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use doorkeeper::table::{AdmissionTable, TableErrors};
-use doorkeeper::{Admission, Doorkeeper, DoorkeeperConfig, Mode};
+use bloomgate_admission::Mode;
+use bloomgate_admission::table::{AdmissionTable, TableErrors};
+use doorkeeper::{Admission, Doorkeeper, DoorkeeperConfig};
 use pingora_cache::CacheKey;
 use pingora_cache::admission::{AdmissionPolicy, Decision};
 use pingora_cache::key::CacheHashKey;
 
 pub use collector::DoorkeeperCollector;
-
-/// User tags up to this long are hashed from a stack buffer; longer ones from a heap one.
-const INLINE_TAG: usize = 48;
 
 /// A `pingora-cache` admission policy over bloomgate's [`Doorkeeper`]: second-hit admission.
 pub struct DoorkeeperPolicy {
@@ -66,7 +66,11 @@ impl DoorkeeperPolicy {
     pub fn new(config: DoorkeeperConfig) -> DoorkeeperPolicy {
         let rotate_at_fpr = config.rotate_at_fpr;
         DoorkeeperPolicy {
-            doorkeeper: Some(Arc::new(Doorkeeper::new(config))),
+            doorkeeper: Some(Arc::new(
+                Doorkeeper::builder(config)
+                    .build()
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )),
             rotate_at_fpr,
             counts: Arc::default(),
         }
@@ -148,21 +152,12 @@ impl DoorkeeperPolicy {
     }
 
     fn decide(&self, doorkeeper: &Doorkeeper, key: &CacheKey) -> Admission {
-        // Pingora's own hashes of the key (the primary's, combined with the variance's when the
+        // Pingora's own hash of the key (the primary's, combined with the variance's when the
         // response varies), which its storage computes anyway: no string is rebuilt. The user tag
-        // keeps tenants apart, as Pingora's `CompactCacheKey` does.
+        // keeps tenants apart, as Pingora's `CompactCacheKey` does; the two are hashed in turn,
+        // with no buffer between them.
         let hash = key.combined_bin();
-        let tag = key.user_tag().as_bytes();
-        if tag.is_empty() {
-            return doorkeeper.observe(&hash);
-        }
-        if tag.len() <= INLINE_TAG {
-            let mut bytes = [0u8; 16 + INLINE_TAG];
-            bytes[..16].copy_from_slice(&hash);
-            bytes[16..16 + tag.len()].copy_from_slice(tag);
-            return doorkeeper.observe(&bytes[..16 + tag.len()]);
-        }
-        doorkeeper.observe(&[&hash[..], tag].concat())
+        doorkeeper.observe_parts(&[&hash, key.user_tag().as_bytes()])
     }
 }
 

@@ -19,9 +19,6 @@ use crate::config::Config;
 use crate::proxy::{Proxy, new_doorkeeper};
 use crate::telemetry::FILTER_SNAPSHOTS_TOTAL;
 
-/// Outcome labels of `bloomgate_filter_snapshots_total`.
-pub(crate) const OUTCOMES: &[&str] = &["ok", "error"];
-
 /// Why a snapshot file could not be restored.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotLoadError {
@@ -54,10 +51,12 @@ pub fn load(path: &Path, config: DoorkeeperConfig) -> Result<Doorkeeper, Snapsho
         path: path.to_owned(),
         source,
     })?;
-    Doorkeeper::restore(config, &bytes).map_err(|source| SnapshotLoadError::Invalid {
-        path: path.to_owned(),
-        source,
-    })
+    Doorkeeper::builder(config)
+        .restore(&bytes)
+        .map_err(|source| SnapshotLoadError::Invalid {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 /// Replaces the file at `path` with `bytes` so that a crash leaves the old file or the new one.
@@ -198,7 +197,7 @@ mod tests {
     fn a_saved_doorkeeper_loads_with_what_it_has_seen() {
         let dir = scratch("roundtrip");
         let path = dir.join("door.snap");
-        let door = Doorkeeper::new(config(1000));
+        let door = Doorkeeper::builder(config(1000)).build().unwrap();
         door.observe(b"/seen");
         write_atomically(&path, &door.snapshot()).unwrap();
         let loaded = load(&path, config(1000)).unwrap();
@@ -212,7 +211,7 @@ mod tests {
     fn a_save_replaces_the_previous_snapshot_and_ignores_a_stale_tmp() {
         let dir = scratch("replace");
         let path = dir.join("door.snap");
-        let door = Doorkeeper::new(config(1000));
+        let door = Doorkeeper::builder(config(1000)).build().unwrap();
         write_atomically(&path, &door.snapshot()).unwrap();
         fs::write(temporary_path(&path), b"left by a crash").unwrap();
         door.observe(b"/later");
@@ -227,7 +226,7 @@ mod tests {
         let path = dir.join("door.snap");
         let missing = load(&path, config(1000)).unwrap_err().to_string();
         assert!(missing.contains("door.snap"), "{missing}");
-        write_atomically(&path, &Doorkeeper::new(config(1000)).snapshot()).unwrap();
+        write_atomically(&path, &Doorkeeper::builder(config(1000)).build().unwrap().snapshot()).unwrap();
         let stale = load(&path, config(50_000)).unwrap_err().to_string();
         assert!(
             stale.contains("door.snap") && stale.contains("config"),

@@ -204,7 +204,7 @@ fn carry_over(old: Option<&Doorkeeper>, config: &Config) -> Option<Arc<Doorkeepe
     }
     if let Some(old) = old
         && let Ok(restored) =
-            Doorkeeper::restore(config.admission.doorkeeper.clone(), &old.snapshot())
+            Doorkeeper::builder(config.admission.doorkeeper.clone()).restore(&old.snapshot())
     {
         return Some(Arc::new(restored));
     }

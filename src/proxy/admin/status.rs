@@ -19,7 +19,7 @@ use crate::telemetry::{
 };
 
 use crate::proxy::Proxy;
-use crate::proxy::series::{DecisionLabel, Outcome};
+use crate::telemetry::{DecisionLabel, Outcome};
 use crate::proxy::upstream::label;
 
 /// The page at `GET /`: HTML with its style and script inline, polling `/status.json`.

@@ -10,7 +10,7 @@ use crate::admission::probation::Segment;
 use crate::cache::NotStored;
 use crate::cache::policy::PolicyRule;
 use crate::proxy::request::decision::Decision;
-use crate::proxy::series::{CachedError, Outcome};
+use crate::telemetry::{CachedError, Outcome};
 use crate::proxy::upstream::origin::{AnsweredBy, OriginFailure};
 
 /// The name bloomgate gives itself in `Cache-Status`.

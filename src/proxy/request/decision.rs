@@ -13,7 +13,7 @@ use crate::admission::probation::{Budget, Mode, Placement, Segment};
 use crate::cache::{CacheKey, NotStored, ResponseControl, storability};
 use crate::config::CachePolicy;
 use crate::proxy::response::headers::{ResponseFraming, content_length};
-use crate::proxy::series::DecisionLabel;
+use crate::telemetry::DecisionLabel;
 
 /// A response a shared cache may store.
 pub struct Storable {
@@ -231,7 +231,9 @@ mod tests {
     }
 
     fn door() -> Doorkeeper {
-        Doorkeeper::new(DoorkeeperConfig::with_capacity(1000))
+        Doorkeeper::builder(DoorkeeperConfig::with_capacity(1000))
+            .build()
+            .unwrap()
     }
 
     #[test]

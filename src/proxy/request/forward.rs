@@ -25,7 +25,7 @@ use crate::proxy::response::headers::{
 use crate::proxy::response::range::Ranges;
 use crate::proxy::response::respond::{self, Answer, ProxyBody, WholeBody};
 use crate::proxy::response::stream::{Capture, OriginStream, Prefix};
-use crate::proxy::series::series;
+use crate::telemetry::series;
 use crate::proxy::upstream::origin::OriginFailure;
 
 /// The origin's answer to a fetch, its head settled and its storage decided.

@@ -12,7 +12,7 @@ use crate::cache::{Freshness, PurgeKind, StoredResponse};
 use crate::proxy::Proxy;
 use crate::proxy::outcome::served::{Fwd, Served, Tier};
 use crate::proxy::response::respond;
-use crate::proxy::series::{PurgeLabel, series};
+use crate::telemetry::{PurgeLabel, series};
 
 impl Proxy {
     /// A fresh hit is served; a stale one is served while it revalidates, or revalidated first;

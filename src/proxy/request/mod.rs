@@ -36,7 +36,7 @@ use crate::proxy::outcome::served::{Detail, Fwd, OriginHead, Served};
 use crate::proxy::request::exchange::{Exchange, Route};
 use crate::proxy::request::fetch::Fetch;
 use crate::proxy::response::respond::{self, Answer, ProxyBody};
-use crate::proxy::series::series;
+use crate::telemetry::series;
 use crate::proxy::{Live, Proxy};
 
 /// What a phase hands on: the next phase with the state it needs, or the answer.

@@ -9,7 +9,7 @@ use http::StatusCode;
 use crate::cache::{CacheKey, PurgeKind};
 use crate::proxy::outcome::served::{Detail, Fwd, Served};
 use crate::proxy::response::respond::{self, Answer};
-use crate::proxy::series::{PurgeLabel, series};
+use crate::telemetry::{PurgeLabel, series};
 use crate::proxy::{Live, Proxy};
 
 impl Proxy {

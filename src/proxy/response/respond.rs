@@ -172,7 +172,7 @@ pub fn stored(parts: &Parts, entry: &StoredResponse, served: Served, now: System
     }
     let mut response = from_entry(parts, entry, headers);
     let sent = response.body().size_hint().exact().unwrap_or(0);
-    crate::proxy::series::series().hit_bytes.increment(sent);
+    crate::telemetry::series().hit_bytes.increment(sent);
     response.headers_mut().insert(header::AGE, age);
     Answer::new(response, served)
 }

@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use crate::proxy::series::{OriginOutcome, series};
+use crate::telemetry::{OriginOutcome, series};
 use crate::proxy::upstream::origin::OriginFailure;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -27,15 +27,11 @@ use crate::proxy::Proxy;
 use crate::proxy::admin;
 use crate::proxy::admin::persist;
 use crate::proxy::outcome::access_log::{AccessLog, AccessLogError};
-use crate::proxy::series::{CachedError, DecisionLabel, OriginOutcome, Outcome, PurgeLabel};
 use crate::proxy::server::idle::{Activity, Tracked};
 use crate::proxy::server::stall::{BodyProgress, SendTimeout, Sending, StallScope, StreamExecutor};
 use crate::telemetry::{
-    ACCESS_LOG_DROPPED_TOTAL, ACCESS_LOG_LINES_TOTAL, ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL,
-    CACHED_ERRORS_TOTAL, CLIENT_SEND_TIMEOUTS_TOTAL, CONNECTIONS_IDLE_CLOSED_TOTAL,
-    CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL, FILTER_SNAPSHOTS_TOTAL, ORIGIN_BYTES_TOTAL,
-    ORIGIN_REQUESTS_TOTAL, PURGED_ENTRIES_TOTAL, PURGES_TOTAL, REQUESTS_TOTAL,
-    TLS_HANDSHAKES_TOTAL, recorder,
+    self, CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL,
+    TLS_HANDSHAKES_TOTAL,
 };
 use crate::tls::TlsError;
 
@@ -195,8 +191,7 @@ struct Bound {
 
 impl Bound {
     async fn bind(config: &Config) -> Result<Bound, ServeError> {
-        let _ = recorder();
-        register_series();
+        telemetry::register_at_start(&[("scope", &StallScope::ALL.map(StallScope::as_str))]);
         let access_log = AccessLog::open(&config.log.access)?;
         let workers = std::thread::available_parallelism().map_or(1, usize::from);
         let listeners =
@@ -592,40 +587,4 @@ async fn serve<C>(
     }
     gauge!(CONNECTIONS_OPEN).decrement(1.0);
     drop(permit);
-}
-
-/// Creates every labelled series at zero, so dashboards and alerts see them before the first event.
-fn register_series() {
-    for outcome in Outcome::ALL {
-        counter!(REQUESTS_TOTAL, "cache_status" => outcome.as_str()).increment(0);
-    }
-    for outcome in OriginOutcome::ALL {
-        counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => outcome.as_str()).increment(0);
-    }
-    for decision in DecisionLabel::ALL {
-        counter!(ADMISSION_TOTAL, "decision" => decision.as_str()).increment(0);
-    }
-    for served in CachedError::ALL {
-        counter!(CACHED_ERRORS_TOTAL, "served" => served.as_str()).increment(0);
-    }
-    for kind in PurgeLabel::ALL {
-        counter!(PURGES_TOTAL, "kind" => kind.as_str()).increment(0);
-        counter!(PURGED_ENTRIES_TOTAL, "kind" => kind.as_str()).increment(0);
-    }
-    for outcome in persist::OUTCOMES {
-        counter!(FILTER_SNAPSHOTS_TOTAL, "outcome" => *outcome).increment(0);
-    }
-    for outcome in ["ok", "error", "timeout"] {
-        counter!(TLS_HANDSHAKES_TOTAL, "outcome" => outcome).increment(0);
-    }
-    counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
-    counter!(CONNECTIONS_IDLE_CLOSED_TOTAL).increment(0);
-    for scope in StallScope::ALL {
-        counter!(CLIENT_SEND_TIMEOUTS_TOTAL, "scope" => scope.as_str()).increment(0);
-    }
-    counter!(ACCESS_LOG_LINES_TOTAL).increment(0);
-    counter!(ACCESS_LOG_DROPPED_TOTAL).increment(0);
-    counter!(CACHE_HIT_BYTES_TOTAL).increment(0);
-    counter!(ORIGIN_BYTES_TOTAL).increment(0);
-    gauge!(CONNECTIONS_OPEN).increment(0.0);
 }

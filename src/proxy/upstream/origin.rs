@@ -23,7 +23,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use thread_local::ThreadLocal;
 
 use crate::config::OriginConfig;
-use crate::proxy::series::{OriginOutcome, series};
+use crate::telemetry::{OriginOutcome, series};
 use crate::proxy::upstream::{ErrorKind, Group, Server};
 use crate::tls::{self, TlsError};
 

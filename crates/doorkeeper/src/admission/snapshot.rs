@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::bloom::snapshot::crc64;
 use crate::bloom::{BloomFilter, SnapshotError};
 
-use super::{Clock, Doorkeeper, DoorkeeperConfig, DoorkeeperConfigError, Generation, SystemClock};
+use super::{Clock, Doorkeeper, DoorkeeperConfig, DoorkeeperConfigError, Generation};
 
 const MAGIC: [u8; 4] = *b"BGDK";
 const VERSION: u16 = 1;
@@ -97,7 +97,8 @@ pub enum DoorkeeperSnapshotError {
 }
 
 impl Doorkeeper {
-    /// The doorkeeper as snapshot bytes (see the module docs); restore with [`Self::restore`].
+    /// The doorkeeper as snapshot bytes (see the module docs); restore with
+    /// [`DoorkeeperBuilder::restore`](crate::DoorkeeperBuilder::restore).
     ///
     /// Observes running concurrently may or may not be included.
     pub fn snapshot(&self) -> Vec<u8> {
@@ -127,17 +128,9 @@ impl Doorkeeper {
         bytes
     }
 
-    /// A doorkeeper on the system clock that resumes from [`Self::snapshot`] bytes. The current
-    /// generation's age restarts at zero.
-    pub fn restore(
-        config: DoorkeeperConfig,
-        bytes: &[u8],
-    ) -> Result<Self, DoorkeeperSnapshotError> {
-        Self::restore_with_clock(config, Arc::new(SystemClock), bytes)
-    }
-
-    /// [`Self::restore`] on the given clock.
-    pub fn restore_with_clock(
+    /// The doorkeeper `bytes` describe, on `clock`: what
+    /// [`DoorkeeperBuilder::restore`](crate::DoorkeeperBuilder::restore) builds.
+    pub(super) fn from_snapshot(
         config: DoorkeeperConfig,
         clock: Arc<dyn Clock>,
         bytes: &[u8],
@@ -257,7 +250,7 @@ mod tests {
     /// A snapshot with header bytes `at..at + value.len()` replaced and the header checksum redone,
     /// as a crafted (not merely corrupted) file would be.
     fn crafted(at: usize, value: &[u8]) -> Vec<u8> {
-        let door = Doorkeeper::new(config());
+        let door = Doorkeeper::builder(config()).build().unwrap();
         door.observe(b"key");
         let mut bytes = door.snapshot();
         bytes[at..at + value.len()].copy_from_slice(value);
@@ -279,13 +272,17 @@ mod tests {
                 crafted(8, &u64::MAX.to_le_bytes()),
             ),
         ] {
-            let result = Doorkeeper::restore(config(), &bytes);
+            let result = Doorkeeper::builder(config()).restore(&bytes);
             assert!(
                 matches!(result, Err(DoorkeeperSnapshotError::Inconsistent(_))),
                 "{what}: {:?}",
                 result.err()
             );
         }
-        assert!(Doorkeeper::restore(config(), &crafted(8, &7u64.to_le_bytes())).is_ok());
+        assert!(
+            Doorkeeper::builder(config())
+                .restore(&crafted(8, &7u64.to_le_bytes()))
+                .is_ok()
+        );
     }
 }

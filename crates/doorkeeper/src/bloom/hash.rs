@@ -12,6 +12,8 @@
 //! admitted on its first request, nor craft URLs that pile into one block to raise the
 //! false-positive rate.
 
+use std::hash::Hasher as _;
+
 use siphasher::sip::SipHasher13;
 
 use super::math::BLOCK_BITS;
@@ -97,6 +99,17 @@ impl Iterator for Positions {
     }
 }
 
+/// A key as a filter takes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Key<'a> {
+    /// Bytes, hashed whole.
+    Bytes(&'a [u8]),
+    /// Bytes in parts, hashed as their concatenation (SipHash's stream takes the parts in turn).
+    Parts(&'a [&'a [u8]]),
+    /// The caller's 64-bit hash of its key, keyed with the secret as its 8 little-endian bytes.
+    Hash(u64),
+}
+
 #[derive(Clone)]
 pub(crate) struct KeyHasher {
     sip: SipHasher13,
@@ -110,8 +123,18 @@ impl KeyHasher {
     }
 
     #[inline]
-    pub(crate) fn probe(&self, key: &[u8], num_blocks: u64, num_hashes: u32) -> Probe {
-        let hash = self.sip.hash(key);
+    pub(crate) fn probe(&self, key: Key<'_>, num_blocks: u64, num_hashes: u32) -> Probe {
+        let hash = match key {
+            Key::Bytes(bytes) => self.sip.hash(bytes),
+            Key::Parts(parts) => {
+                let mut sip = self.sip;
+                for part in parts {
+                    sip.write(part);
+                }
+                sip.finish()
+            }
+            Key::Hash(hash) => self.sip.hash(&hash.to_le_bytes()),
+        };
         // Lemire's multiply-shift maps the hash onto 0..num_blocks without a division.
         let block = ((u128::from(hash) * u128::from(num_blocks)) >> 64) as usize;
         let pool = splitmix64(hash);
@@ -146,7 +169,7 @@ mod tests {
         let b = KeyHasher::new(Seed::from(2));
         let key = b"https://example.com/a.jpg";
         let bits = |h: &KeyHasher| {
-            let probe = h.probe(key, 1000, 7);
+            let probe = h.probe(Key::Bytes(key), 1000, 7);
             (probe.block, probe.positions.collect::<Vec<_>>())
         };
         assert_eq!(bits(&a), bits(&a));
@@ -158,7 +181,7 @@ mod tests {
         let hasher = KeyHasher::new(Seed::from(7));
         let mut seen = [false; BLOCK_BITS as usize];
         for i in 0..2000u32 {
-            let probe = hasher.probe(&i.to_le_bytes(), 1, 20);
+            let probe = hasher.probe(Key::Bytes(&i.to_le_bytes()), 1, 20);
             assert_eq!(probe.block, 0);
             let positions: Vec<usize> = probe.positions.collect();
             assert_eq!(positions.len(), 20);
@@ -167,5 +190,38 @@ mod tests {
             }
         }
         assert!(seen.iter().all(|s| *s));
+    }
+
+    #[test]
+    fn a_key_in_parts_sets_the_bits_of_its_concatenation() {
+        let hasher = KeyHasher::new(Seed::from(3));
+        let bits = |key: Key<'_>| {
+            let probe = hasher.probe(key, 1000, 7);
+            (probe.block, probe.positions.collect::<Vec<_>>())
+        };
+        let whole = b"0123456789abcdef/tenant-with-a-long-name";
+        // Splits on and off SipHash's 8-byte words, with empty parts among them.
+        for split in [0, 1, 3, 8, 11, 16, 17, whole.len()] {
+            let (head, tail) = whole.split_at(split);
+            let parts: [&[u8]; 4] = [head, b"", tail, b""];
+            assert_eq!(
+                bits(Key::Parts(&parts)),
+                bits(Key::Bytes(whole)),
+                "split at {split}"
+            );
+        }
+        assert_ne!(bits(Key::Parts(&[b"ab", b"c"])), bits(Key::Bytes(b"abd")));
+    }
+
+    #[test]
+    fn a_hash_sets_the_bits_of_its_little_endian_bytes() {
+        let hasher = KeyHasher::new(Seed::from(4));
+        let bits = |key: Key<'_>| {
+            let probe = hasher.probe(key, 1000, 7);
+            (probe.block, probe.positions.collect::<Vec<_>>())
+        };
+        let hash = 0x0123_4567_89ab_cdef_u64;
+        assert_eq!(bits(Key::Hash(hash)), bits(Key::Bytes(&hash.to_le_bytes())));
+        assert_ne!(bits(Key::Hash(hash)), bits(Key::Hash(hash + 1)));
     }
 }

@@ -33,6 +33,7 @@ pub(crate) mod snapshot;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use counter::SetBitCounter;
+pub(crate) use hash::Key;
 use hash::{BLOCK_WORDS, KeyHasher, Probe};
 
 use math::{BLOCK_BITS, BlockModel};
@@ -192,7 +193,7 @@ impl BloomFilter {
     }
 
     #[inline]
-    fn probe(&self, key: &[u8]) -> Probe {
+    fn probe(&self, key: Key<'_>) -> Probe {
         self.hasher
             .probe(key, self.blocks.len() as u64, self.num_hashes)
     }
@@ -209,11 +210,11 @@ impl BloomFilter {
     /// ```
     #[inline]
     pub fn insert(&self, key: &[u8]) -> bool {
-        self.insert_reporting(key).was_present
+        self.insert_reporting(Key::Bytes(key)).was_present
     }
 
     #[inline]
-    pub(crate) fn insert_reporting(&self, key: &[u8]) -> Insertion {
+    pub(crate) fn insert_reporting(&self, key: Key<'_>) -> Insertion {
         self.insert_probe(self.probe(key))
     }
 
@@ -221,7 +222,7 @@ impl BloomFilter {
     /// [`Self::contains_probe`] a little later: a caller about to read two filters locates the
     /// key in both first, so that the two cache misses overlap instead of following each other.
     #[inline]
-    pub(crate) fn locate(&self, key: &[u8]) -> Probe {
+    pub(crate) fn locate(&self, key: Key<'_>) -> Probe {
         let probe = self.probe(key);
         prefetch::prefetch(&self.blocks[probe.block]);
         probe
@@ -259,7 +260,7 @@ impl BloomFilter {
     /// True if `key` was (probably) inserted; never false for an inserted key.
     #[inline]
     pub fn contains(&self, key: &[u8]) -> bool {
-        self.contains_probe(self.probe(key))
+        self.contains_probe(self.probe(Key::Bytes(key)))
     }
 
     /// [`Self::contains`] of a key this filter has located.

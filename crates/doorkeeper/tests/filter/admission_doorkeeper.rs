@@ -22,8 +22,43 @@ fn url(i: u64) -> Vec<u8> {
 }
 
 #[test]
+fn a_key_in_parts_is_the_key_of_their_concatenation_across_rotations() {
+    let clock = Arc::new(ManualClock::new());
+    let door = Doorkeeper::builder(config(1000, 0.02))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(
+        door.observe_parts(&[b"example.com", b"/a.jpg"]),
+        Admission::FirstSeen
+    );
+    assert_eq!(door.observe(b"example.com/a.jpg"), Admission::SeenBefore);
+    // The next generation hashes with a new secret; the parts still find the whole key.
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(door.rotate_if_due(), Some(RotationReason::MaxAge));
+    assert_eq!(
+        door.observe_parts(&[b"example.com/", b"a.jpg"]),
+        Admission::SeenBefore
+    );
+    assert_eq!(
+        door.observe_parts(&[b"example.com", b"/b.jpg"]),
+        Admission::FirstSeen
+    );
+}
+
+#[test]
+fn a_hashed_key_is_the_key_of_its_little_endian_bytes() {
+    let door = Doorkeeper::builder(config(1000, 0.02)).build().unwrap();
+    let hash = 0xdead_beef_0bad_cafe_u64;
+    assert_eq!(door.observe_hash(hash), Admission::FirstSeen);
+    assert_eq!(door.observe_hash(hash), Admission::SeenBefore);
+    assert_eq!(door.observe(&hash.to_le_bytes()), Admission::SeenBefore);
+    assert_eq!(door.observe_hash(hash ^ 1), Admission::FirstSeen);
+}
+
+#[test]
 fn second_request_is_seen_before() {
-    let door = Doorkeeper::new(config(1000, 0.02));
+    let door = Doorkeeper::builder(config(1000, 0.02)).build().unwrap();
     assert_eq!(
         door.observe(b"https://example.com/a.jpg"),
         Admission::FirstSeen
@@ -43,7 +78,10 @@ fn second_request_is_seen_before() {
 #[test]
 fn a_key_survives_one_rotation_and_is_forgotten_after_two() {
     let clock = Arc::new(ManualClock::new());
-    let door = Doorkeeper::with_clock(config(1000, 0.02), clock.clone());
+    let door = Doorkeeper::builder(config(1000, 0.02))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     door.observe(b"old");
     clock.advance(Duration::from_secs(3600));
     assert_eq!(door.rotate_if_due(), Some(RotationReason::MaxAge));
@@ -57,7 +95,10 @@ fn a_key_survives_one_rotation_and_is_forgotten_after_two() {
 #[test]
 fn a_key_seen_in_the_previous_generation_is_refreshed_into_the_current() {
     let clock = Arc::new(ManualClock::new());
-    let door = Doorkeeper::with_clock(config(1000, 0.02), clock.clone());
+    let door = Doorkeeper::builder(config(1000, 0.02))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     door.observe(b"popular");
     clock.advance(Duration::from_secs(3600));
     door.rotate_if_due();
@@ -69,7 +110,7 @@ fn a_key_seen_in_the_previous_generation_is_refreshed_into_the_current() {
 
 #[test]
 fn rotates_when_current_reaches_its_capacity() {
-    let door = Doorkeeper::new(config(2_000, 0.5));
+    let door = Doorkeeper::builder(config(2_000, 0.5)).build().unwrap();
     let mut rotated_at = None;
     for i in 0..3_000 {
         door.observe(&url(i));
@@ -95,7 +136,7 @@ fn rotates_when_the_combined_false_positive_estimate_crosses_the_threshold() {
     // reached when `current` holds about half its capacity, so the second rotation is by the
     // threshold. Later generations inherit a half-full `previous` and race capacity against the
     // threshold (each generation's secret is random), so only the first two reasons are fixed.
-    let door = Doorkeeper::new(config(2_000, 0.015));
+    let door = Doorkeeper::builder(config(2_000, 0.015)).build().unwrap();
     let mut reasons = Vec::new();
     let mut last = door.stats();
     for i in 0..6_000 {
@@ -129,7 +170,10 @@ fn rotates_when_the_combined_false_positive_estimate_crosses_the_threshold() {
 #[test]
 fn rotates_at_max_age_on_observes_alone() {
     let clock = Arc::new(ManualClock::new());
-    let door = Doorkeeper::with_clock(config(100_000, 0.02), clock.clone());
+    let door = Doorkeeper::builder(config(100_000, 0.02))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     for i in 0..100 {
         door.observe(&url(i));
     }
@@ -150,7 +194,10 @@ fn rotates_at_max_age_on_observes_alone() {
 #[test]
 fn stats_describe_both_generations() {
     let clock = Arc::new(ManualClock::new());
-    let door = Doorkeeper::with_clock(config(10_000, 0.02), clock.clone());
+    let door = Doorkeeper::builder(config(10_000, 0.02))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     let fresh = door.stats();
     assert_eq!(fresh.generation, 0);
     assert!(fresh.previous.is_none());
@@ -229,14 +276,15 @@ fn invalid_configs_are_rejected_with_the_bad_field_named() {
         ),
     ];
     for (config, field) in cases {
-        let err = Doorkeeper::try_new(config).unwrap_err();
+        let err = Doorkeeper::builder(config).build().unwrap_err();
         assert!(err.to_string().contains(field), "{err}");
     }
     assert_eq!(
-        Doorkeeper::try_new(DoorkeeperConfig {
+        Doorkeeper::builder(DoorkeeperConfig {
             capacity: 0,
             ..good
         })
+        .build()
         .unwrap_err(),
         DoorkeeperConfigError::ZeroCapacity
     );
@@ -269,10 +317,12 @@ fn rotation_reasons_have_prometheus_labels() {
 
 #[test]
 fn a_max_age_beyond_the_clock_never_rotates() {
-    let door = Doorkeeper::new(DoorkeeperConfig {
+    let door = Doorkeeper::builder(DoorkeeperConfig {
         max_age: Duration::MAX,
         ..config(1000, 0.02)
-    });
+    })
+    .build()
+    .unwrap();
     assert_eq!(door.rotate_if_due(), None);
 }
 
@@ -282,7 +332,7 @@ proptest! {
     fn a_repeat_within_one_generation_is_always_seen_before(
         requests in prop::collection::vec(0u64..400, 1..2_000),
     ) {
-        let door = Doorkeeper::new(config(100, 0.02));
+        let door = Doorkeeper::builder(config(100, 0.02)).build().unwrap();
         let mut last_seen_in: std::collections::HashMap<u64, u64> = Default::default();
         for key in requests {
             let admission = door.observe(&url(key));

@@ -20,7 +20,10 @@ fn url(i: u64) -> Vec<u8> {
 
 fn two_generations() -> Doorkeeper {
     let clock = Arc::new(ManualClock::new());
-    let door = Doorkeeper::with_clock(config(), clock.clone());
+    let door = Doorkeeper::builder(config())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     for i in 0..300 {
         door.observe(&url(i));
     }
@@ -35,7 +38,9 @@ fn two_generations() -> Doorkeeper {
 #[test]
 fn restored_doorkeeper_remembers_both_generations() {
     let door = two_generations();
-    let restored = Doorkeeper::restore(config(), &door.snapshot()).unwrap();
+    let restored = Doorkeeper::builder(config())
+        .restore(&door.snapshot())
+        .unwrap();
     assert_eq!(restored.generation(), 1);
     assert_eq!(restored.stats().rotations, door.stats().rotations);
     for i in 0..500 {
@@ -46,9 +51,11 @@ fn restored_doorkeeper_remembers_both_generations() {
 
 #[test]
 fn a_fresh_doorkeeper_round_trips() {
-    let door = Doorkeeper::new(config());
+    let door = Doorkeeper::builder(config()).build().unwrap();
     door.observe(b"a");
-    let restored = Doorkeeper::restore(config(), &door.snapshot()).unwrap();
+    let restored = Doorkeeper::builder(config())
+        .restore(&door.snapshot())
+        .unwrap();
     assert!(restored.stats().previous.is_none());
     assert!(restored.contains(b"a"));
 }
@@ -60,12 +67,14 @@ fn corrupt_or_truncated_snapshots_are_rejected() {
         let mut corrupt = bytes.clone();
         corrupt[at] ^= 0x5a;
         assert!(
-            Doorkeeper::restore(config(), &corrupt).is_err(),
+            Doorkeeper::builder(config()).restore(&corrupt).is_err(),
             "byte {at}"
         );
     }
     for len in (0..bytes.len()).step_by(13) {
-        let err = Doorkeeper::restore(config(), &bytes[..len]).unwrap_err();
+        let err = Doorkeeper::builder(config())
+            .restore(&bytes[..len])
+            .unwrap_err();
         assert!(err.to_string().contains("truncated"), "{len}: {err}");
     }
 }
@@ -77,7 +86,7 @@ fn a_snapshot_sized_for_another_capacity_is_rejected() {
         capacity: 2_000,
         ..config()
     };
-    let err = Doorkeeper::restore(bigger, &bytes).unwrap_err();
+    let err = Doorkeeper::builder(bigger).restore(&bytes).unwrap_err();
     assert!(
         matches!(err, DoorkeeperSnapshotError::ConfigMismatch { .. }),
         "{err}"

@@ -19,7 +19,7 @@ fn small_config() -> DoorkeeperConfig {
 
 #[test]
 fn repeats_on_each_thread_are_seen_before_while_other_threads_rotate() {
-    let door = Arc::new(Doorkeeper::new(small_config()));
+    let door = Arc::new(Doorkeeper::builder(small_config()).build().unwrap());
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
             let door = Arc::clone(&door);
@@ -57,7 +57,7 @@ fn repeats_on_each_thread_are_seen_before_while_other_threads_rotate() {
 
 #[test]
 fn a_key_handed_to_another_thread_is_seen_before_there() {
-    let door = Arc::new(Doorkeeper::new(small_config()));
+    let door = Arc::new(Doorkeeper::builder(small_config()).build().unwrap());
     let (send, receive) = mpsc::sync_channel::<(Vec<u8>, u64)>(64);
     let producer = {
         let door = Arc::clone(&door);
@@ -106,7 +106,12 @@ fn back_to_back_rotations_lose_no_key() {
         max_age: Duration::from_millis(1),
         ..small_config()
     };
-    let door = Arc::new(Doorkeeper::with_clock(config, clock.clone()));
+    let door = Arc::new(
+        Doorkeeper::builder(config)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..2u64)
         .map(|t| {
@@ -148,7 +153,7 @@ fn no_generation_overfills_with_more_threads_than_cores() {
         capacity: 5_000,
         ..small_config()
     };
-    let door = Arc::new(Doorkeeper::new(config));
+    let door = Arc::new(Doorkeeper::builder(config).build().unwrap());
     let (threads, keys_per_thread) = (16, 15_000);
     let workers: Vec<_> = (0..threads)
         .map(|t| {

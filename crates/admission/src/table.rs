@@ -8,8 +8,8 @@
 //! # Examples
 //! ```
 //! use std::time::Duration;
-//! use doorkeeper::Mode;
-//! use doorkeeper::table::AdmissionTable;
+//! use bloomgate_admission::Mode;
+//! use bloomgate_admission::table::AdmissionTable;
 //!
 //! let table = AdmissionTable::from_toml("[admission]\ncapacity = 5000\nmax_age = \"30m\"\n")?;
 //! assert_eq!(table.mode, Mode::Probation);
@@ -18,7 +18,7 @@
 //!
 //! let errors = AdmissionTable::from_toml("[admission]\ntarget_fpr = 1.5\n").unwrap_err();
 //! assert_eq!(errors.to_string(), "admission.target_fpr: 1.5 must be in (0, 1)");
-//! # Ok::<(), doorkeeper::table::TableErrors>(())
+//! # Ok::<(), bloomgate_admission::table::TableErrors>(())
 //! ```
 
 use std::fmt;
@@ -26,7 +26,9 @@ use std::time::Duration;
 
 use toml::{Table, Value};
 
-use crate::{DoorkeeperConfig, Mode};
+use doorkeeper::DoorkeeperConfig;
+
+use crate::Mode;
 
 /// The keys of `[admission]` that [`AdmissionTable::read`] reads.
 pub const KEYS: [&str; 5] = ["mode", "capacity", "target_fpr", "rotate_at_fpr", "max_age"];

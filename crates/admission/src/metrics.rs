@@ -2,7 +2,7 @@
 //!
 //! bloomgate's `/metrics` and the Pingora plugin's collector export the doorkeeper under these
 //! names, so one dashboard reads either. Labels: `generation` is `current` or `previous`, `reason`
-//! is a [`RotationReason::as_str`](crate::RotationReason::as_str), `decision` is the embedding
+//! is a [`RotationReason::as_str`](doorkeeper::RotationReason::as_str), `decision` is the embedding
 //! cache's own (bloomgate: `admitted`, `first_hit`, `probation`, `promoted`, ...).
 
 /// Counter: the embedding cache's admission decisions, by `decision`.

@@ -8,7 +8,7 @@
 ///
 /// # Examples
 /// ```
-/// use doorkeeper::Mode;
+/// use bloomgate_admission::Mode;
 ///
 /// assert_eq!(Mode::default(), Mode::Probation);
 /// assert_eq!(Mode::SecondHit.as_str(), "second-hit");
