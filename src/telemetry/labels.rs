@@ -138,4 +138,17 @@ mod tests {
             assert_eq!(kind as usize, index, "{kind:?}");
         }
     }
+
+    #[test]
+    fn every_value_of_a_label_is_its_own_series() {
+        fn distinct(values: Vec<&'static str>) {
+            let unique: std::collections::HashSet<_> = values.iter().collect();
+            assert_eq!(unique.len(), values.len(), "{values:?}");
+        }
+        distinct(Outcome::ALL.map(Outcome::as_str).to_vec());
+        distinct(DecisionLabel::ALL.map(DecisionLabel::as_str).to_vec());
+        distinct(CachedError::ALL.map(CachedError::as_str).to_vec());
+        distinct(OriginOutcome::ALL.map(OriginOutcome::as_str).to_vec());
+        distinct(PurgeLabel::ALL.map(PurgeLabel::as_str).to_vec());
+    }
 }
