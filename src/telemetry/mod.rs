@@ -15,7 +15,7 @@ use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gau
 
 pub use exporter::{DoorkeeperState, ScrapeState, recorder, render};
 pub use labels::{CachedError, DecisionLabel, OriginOutcome, Outcome, PurgeLabel};
-pub use series::{Series, series};
+pub use series::{RouteSeries, Series, UNROUTED, series};
 pub use table::*;
 
 /// Gives every metric its help text and unit, as the table says.

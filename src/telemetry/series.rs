@@ -17,18 +17,52 @@ use super::{
     REQUESTS_TOTAL, recorder,
 };
 
+/// The series of one route (the `route` label): its requests by outcome, and the body bytes it
+/// served from the cache and received from the origin. Made when the route is (at start and at
+/// each reload) and held by it, so a request counts with one atomic add per series.
+pub struct RouteSeries {
+    /// `bloomgate_requests_total{cache_status, route}`, in the order of [`Outcome::ALL`].
+    requests: [Counter; Outcome::ALL.len()],
+    pub hit_bytes: Counter,
+    /// Counted per body chunk.
+    pub origin_bytes: Counter,
+}
+
+/// The `route` of a request refused before it was routed (no valid host or target): a value no
+/// route's name can take.
+pub const UNROUTED: &str = "(none)";
+
+impl RouteSeries {
+    pub fn new(route: &str) -> RouteSeries {
+        let _ = recorder();
+        let route = route.to_owned();
+        RouteSeries {
+            requests: Outcome::ALL.map(|outcome| {
+                counter!(REQUESTS_TOTAL, "cache_status" => outcome.as_str(), "route" => route.clone())
+            }),
+            hit_bytes: counter!(CACHE_HIT_BYTES_TOTAL, "route" => route.clone()),
+            origin_bytes: counter!(ORIGIN_BYTES_TOTAL, "route" => route),
+        }
+    }
+
+    pub fn request(&self, outcome: Outcome) -> &Counter {
+        &self.requests[outcome as usize]
+    }
+
+    /// The series of requests refused before they were routed.
+    pub fn unrouted() -> &'static RouteSeries {
+        static UNROUTED_SERIES: OnceLock<RouteSeries> = OnceLock::new();
+        UNROUTED_SERIES.get_or_init(|| RouteSeries::new(UNROUTED))
+    }
+}
+
 /// The handles of the series the request path counts.
 pub struct Series {
-    /// `bloomgate_requests_total{cache_status}`, in the order of [`Outcome::ALL`].
-    requests: [Counter; Outcome::ALL.len()],
     pub duration: Histogram,
-    pub hit_bytes: Counter,
     /// `bloomgate_admission_total{decision}`, in the order of [`DecisionLabel::ALL`].
     admission: [Counter; DecisionLabel::ALL.len()],
     /// `bloomgate_origin_requests_total{outcome}`, in the order of [`OriginOutcome::ALL`].
     origin: [Counter; OriginOutcome::ALL.len()],
-    /// Counted per body chunk.
-    pub origin_bytes: Counter,
     /// `bloomgate_cached_errors_total{served}`, in the order of [`CachedError::ALL`].
     cached_errors: [Counter; CachedError::ALL.len()],
     /// `bloomgate_purges_total{kind}`, in the order of [`PurgeLabel::ALL`].
@@ -38,10 +72,6 @@ pub struct Series {
 }
 
 impl Series {
-    pub fn request(&self, outcome: Outcome) -> &Counter {
-        &self.requests[outcome as usize]
-    }
-
     pub fn admission(&self, decision: DecisionLabel) -> &Counter {
         &self.admission[decision as usize]
     }
@@ -70,15 +100,11 @@ pub fn series() -> &'static Series {
     SERIES.get_or_init(|| {
         let _ = recorder();
         Series {
-            requests: Outcome::ALL
-                .map(|outcome| counter!(REQUESTS_TOTAL, "cache_status" => outcome.as_str())),
             duration: histogram!(REQUEST_DURATION_SECONDS),
-            hit_bytes: counter!(CACHE_HIT_BYTES_TOTAL),
             admission: DecisionLabel::ALL
                 .map(|decision| counter!(ADMISSION_TOTAL, "decision" => decision.as_str())),
             origin: OriginOutcome::ALL
                 .map(|outcome| counter!(ORIGIN_REQUESTS_TOTAL, "outcome" => outcome.as_str())),
-            origin_bytes: counter!(ORIGIN_BYTES_TOTAL),
             cached_errors: CachedError::ALL
                 .map(|served| counter!(CACHED_ERRORS_TOTAL, "served" => served.as_str())),
             purges: PurgeLabel::ALL.map(|kind| counter!(PURGES_TOTAL, "kind" => kind.as_str())),

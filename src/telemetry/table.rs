@@ -102,9 +102,9 @@ macro_rules! listed {
 use bloomgate_admission::metrics::{self as door, help as door_help};
 
 metrics_table! {
-    REQUESTS_TOTAL: Counter, "bloomgate_requests_total", AtStart,
-        "Client requests answered, by RFC 9211 outcome.",
-        [cache_status = listed!(Outcome)];
+    REQUESTS_TOTAL: Counter, "bloomgate_requests_total", ByOwner,
+        "Client requests answered, by RFC 9211 outcome and route (\"(none)\": refused before routing).",
+        [cache_status = listed!(Outcome), route = Given];
     REQUEST_DURATION_SECONDS: Histogram(Seconds), "bloomgate_request_duration_seconds", AtStart,
         "Time from request to response headers.",
         [];
@@ -167,9 +167,9 @@ metrics_table! {
     CACHE_EXPIRATIONS_TOTAL: Counter, "bloomgate_cache_expirations_total", AtScrape,
         "Entries removed because they expired.",
         [];
-    CACHE_HIT_BYTES_TOTAL: Counter(Bytes), "bloomgate_cache_hit_bytes_total", AtStart,
-        "Body bytes served from the cache.",
-        [];
+    CACHE_HIT_BYTES_TOTAL: Counter(Bytes), "bloomgate_cache_hit_bytes_total", ByOwner,
+        "Body bytes served from the cache, by route.",
+        [route = Given];
     DISK_BYTES: Gauge(Bytes), "bloomgate_disk_bytes", AtScrape,
         "Space the disk tier's files take on the file system (allocated blocks).",
         [];
@@ -239,9 +239,9 @@ metrics_table! {
     ORIGIN_REQUESTS_TOTAL: Counter, "bloomgate_origin_requests_total", AtStart,
         "Requests sent to the origin, by outcome.",
         [outcome = listed!(OriginOutcome)];
-    ORIGIN_BYTES_TOTAL: Counter(Bytes), "bloomgate_origin_bytes_total", AtStart,
-        "Body bytes received from the origin.",
-        [];
+    ORIGIN_BYTES_TOTAL: Counter(Bytes), "bloomgate_origin_bytes_total", ByOwner,
+        "Body bytes received from the origin, by route.",
+        [route = Given];
     UPSTREAM_REQUESTS_TOTAL: Counter, "bloomgate_upstream_requests_total", ByOwner,
         "Requests sent to each server of each upstream group (retries included; probes not).",
         [upstream = Given, server = Given];

@@ -24,27 +24,47 @@ pub async fn reload(client: &Client, proxy: &ProxyProcess) -> ClientReply {
         .expect("POST /reload")
 }
 
-/// Metric value of the series `name{labels}` in a Prometheus text scrape (0 when absent).
-pub fn metric(scrape: &str, series: &str) -> f64 {
+/// A series `name{a="x",b="y"}` as its name and its labels.
+fn split_series(series: &str) -> (&str, Vec<&str>) {
+    match series.split_once('{') {
+        Some((name, labels)) => (
+            name,
+            labels
+                .trim_end_matches('}')
+                .split(',')
+                .filter(|l| !l.is_empty())
+                .collect(),
+        ),
+        None => (series, Vec::new()),
+    }
+}
+
+/// The values of the series of a Prometheus text scrape that are `series` (`name{labels}`), or
+/// `name` with those labels among others (a request counter's `route`, summed over).
+fn matching(scrape: &str, series: &str) -> Vec<f64> {
+    let (name, wanted) = split_series(series);
     scrape
         .lines()
         .filter(|line| !line.starts_with('#'))
         .filter_map(|line| line.rsplit_once(' '))
-        .find(|(name, _)| *name == series)
-        .and_then(|(_, value)| value.parse().ok())
-        .unwrap_or(0.0)
+        .filter(|(line_series, _)| {
+            let (line_name, labels) = split_series(line_series);
+            line_name == name && wanted.iter().all(|label| labels.contains(label))
+        })
+        .filter_map(|(_, value)| value.parse().ok())
+        .collect()
+}
+
+/// Metric value of the series `name{labels}` in a Prometheus text scrape, summed over any other
+/// labels its series have (0 when absent).
+pub fn metric(scrape: &str, series: &str) -> f64 {
+    matching(scrape, series).into_iter().sum()
 }
 
 /// Like [`metric`], but panics when the scrape has no series `name{labels}`, so that a series the
 /// exporter stopped emitting never passes for a zero.
 pub fn required_metric(scrape: &str, series: &str) -> f64 {
-    let emitted = scrape
-        .lines()
-        .filter(|line| !line.starts_with('#'))
-        .any(|line| {
-            line.rsplit_once(' ')
-                .is_some_and(|(name, _)| name == series)
-        });
+    let emitted = !matching(scrape, series).is_empty();
     assert!(emitted, "no series {series} in the scrape:\n{scrape}");
     metric(scrape, series)
 }

@@ -663,3 +663,40 @@ async fn a_purge_by_prefix_reaches_every_entry_under_it_and_no_other() {
         reply.cache_status()
     );
 }
+
+#[tokio::test]
+async fn each_route_counts_its_own_requests_and_hit_ratio() {
+    let origin = Origin::start();
+    let proxy = site_policy(&origin).start();
+    let client = Client::new();
+    origin.set("/static/r.css", Reply::ok("r"));
+    origin.set("/api/r", Reply::ok("r"));
+    for _ in 0..3 {
+        client.get(&proxy.url("/static/r.css")).await;
+        client.get(&proxy.url("/api/r")).await;
+    }
+    let scrape = common::scrape_until(&client, &proxy, |scrape| {
+        common::metric(scrape, "bloomgate_requests_total{route=\"api\"}") >= 3.0
+    })
+    .await;
+    let series = |labels: &str| {
+        common::required_metric(&scrape, &format!("bloomgate_requests_total{{{labels}}}"))
+    };
+    assert_eq!(series("cache_status=\"hit\",route=\"static\""), 2.0);
+    assert_eq!(series("cache_status=\"pass\",route=\"api\""), 3.0);
+    assert_eq!(series("cache_status=\"hit\",route=\"site\""), 0.0);
+    assert!(
+        common::required_metric(&scrape, "bloomgate_cache_hit_bytes_total{route=\"static\"}")
+            >= 2.0
+    );
+    assert!(common::required_metric(&scrape, "bloomgate_origin_bytes_total{route=\"api\"}") >= 3.0);
+    let status = client.get(&proxy.admin_url("/status.json")).await;
+    let status: serde_json::Value = serde_json::from_slice(&status.body).expect("JSON");
+    let routes = status["routes"].as_array().expect("routes");
+    let names: Vec<&str> = routes.iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(names, ["static", "api", "site"]);
+    assert_eq!(routes[0]["requests"], 3);
+    let ratio = routes[0]["hit_ratio"].as_f64().expect("a ratio");
+    assert!((ratio - 2.0 / 3.0).abs() < 1e-9, "{ratio}");
+    assert_eq!(routes[1]["cached"], false);
+}

@@ -226,7 +226,14 @@ mod tests {
         let path = dir.join("door.snap");
         let missing = load(&path, config(1000)).unwrap_err().to_string();
         assert!(missing.contains("door.snap"), "{missing}");
-        write_atomically(&path, &Doorkeeper::builder(config(1000)).build().unwrap().snapshot()).unwrap();
+        write_atomically(
+            &path,
+            &Doorkeeper::builder(config(1000))
+                .build()
+                .unwrap()
+                .snapshot(),
+        )
+        .unwrap();
         let stale = load(&path, config(50_000)).unwrap_err().to_string();
         assert!(
             stale.contains("door.snap") && stale.contains("config"),

@@ -19,8 +19,8 @@ use crate::telemetry::{
 };
 
 use crate::proxy::Proxy;
-use crate::telemetry::{DecisionLabel, Outcome};
 use crate::proxy::upstream::label;
+use crate::telemetry::{DecisionLabel, Outcome};
 
 /// The page at `GET /`: HTML with its style and script inline, polling `/status.json`.
 pub const PAGE: &str = include_str!("status.html");
@@ -51,6 +51,8 @@ pub struct Status {
     /// The disk tier, when there is one.
     pub disk: Option<DiskStatus>,
     pub origins: Vec<OriginStatus>,
+    /// Each route of the configuration, in order, with its requests and hit ratio.
+    pub routes: Vec<RouteStatus>,
     /// The last ten minutes in intervals of [`SAMPLE_EVERY`], oldest first; the last one ends now.
     pub history: Vec<Interval>,
 }
@@ -104,6 +106,43 @@ pub struct OriginStatus {
     pub upstream: String,
     pub url: String,
     pub health: Health,
+}
+
+/// One route (`[[routes]]`, or the one `origin.url` stands for): its requests since start and the
+/// share answered from the cache.
+#[derive(Debug, serde::Serialize)]
+pub struct RouteStatus {
+    pub name: String,
+    pub upstream: String,
+    /// `false` when its policy sends every request past the cache.
+    pub cached: bool,
+    pub requests: u64,
+    pub hit_ratio: Option<f64>,
+}
+
+fn routes(config: &Config, series: &Exposition) -> Vec<RouteStatus> {
+    config
+        .upstreams()
+        .routes
+        .iter()
+        .map(|route| {
+            let count = |outcome: Outcome| {
+                series.sum(
+                    REQUESTS_TOTAL,
+                    &[("cache_status", outcome.as_str()), ("route", &route.name)],
+                ) as u64
+            };
+            let requests = Outcome::ALL.into_iter().map(count).sum();
+            let hits = HIT_OUTCOMES.into_iter().map(count).sum();
+            RouteStatus {
+                name: route.name.clone(),
+                upstream: route.upstream.clone(),
+                cached: route.cache.enabled,
+                requests,
+                hit_ratio: share(hits, requests),
+            }
+        })
+        .collect()
 }
 
 /// A server's health as `bloomgate_upstream_healthy` says: in rotation or held out by passive or
@@ -279,6 +318,7 @@ pub fn status(proxy: &Proxy, history: &History) -> Status {
                 .sum(),
         }),
         origins: origins(&config, &series),
+        routes: routes(&config, &series),
         history: history.intervals(totals),
     }
 }
@@ -313,13 +353,32 @@ impl Exposition {
         }
     }
 
-    /// The series `name`, or `name{label="value"}`; 0 if the render has no such series.
+    /// The sum of the series of `name` that have `label="value"` (all of them without one),
+    /// whatever their other labels (a request's `route`); 0 if the render has none.
     fn value(&self, name: &str, label: Option<(&str, &str)>) -> f64 {
-        let series = match label {
-            Some((label, value)) => format!("{name}{{{label}=\"{value}\"}}"),
-            None => name.to_owned(),
-        };
-        self.values.get(&series).copied().unwrap_or(0.0)
+        self.sum(name, label.as_slice())
+    }
+
+    /// The sum of the series of `name` whose labels include every one of `wanted`.
+    fn sum(&self, name: &str, wanted: &[(&str, &str)]) -> f64 {
+        let wanted: Vec<String> = wanted
+            .iter()
+            .map(|(label, value)| format!("{label}=\"{value}\""))
+            .collect();
+        self.values
+            .iter()
+            .filter_map(|(series, value)| {
+                let labels = match series.strip_prefix(name)? {
+                    "" => "",
+                    rest => rest.strip_prefix('{')?.strip_suffix('}')?,
+                };
+                let have = labels.split(',');
+                wanted
+                    .iter()
+                    .all(|pair| have.clone().any(|label| label == pair))
+                    .then_some(*value)
+            })
+            .sum()
     }
 
     /// The series `name{a="x",b="y"}` with these labels in this order, if the render has it.

@@ -10,8 +10,8 @@ use crate::admission::probation::Segment;
 use crate::cache::NotStored;
 use crate::cache::policy::PolicyRule;
 use crate::proxy::request::decision::Decision;
-use crate::telemetry::{CachedError, Outcome};
 use crate::proxy::upstream::origin::{AnsweredBy, OriginFailure};
+use crate::telemetry::{CachedError, Outcome};
 
 /// The name bloomgate gives itself in `Cache-Status`.
 pub const CACHE_NAME: &str = "bloomgate";
@@ -346,6 +346,17 @@ impl Served {
             Served::NotStored { reason, .. } => Some(Decision::NotStorable(reason)),
             _ => None,
         }
+    }
+
+    /// Whether the response was made from a stored entry (its body bytes are hit bytes).
+    pub fn served_stored_entry(&self) -> bool {
+        matches!(
+            self,
+            Served::Hit { .. }
+                | Served::StaleWhileRevalidate { .. }
+                | Served::StaleIfError { .. }
+                | Served::Revalidated { .. }
+        )
     }
 
     /// The `Cache-Status` member of a response of `status` so served. A targeted field that

@@ -22,6 +22,7 @@ use crate::proxy::outcome::served::Fwd;
 use crate::proxy::response::headers::{Forwarding, OriginBody, to_origin};
 use crate::proxy::upstream::origin::OutgoingBody;
 use crate::proxy::upstream::{Group, Server};
+use crate::telemetry::RouteSeries;
 
 /// A request the proxy has accepted: its parts, validated authority and cache key, and the `Live`
 /// configuration loaded once when it arrived.
@@ -38,6 +39,8 @@ pub struct Exchange {
     pub group: Arc<Group>,
     /// Its route's cache policy.
     pub policy: Arc<CachePolicy>,
+    /// Its route's metric series.
+    pub series: Arc<RouteSeries>,
     /// The path and query it is sent to a server with.
     target: PathAndQuery,
 }
@@ -62,10 +65,11 @@ impl Exchange {
     ) -> Result<Exchange, TranslateError> {
         let authority = Authority::of_request(&parts).map_err(KeyError::from)?;
         let routed = live.routing.routed(authority.as_str(), parts.uri.path());
-        let (route_name, group, policy) = (
+        let (route_name, group, policy, series) = (
             Arc::clone(&routed.name),
             Arc::clone(&routed.group),
             Arc::clone(&routed.policy),
+            Arc::clone(&routed.series),
         );
         let route = match policy::bypass(&policy, &parts) {
             Some(rule) if is_cacheable(&parts) => Route::Pass(Fwd::Bypass, Some(rule)),
@@ -112,6 +116,7 @@ impl Exchange {
             route_name,
             group,
             policy,
+            series,
             target,
         })
     }
@@ -158,6 +163,7 @@ impl Exchange {
             route_name: Arc::clone(&self.route_name),
             group: Arc::clone(&self.group),
             policy: Arc::clone(&self.policy),
+            series: Arc::clone(&self.series),
             target: self.target.clone(),
         }
     }

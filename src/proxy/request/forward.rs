@@ -25,8 +25,8 @@ use crate::proxy::response::headers::{
 use crate::proxy::response::range::Ranges;
 use crate::proxy::response::respond::{self, Answer, ProxyBody, WholeBody};
 use crate::proxy::response::stream::{Capture, OriginStream, Prefix};
-use crate::telemetry::series;
 use crate::proxy::upstream::origin::OriginFailure;
+use crate::telemetry::series;
 
 /// The origin's answer to a fetch, its head settled and its storage decided.
 pub(super) struct Fetched {
@@ -50,6 +50,11 @@ impl Fetched {
 
     fn idle_timeout(&self) -> Duration {
         self.fetch.exchange.config().origin.idle_timeout
+    }
+
+    /// Its route's count of origin bytes.
+    fn origin_bytes(&self) -> metrics::Counter {
+        self.fetch.exchange.series.origin_bytes.clone()
     }
 }
 
@@ -169,7 +174,7 @@ impl Proxy {
             let reason = fetched.decision.not_stored();
             return Step::PassRange(fetched.fetch.exchange, reason);
         }
-        let body = OriginStream::new(body, fetched.idle_timeout(), None);
+        let body = OriginStream::new(body, fetched.idle_timeout(), None, fetched.origin_bytes());
         let response = match (&fetched.ranges, length) {
             (Some(ranges), Some(length)) => {
                 respond::ranged(head, WholeBody::Streaming(body), length, ranges)
@@ -195,17 +200,17 @@ impl Proxy {
             // An empty body: hyper never polls a body it knows to be empty, so complete it here.
             count(fetched.decision);
             capture.complete_with(Bytes::new());
-            let body = OriginStream::new(body, idle_timeout, None);
+            let body = OriginStream::new(body, idle_timeout, None, fetched.origin_bytes());
             let response = self.client_response(&fetched.fetch.exchange, head, body);
             return Step::Done(fetched.answer(response));
         }
         let stores = fetched.decision.segment().is_some();
         if content_length.is_none() && (stores || fetched.ranges.is_some()) {
-            let body = OriginStream::new(body, idle_timeout, None);
+            let body = OriginStream::new(body, idle_timeout, None, fetched.origin_bytes());
             return self.forward_read_first(fetched, head, body, capture).await;
         }
         count(fetched.decision);
-        let body = OriginStream::new(body, idle_timeout, Some(capture));
+        let body = OriginStream::new(body, idle_timeout, Some(capture), fetched.origin_bytes());
         if let (Some(ranges), Some(length)) = (&fetched.ranges, content_length) {
             let response = respond::ranged(head, WholeBody::Streaming(body), length, ranges);
             return Step::Done(fetched.answer(response));

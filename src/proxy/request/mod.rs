@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
+use hyper::body::{Body, Incoming};
 
 use crate::cache::NotStored;
 use crate::proxy::outcome::logged::{Entry, Logged};
@@ -36,8 +36,8 @@ use crate::proxy::outcome::served::{Detail, Fwd, OriginHead, Served};
 use crate::proxy::request::exchange::{Exchange, Route};
 use crate::proxy::request::fetch::Fetch;
 use crate::proxy::response::respond::{self, Answer, ProxyBody};
-use crate::telemetry::series;
 use crate::proxy::{Live, Proxy};
+use crate::telemetry::{RouteSeries, series};
 
 /// What a phase hands on: the next phase with the state it needs, or the answer.
 pub(crate) enum Step {
@@ -73,14 +73,18 @@ impl Proxy {
             .access_log
             .as_ref()
             .map(|log| Entry::begin(log, &request, peer, started));
+        let (first, route) = self.accept(Arc::clone(&live), request, peer);
         let Answer {
             mut response,
             served,
             origin,
-        } = self
-            .drive(self.accept(Arc::clone(&live), request, peer))
-            .await;
+        } = self.drive(first).await;
         let series = series();
+        let route = route.as_deref().unwrap_or_else(|| RouteSeries::unrouted());
+        if served.served_stored_entry() {
+            let sent = response.body().size_hint().exact().unwrap_or(0);
+            route.hit_bytes.increment(sent);
+        }
         if let Some(cached_error) = served.cached_error(response.status()) {
             series.cached_error(cached_error).increment(1);
         }
@@ -96,7 +100,7 @@ impl Proxy {
         }
         let cache_status = served.cache_status(response.status());
         response.headers_mut().insert("cache-status", cache_status);
-        series.request(served.outcome()).increment(1);
+        route.request(served.outcome()).increment(1);
         series.duration.record(started.elapsed().as_secs_f64());
         if let Some(entry) = &mut entry {
             entry.answered(&response, served, origin);
@@ -131,30 +135,41 @@ impl Proxy {
     }
 
     /// The request phase: refuse what has no cache key, and send what the cache does not answer
-    /// straight on.
-    fn accept(&self, live: Arc<Live>, request: Request<Incoming>, peer: SocketAddr) -> Step {
+    /// straight on. Returns the first step and the series of the route taken, if one was.
+    fn accept(
+        &self,
+        live: Arc<Live>,
+        request: Request<Incoming>,
+        peer: SocketAddr,
+    ) -> (Step, Option<Arc<RouteSeries>>) {
         let (parts, body) = request.into_parts();
         if parts.method.as_str() == "PURGE" {
-            return Step::Done(self.purge_from_public(&live, &parts, peer));
+            return (
+                Step::Done(self.purge_from_public(&live, &parts, peer)),
+                None,
+            );
         }
         let exchange = match Exchange::new(parts, peer, live) {
             Ok(exchange) => exchange,
             Err(error) => {
                 tracing::debug!(%error, %peer, "request refused");
-                return Step::Done(respond::short(
+                let refused = respond::short(
                     StatusCode::BAD_REQUEST,
                     "request has no valid host or target\n",
                     Served::Refused,
-                ));
+                );
+                return (Step::Done(refused), None);
             }
         };
-        match exchange.route() {
+        let series = Some(Arc::clone(&exchange.series));
+        let step = match exchange.route() {
             Route::Pass(fwd, rule) => Step::Pass(exchange, body, fwd, rule.map(Detail::Policy)),
             Route::Cache => {
                 // A body on GET or HEAD has no meaning (RFC 9110 section 9.3.1) and is not forwarded.
                 drop(body);
                 Step::Lookup(exchange)
             }
-        }
+        };
+        (step, series)
     }
 }

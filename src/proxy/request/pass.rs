@@ -81,7 +81,9 @@ impl Proxy {
             return respond::origin_failed(OriginFailure::Error, fwd).answered_by(origin);
         }
         strip_hop_by_hop(&mut head.headers);
-        let body = OriginStream::new(incoming, exchange.config().origin.idle_timeout, None);
+        let idle_timeout = exchange.config().origin.idle_timeout;
+        let bytes = exchange.series.origin_bytes.clone();
+        let body = OriginStream::new(incoming, idle_timeout, None, bytes);
         let response = Response::from_parts(head, respond::streamed(body));
         Answer::new(response, Served::Bypass { fwd, detail }).answered_by(origin)
     }

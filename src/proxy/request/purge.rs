@@ -9,8 +9,8 @@ use http::StatusCode;
 use crate::cache::{CacheKey, PurgeKind};
 use crate::proxy::outcome::served::{Detail, Fwd, Served};
 use crate::proxy::response::respond::{self, Answer};
-use crate::telemetry::{PurgeLabel, series};
 use crate::proxy::{Live, Proxy};
+use crate::telemetry::{PurgeLabel, series};
 
 impl Proxy {
     pub(super) fn purge_from_public(

@@ -9,7 +9,6 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::request::Parts;
 use http::{Method, Response, StatusCode, response};
 use http_body_util::{Either, Full};
-use hyper::body::Body;
 
 use crate::cache::StoredResponse;
 use crate::proxy::outcome::served::{Fwd, OriginHead, Served, Tier};
@@ -171,8 +170,6 @@ pub fn stored(parts: &Parts, entry: &StoredResponse, served: Served, now: System
         return Answer::new(response, served);
     }
     let mut response = from_entry(parts, entry, headers);
-    let sent = response.body().size_hint().exact().unwrap_or(0);
-    crate::telemetry::series().hit_bytes.increment(sent);
     response.headers_mut().insert(header::AGE, age);
     Answer::new(response, served)
 }

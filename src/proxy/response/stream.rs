@@ -9,8 +9,10 @@ use bytes::{Bytes, BytesMut};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use crate::telemetry::{OriginOutcome, series};
 use crate::proxy::upstream::origin::OriginFailure;
+use metrics::Counter;
+
+use crate::telemetry::{OriginOutcome, series};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -92,16 +94,26 @@ pub struct OriginStream {
     idle_timeout: Duration,
     idle: Pin<Box<Sleep>>,
     capture: Option<Capture>,
+    /// Where the body's bytes are counted (its route's `bloomgate_origin_bytes_total`).
+    bytes: Counter,
 }
 
 impl OriginStream {
-    pub fn new(inner: Incoming, idle_timeout: Duration, capture: Option<Capture>) -> OriginStream {
+    /// The origin body `inner`, with `idle_timeout` between chunks, captured when `capture` is
+    /// given, its bytes counted in `bytes`.
+    pub fn new(
+        inner: Incoming,
+        idle_timeout: Duration,
+        capture: Option<Capture>,
+        bytes: Counter,
+    ) -> OriginStream {
         OriginStream {
             prefix: std::collections::VecDeque::new(),
             inner,
             idle_timeout,
             idle: Box::pin(tokio::time::sleep(idle_timeout)),
             capture,
+            bytes,
         }
     }
 
@@ -168,7 +180,7 @@ impl OriginStream {
                 let deadline = Instant::now() + this.idle_timeout;
                 this.idle.as_mut().reset(deadline);
                 if let Some(data) = frame.data_ref() {
-                    series().origin_bytes.increment(data.len() as u64);
+                    this.bytes.increment(data.len() as u64);
                     if let Some(capture) = this.capture.as_mut() {
                         if capture.buffer.len() + data.len() > capture.limit {
                             this.capture = None;

@@ -192,6 +192,8 @@ struct Bound {
 impl Bound {
     async fn bind(config: &Config) -> Result<Bound, ServeError> {
         telemetry::register_at_start(&[("scope", &StallScope::ALL.map(StallScope::as_str))]);
+        // Each route registers its own series; these are the requests refused before routing.
+        let _ = telemetry::RouteSeries::unrouted();
         let access_log = AccessLog::open(&config.log.access)?;
         let workers = std::thread::available_parallelism().map_or(1, usize::from);
         let listeners =

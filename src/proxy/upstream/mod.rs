@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::config::{CachePolicy, Config, HealthConfig, HostPattern, Upstreams};
+use crate::telemetry::RouteSeries;
 
 pub use balance::Group;
 pub use server::{ErrorKind, Server, label};
@@ -24,6 +25,8 @@ pub struct Routed {
     pub name: Arc<str>,
     pub group: Arc<Group>,
     pub policy: Arc<CachePolicy>,
+    /// Its requests and bytes (the `route` label).
+    pub series: Arc<RouteSeries>,
 }
 
 /// The groups and routes of one configuration.
@@ -70,7 +73,7 @@ impl Routing {
                 Arc::new(Group::new(&group.name, servers, group.balance))
             })
             .collect();
-        let routes = upstreams
+        let routes: Vec<(Option<HostPattern>, String, Routed)> = upstreams
             .routes
             .iter()
             .filter_map(|route| {
@@ -79,14 +82,25 @@ impl Routing {
                     name: Arc::from(route.name.as_str()),
                     group: Arc::clone(group),
                     policy: Arc::clone(&route.cache),
+                    series: Arc::new(RouteSeries::new(&route.name)),
                 };
                 Some((route.host.clone(), route.path_prefix.clone(), routed))
             })
             .collect();
-        let fallback = Routed {
-            name: Arc::from("default"),
-            group: Arc::clone(&groups[0]),
-            policy: Arc::new(CachePolicy::rfc()),
+        // A valid configuration's last route takes every request; this stands in for it otherwise.
+        let fallback = match routes.last() {
+            Some((_, _, last)) => Routed {
+                name: Arc::clone(&last.name),
+                group: Arc::clone(&last.group),
+                policy: Arc::clone(&last.policy),
+                series: Arc::clone(&last.series),
+            },
+            None => Routed {
+                name: Arc::from("default"),
+                group: Arc::clone(&groups[0]),
+                policy: Arc::new(CachePolicy::rfc()),
+                series: Arc::new(RouteSeries::new("default")),
+            },
         };
         Routing {
             groups,

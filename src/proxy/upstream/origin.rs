@@ -23,8 +23,8 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use thread_local::ThreadLocal;
 
 use crate::config::OriginConfig;
-use crate::telemetry::{OriginOutcome, series};
 use crate::proxy::upstream::{ErrorKind, Group, Server};
+use crate::telemetry::{OriginOutcome, series};
 use crate::tls::{self, TlsError};
 
 /// Which wait ran out.
