@@ -153,7 +153,9 @@ impl Proxy {
                 let now = SystemTime::now();
                 match entry.freshness(&parts.headers, now) {
                     Freshness::Fresh => Some(respond::hit(parts, &entry, Tier::Ram, now)),
-                    Freshness::StaleWhileRevalidate | Freshness::Stale => None,
+                    Freshness::StaleWhileRevalidate
+                    | Freshness::Stale
+                    | Freshness::RefusedByRequest => None,
                 }
             }
         }
@@ -172,6 +174,7 @@ impl Proxy {
             let not_modified = response.headers();
             if let Some(answer) = self.not_modified(
                 &fetch.exchange,
+                fetch.fwd,
                 entry,
                 not_modified,
                 origin,
@@ -219,6 +222,7 @@ impl Proxy {
     fn not_modified(
         &self,
         exchange: &Exchange,
+        fwd: Fwd,
         entry: &StoredResponse,
         not_modified: &HeaderMap,
         origin: OriginHead,
@@ -238,6 +242,7 @@ impl Proxy {
         }
         let now = SystemTime::now();
         let served = Served::Revalidated {
+            fwd,
             ttl: refreshed.ttl_seconds(now),
         };
         Some(respond::stored(&exchange.parts, &refreshed, served, now).answered_by(origin))

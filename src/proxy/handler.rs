@@ -140,6 +140,9 @@ impl Proxy {
                 respond::stored(&exchange.parts, &entry, served, now)
             }
             Freshness::Stale => Box::pin(self.fetch(exchange, Fwd::Stale, Some(entry))).await,
+            Freshness::RefusedByRequest => {
+                Box::pin(self.fetch(exchange, Fwd::Request, Some(entry))).await
+            }
         }
     }
 
