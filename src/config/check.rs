@@ -77,24 +77,7 @@ fn summary(config: &Config) -> String {
         ),
         None => String::new(),
     };
-    let origin = match &config.upstreams {
-        None => format!("origin {}", config.origin.url),
-        Some(upstreams) => {
-            let groups: Vec<String> = upstreams
-                .groups
-                .iter()
-                .map(|group| match group.servers.len() {
-                    1 => format!("{} (1 server)", group.name),
-                    n => format!("{} ({n} servers)", group.name),
-                })
-                .collect();
-            let routes = match upstreams.routes.len() {
-                1 => "1 route".to_owned(),
-                n => format!("{n} routes"),
-            };
-            format!("upstreams {} by {routes}", groups.join(", "))
-        }
-    };
+    let origin = config.destination();
     format!(
         "listen {}{https} -> {origin}, cache {} (objects up to {}){disk}, {admission}, admin {}, log {}{access}",
         config.server.listen,

@@ -353,6 +353,28 @@ impl Config {
         }
     }
 
+    /// Where requests go, in a few words: `origin URL`, or with upstream groups
+    /// `upstreams a (3 servers), b (1 server) by 2 routes`. `check-config` and the line `serve`
+    /// prints at start both say it.
+    pub fn destination(&self) -> String {
+        let Some(upstreams) = &self.upstreams else {
+            return format!("origin {}", self.origin.url);
+        };
+        let groups: Vec<String> = upstreams
+            .groups
+            .iter()
+            .map(|group| match group.servers.len() {
+                1 => format!("{} (1 server)", group.name),
+                n => format!("{} ({n} servers)", group.name),
+            })
+            .collect();
+        let routes = match upstreams.routes.len() {
+            1 => "1 route".to_owned(),
+            n => format!("{n} routes"),
+        };
+        format!("upstreams {} by {routes}", groups.join(", "))
+    }
+
     /// The embedded `config/bloomgate.toml`, parsed.
     pub fn defaults() -> Config {
         DEFAULTS.clone()

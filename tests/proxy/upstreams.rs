@@ -301,3 +301,20 @@ async fn a_get_whose_connect_fails_is_retried_once_on_another_server_and_a_post_
     assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
     assert_eq!(origin.count("/form"), 0, "a POST is never sent twice");
 }
+
+#[tokio::test]
+async fn the_startup_line_names_every_group_and_route_as_check_config_does() {
+    let held: Vec<RefusingPort> = (0..4).map(|_| RefusingPort::new()).collect();
+    let addrs: Vec<SocketAddr> = held.iter().map(|port| port.addr).collect();
+    let proxy = ProxyConfig::with_upstreams(&format!(
+        "[upstreams.a]\nservers = {}\n[upstreams.b]\nservers = {}\n\
+         [[routes]]\nhost = \"b.example\"\nupstream = \"b\"\n[[routes]]\nupstream = \"a\"\n",
+        servers(&addrs[..3]),
+        servers(&addrs[3..])
+    ))
+    .start();
+    assert_eq!(
+        proxy.destination,
+        "upstreams a (3 servers), b (1 server) by 2 routes"
+    );
+}
