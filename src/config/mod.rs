@@ -6,7 +6,9 @@
 
 mod check;
 mod error;
+mod keys;
 mod parse;
+mod reload;
 mod size;
 mod upstream;
 mod values;
@@ -24,6 +26,8 @@ use crate::admission::probation::Mode;
 
 pub use check::{CheckConfigArgs, check_config};
 pub use error::{ConfigError, ConfigErrors};
+pub use keys::{KEYS, Key, ReloadClass, key};
+pub use reload::Reload;
 pub use size::{SizeError, format_size, parse_size};
 pub use upstream::{
     Balance, HealthConfig, HostPattern, IMPLICIT_GROUP, RouteConfig, UpstreamConfig,

@@ -78,6 +78,38 @@ fn the_configuration_reference_names_every_key_the_reader_takes_and_no_other() {
 }
 
 #[test]
+fn the_reference_marks_exactly_the_keys_a_reload_does_not_apply() {
+    let text = read(&Path::new(ROOT).join("docs/configuration.md"));
+    let mut documented = Vec::new();
+    for (_, line) in prose(&text) {
+        let Some(row) = line.strip_prefix("| `") else {
+            continue;
+        };
+        let Some((key, _)) = row.split_once('`') else {
+            continue;
+        };
+        documented.push(key.to_owned());
+        let marked = line.contains("Needs a restart.");
+        let class = config::key(key)
+            .unwrap_or_else(|| panic!("docs/configuration.md: {key} is not in config::KEYS"))
+            .reload;
+        assert_eq!(
+            marked,
+            class == config::ReloadClass::Restart,
+            "docs/configuration.md: {key} is {class:?} in config::KEYS; its row must say \
+             \"Needs a restart.\" exactly when a reload does not apply it"
+        );
+    }
+    for key in config::KEYS {
+        assert!(
+            documented.iter().any(|name| name == key.name),
+            "docs/configuration.md has no row for {}",
+            key.name
+        );
+    }
+}
+
+#[test]
 fn the_configuration_reference_gives_each_default_of_the_built_in_file() {
     let defaults: toml::Table = config::DEFAULT_TOML.parse().expect("valid TOML");
     for (key, default, line_no) in reference_rows() {
