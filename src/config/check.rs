@@ -1,6 +1,8 @@
 //! `bloomgate check-config PATH`: validate a config file and summarise it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use toml::Table;
 
 use super::size::format_size;
 use super::{Config, ConfigError, ConfigErrors};
@@ -15,27 +17,67 @@ pub struct CheckConfigArgs {
 }
 
 /// Validates the file: `"PATH: ok"` and a one-line summary, or every error found (one per line).
-/// The TLS files it names are read too, as `serve` would read them.
+/// The TLS files it names are read too, as `serve` would read them, even when other keys have
+/// errors: one run names every problem.
 pub fn check_config(args: &CheckConfigArgs) -> Result<String, ConfigErrors> {
-    let config = Config::load(&args.path)?;
+    let text = std::fs::read_to_string(&args.path).map_err(|error| {
+        ConfigErrors::new(vec![ConfigError::Unreadable {
+            reason: error.to_string(),
+        }])
+        .in_file(&args.path)
+    })?;
+    let parsed = Config::from_toml_str(&text);
+    let mut errors = match &parsed {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors.errors().to_vec(),
+    };
+    if let Ok(table) = text.parse::<Table>() {
+        errors.extend(tls_file_errors(&table, &errors));
+    }
+    if let Ok(config) = &parsed
+        && config.upstreams().any_https()
+        && config.origin.ca_file.is_none()
+        && let Err(error) = origin_client_config(None)
+    {
+        errors.push(ConfigError::invalid("origin", error.to_string()));
+    }
+    match parsed {
+        Ok(config) if errors.is_empty() => {
+            Ok(format!("{}: ok\n{}", args.path.display(), summary(&config)))
+        }
+        _ => Err(ConfigErrors::new(errors).in_file(&args.path)),
+    }
+}
+
+/// The problems of the TLS files the file names (the listener's certificate and key, an origin's
+/// CA), read from its table as written, so that they are found beside any other error. A file
+/// whose key already has an error is not read.
+fn tls_file_errors(table: &Table, found: &[ConfigError]) -> Vec<ConfigError> {
+    let text = |path: &[&str]| -> Option<&str> {
+        let (leaf, tables) = path.split_last()?;
+        let parent = tables
+            .iter()
+            .try_fold(table, |table, name| table.get(*name)?.as_table())?;
+        parent.get(*leaf)?.as_str().filter(|text| !text.is_empty())
+    };
+    let has_error = |key: &str| found.iter().any(|error| error.key() == Some(key));
     let mut errors = Vec::new();
-    if let Some(tls) = &config.server.tls
-        && let Err(error) = Certificates::read(&tls.cert_file, &tls.key_file)
+    if let (Some(cert), Some(key)) = (
+        text(&["server", "tls", "cert_file"]),
+        text(&["server", "tls", "key_file"]),
+    ) && !has_error("server.tls.cert_file")
+        && !has_error("server.tls.key_file")
+        && let Err(error) = Certificates::read(Path::new(cert), Path::new(key))
     {
-        errors.push(ConfigError::invalid(
-            "server.tls".to_owned(),
-            error.to_string(),
-        ));
+        errors.push(ConfigError::invalid("server.tls", error.to_string()));
     }
-    if config.origin.url.scheme_str() == Some("https")
-        && let Err(error) = origin_client_config(config.origin.ca_file.as_deref())
+    if let Some(ca) = text(&["origin", "ca_file"])
+        && !has_error("origin.ca_file")
+        && let Err(error) = origin_client_config(Some(Path::new(ca)))
     {
-        errors.push(ConfigError::invalid("origin".to_owned(), error.to_string()));
+        errors.push(ConfigError::invalid("origin.ca_file", error.to_string()));
     }
-    if !errors.is_empty() {
-        return Err(ConfigErrors::new(errors).in_file(&args.path));
-    }
-    Ok(format!("{}: ok\n{}", args.path.display(), summary(&config)))
+    errors
 }
 
 fn summary(config: &Config) -> String {

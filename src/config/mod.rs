@@ -312,20 +312,23 @@ impl AccessLogFormat {
 impl Config {
     /// Parses a config text laid over the defaults, collecting every error rather than the first.
     pub fn from_toml_str(text: &str) -> Result<Config, ConfigErrors> {
-        let user: Table = text
+        let mut user: Table = text
             .parse()
             .map_err(|error| ConfigErrors::new(vec![ConfigError::syntax(text, &error)]))?;
-        if let Some(conflict) = parse::conflicts(&user) {
-            return Err(ConfigErrors::new(vec![conflict]));
-        }
-        let mut user = user;
-        let migrated = parse::migrate(&mut user);
-        if !migrated.is_empty() {
-            return Err(ConfigErrors::new(migrated));
-        }
+        // Keys given together that may not be, and keys of earlier versions given wrongly, are
+        // errors; the rest of the file is read all the same, so that one run names every error.
+        let mut errors: Vec<ConfigError> = parse::conflicts(&user).into_iter().collect();
+        errors.extend(parse::migrate(&mut user));
         let mut table = DEFAULT_TABLE.clone();
         parse::overlay(&mut table, user);
-        parse::read(&table).map_err(ConfigErrors::new)
+        match parse::read(&table) {
+            Ok(config) if errors.is_empty() => Ok(config),
+            Ok(_) => Err(ConfigErrors::new(errors)),
+            Err(more) => {
+                errors.extend(more);
+                Err(ConfigErrors::new(errors))
+            }
+        }
     }
 
     /// Reads and parses a config file; every error is prefixed with the file's path.
