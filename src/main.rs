@@ -100,16 +100,22 @@ fn main() -> ExitCode {
         Command::Trace(TraceCommand::Generate(args)) => {
             bloomgate::trace::generate(&args).map_err(Into::into)
         }
-        Command::CheckConfig(args) => match config::check_config(&args) {
-            Ok(summary) => {
-                println!("{summary}");
-                Ok(())
+        Command::CheckConfig(args) => {
+            let checked = config::check_config(&args);
+            for warning in &checked.warnings {
+                eprintln!("{}: warning: {warning}", args.path.display());
             }
-            Err(errors) => {
-                eprintln!("{errors}");
-                return ExitCode::FAILURE;
+            match checked.verdict {
+                Ok(summary) => {
+                    println!("{summary}");
+                    Ok(())
+                }
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    return ExitCode::FAILURE;
+                }
             }
-        },
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use toml::Table;
 
 use super::size::format_size;
-use super::{Config, ConfigError, ConfigErrors};
+use super::{Config, ConfigError, ConfigErrors, Deprecated, deprecations};
 use crate::admission::probation::Mode;
 use crate::tls::{Certificates, origin_client_config};
 
@@ -16,23 +16,46 @@ pub struct CheckConfigArgs {
     pub path: PathBuf,
 }
 
-/// Validates the file: `"PATH: ok"` and a one-line summary, or every error found (one per line).
-/// The TLS files it names are read too, as `serve` would read them, even when other keys have
-/// errors: one run names every problem.
-pub fn check_config(args: &CheckConfigArgs) -> Result<String, ConfigErrors> {
-    let text = std::fs::read_to_string(&args.path).map_err(|error| {
-        ConfigErrors::new(vec![ConfigError::Unreadable {
-            reason: error.to_string(),
-        }])
-        .in_file(&args.path)
-    })?;
-    let parsed = Config::from_toml_str(&text);
+/// What `check-config` found in a file.
+#[derive(Debug)]
+pub struct Checked {
+    /// `"PATH: ok"` and a one-line summary, or every error found (one per line).
+    pub verdict: Result<String, ConfigErrors>,
+    /// Values spelt as an earlier version spelt them: read, but to be rewritten.
+    pub warnings: Vec<Deprecated>,
+}
+
+/// Validates the file. The TLS files it names are read too, as `serve` would read them, even
+/// when other keys have errors: one run names every problem.
+pub fn check_config(args: &CheckConfigArgs) -> Checked {
+    let text = match std::fs::read_to_string(&args.path) {
+        Ok(text) => text,
+        Err(error) => {
+            let unreadable = ConfigError::Unreadable {
+                reason: error.to_string(),
+            };
+            return Checked {
+                verdict: Err(ConfigErrors::new(vec![unreadable]).in_file(&args.path)),
+                warnings: Vec::new(),
+            };
+        }
+    };
+    let table = text.parse::<Table>().ok();
+    let warnings = table.as_ref().map(deprecations).unwrap_or_default();
+    Checked {
+        verdict: verdict(&args.path, &text, table.as_ref()),
+        warnings,
+    }
+}
+
+fn verdict(path: &Path, text: &str, table: Option<&Table>) -> Result<String, ConfigErrors> {
+    let parsed = Config::from_toml_str(text);
     let mut errors = match &parsed {
         Ok(_) => Vec::new(),
         Err(errors) => errors.errors().to_vec(),
     };
-    if let Ok(table) = text.parse::<Table>() {
-        errors.extend(tls_file_errors(&table, &errors));
+    if let Some(table) = table {
+        errors.extend(tls_file_errors(table, &errors));
     }
     if let Ok(config) = &parsed
         && config.upstreams().any_https()
@@ -43,9 +66,9 @@ pub fn check_config(args: &CheckConfigArgs) -> Result<String, ConfigErrors> {
     }
     match parsed {
         Ok(config) if errors.is_empty() => {
-            Ok(format!("{}: ok\n{}", args.path.display(), summary(&config)))
+            Ok(format!("{}: ok\n{}", path.display(), summary(&config)))
         }
-        _ => Err(ConfigErrors::new(errors).in_file(&args.path)),
+        _ => Err(ConfigErrors::new(errors).in_file(path)),
     }
 }
 

@@ -5,6 +5,7 @@
 //! the text, so a live reload can re-run it and keep the old `Config` when the new text has errors.
 
 mod check;
+mod deprecated;
 mod error;
 mod keys;
 mod parse;
@@ -24,7 +25,8 @@ use toml::Table;
 use crate::admission::DoorkeeperConfig;
 use crate::admission::probation::Mode;
 
-pub use check::{CheckConfigArgs, check_config};
+pub use check::{CheckConfigArgs, Checked, check_config};
+pub use deprecated::{Deprecated, deprecations};
 pub use error::{ConfigError, ConfigErrors};
 pub use keys::{KEYS, Key, ReloadClass, key};
 pub use reload::Reload;

@@ -102,3 +102,32 @@ fn one_run_names_every_error_and_suggests_the_key_meant() {
         );
     }
 }
+
+#[test]
+fn an_old_underscore_spelling_passes_with_a_warning_naming_the_new_one() {
+    let dir = TempDir::new("check-config-spelling");
+    let path = dir.join("old.toml");
+    std::fs::write(
+        &path,
+        "[upstreams.a]\nservers = [\"http://127.0.0.1:8081\"]\nbalance = \"round_robin\"\n",
+    )
+    .unwrap();
+    let output = check_config(&path);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}: warning: upstreams.a.balance: \"round_robin\" is an old spelling, read as \"round-robin\"",
+            path.display()
+        )),
+        "{stderr}"
+    );
+    std::fs::write(
+        &path,
+        "[upstreams.a]\nservers = [\"http://127.0.0.1:8081\"]\nbalance = \"round-robin\"\n",
+    )
+    .unwrap();
+    let output = check_config(&path);
+    assert!(output.status.success());
+    assert!(output.stderr.is_empty(), "{output:?}");
+}
