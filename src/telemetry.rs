@@ -34,6 +34,7 @@ pub const PURGED_ENTRIES_TOTAL: &str = "bloomgate_purged_entries_total";
 pub const DISK_BYTES: &str = "bloomgate_disk_bytes";
 pub const DISK_MAX_BYTES: &str = "bloomgate_disk_max_bytes";
 pub const DISK_ENTRIES: &str = "bloomgate_disk_entries";
+pub const DISK_LIVE_BYTES: &str = "bloomgate_disk_live_bytes";
 pub const DISK_WRITES_TOTAL: &str = "bloomgate_disk_writes_total";
 pub const DISK_WRITTEN_BYTES_TOTAL: &str = "bloomgate_disk_written_bytes_total";
 pub const DISK_ENGINE_WRITTEN_BYTES_TOTAL: &str = "bloomgate_disk_engine_written_bytes_total";
@@ -260,6 +261,11 @@ fn describe_disk() {
     );
     describe_gauge!(DISK_MAX_BYTES, Unit::Bytes, "Configured disk.max_bytes.");
     describe_gauge!(DISK_ENTRIES, "Records on disk, by the disk engine's index.");
+    describe_gauge!(
+        DISK_LIVE_BYTES,
+        Unit::Bytes,
+        "Bytes of the records on disk, by the disk engine's index (bloomgate_disk_bytes counts the files, which are preallocated)."
+    );
     describe_counter!(
         DISK_WRITES_TOTAL,
         "Records written to disk, by reason (ram_hit: hit while in RAM; seen_before: stored on a second request; revalidated: headers refreshed by a 304)."
@@ -413,6 +419,7 @@ fn render_disk(disk: &DiskStats) {
     gauge!(DISK_BYTES).set(disk.bytes as f64);
     gauge!(DISK_MAX_BYTES).set(disk.max_bytes as f64);
     gauge!(DISK_ENTRIES).set(disk.entries as f64);
+    gauge!(DISK_LIVE_BYTES).set(disk.live_bytes as f64);
     for reason in WriteReason::ALL {
         let (i, name) = (reason as usize, reason.as_str());
         counter!(DISK_WRITES_TOTAL, "reason" => name).absolute(disk.writes[i]);

@@ -174,7 +174,7 @@ async fn the_status_page_is_on_the_admin_listener_only() {
 }
 
 /// Chromium (Debian's `chromium`): required under CI, which installs it; skipped elsewhere.
-fn chromium() -> Option<&'static str> {
+pub(super) fn chromium() -> Option<&'static str> {
     let found = std::process::Command::new("chromium")
         .arg("--version")
         .output()
@@ -200,7 +200,7 @@ fn shown<'a>(dom: &'a str, key: &str) -> Option<&'a str> {
 }
 
 /// The status page's DOM once headless Chromium has run its script (one fetch of /status.json).
-async fn rendered(chromium: &str, proxy: &common::ProxyProcess) -> String {
+pub(super) async fn rendered(chromium: &str, proxy: &common::ProxyProcess) -> String {
     let profile = common::TempDir::new("chromium-profile");
     let browser = tokio::process::Command::new(chromium)
         .args([
