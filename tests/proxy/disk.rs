@@ -1324,7 +1324,12 @@ async fn the_status_pages_used_bar_counts_the_records_not_the_preallocated_files
         live > bodies && live < 2 * bodies,
         "the records' bytes, headers and keys with the bodies: {status}"
     );
-    assert!(files > 8 * live, "the files are preallocated: {status}");
+    // The segments are preallocated where the file system can (a 16 MiB tier here); the bar
+    // must not count them, whatever they take.
+    assert!(
+        files > live,
+        "the files hold the records and more: {status}"
+    );
 
     let Some(chromium) = crate::status_page::chromium() else {
         return;
