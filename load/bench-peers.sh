@@ -263,7 +263,7 @@ start_group() {
     cat <<EOF
 [upstreams.origins]
 servers = ["http://$ORIGIN", "http://${GROUP_SERVERS[0]}", "http://${GROUP_SERVERS[1]}"]
-balance = "round_robin"
+balance = "round-robin"
 [upstreams.origins.health]
 probe_path = "/_origin/stats"
 probe_interval = "1s"

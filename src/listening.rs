@@ -4,16 +4,16 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
 
-use http::Uri;
-
 const PREFIX: &str = "bloomgate listening on http://";
 const HTTPS: &str = " and https://";
 const ADMIN: &str = " (admin http://";
-const ORIGIN: &str = "/metrics) -> origin ";
+const TO: &str = "/metrics) -> ";
 
 /// Where a started `bloomgate serve` listens, as the one line it prints on stdout:
 /// `bloomgate listening on http://ADDR (admin http://ADMIN/metrics) -> origin URL`, with
-/// ` and https://TLS_ADDR` after `ADDR` when `[server.tls]` is set.
+/// ` and https://TLS_ADDR` after `ADDR` when `[server.tls]` is set, and
+/// `-> upstreams a (3 servers), b (1 server) by 2 routes` in place of the origin when the config
+/// has upstream groups (what `check-config` says).
 ///
 /// `load/lib.sh` reads the same line with `sed`, so a change here changes it there too.
 ///
@@ -34,14 +34,14 @@ pub struct ListeningLine {
     pub tls_addr: Option<SocketAddr>,
     /// The admin listener (metrics, health, purge).
     pub admin_addr: SocketAddr,
-    /// The origin requests go to.
-    pub origin: Uri,
+    /// Where requests go, as [`Config::destination`](crate::config::Config::destination) says.
+    pub destination: String,
 }
 
 /// A line that is not a [`ListeningLine`], quoted.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "expected \"bloomgate listening on http://ADDR (admin http://ADMIN/metrics) -> origin URL\", got {0:?}"
+    "expected \"bloomgate listening on http://ADDR (admin http://ADMIN/metrics) -> DESTINATION\", got {0:?}"
 )]
 pub struct NotAListeningLine(pub String);
 
@@ -51,7 +51,7 @@ impl fmt::Display for ListeningLine {
         if let Some(tls_addr) = self.tls_addr {
             write!(f, "{HTTPS}{tls_addr}")?;
         }
-        write!(f, "{ADMIN}{}{ORIGIN}{}", self.admin_addr, self.origin)
+        write!(f, "{ADMIN}{}{TO}{}", self.admin_addr, self.destination)
     }
 }
 
@@ -67,7 +67,10 @@ impl FromStr for ListeningLine {
 fn parse(line: &str) -> Option<ListeningLine> {
     let rest = line.strip_prefix(PREFIX)?;
     let (addrs, rest) = rest.split_once(ADMIN)?;
-    let (admin_addr, origin) = rest.split_once(ORIGIN)?;
+    let (admin_addr, destination) = rest.split_once(TO)?;
+    if destination.is_empty() {
+        return None;
+    }
     let (addr, tls_addr) = match addrs.split_once(HTTPS) {
         Some((addr, tls_addr)) => (addr, Some(tls_addr.parse().ok()?)),
         None => (addrs, None),
@@ -76,7 +79,7 @@ fn parse(line: &str) -> Option<ListeningLine> {
         addr: addr.parse().ok()?,
         tls_addr,
         admin_addr: admin_addr.parse().ok()?,
-        origin: origin.parse().ok()?,
+        destination: destination.to_owned(),
     })
 }
 
@@ -90,7 +93,7 @@ mod tests {
             addr: "[::1]:4000".parse().unwrap(),
             tls_addr: None,
             admin_addr: "127.0.0.1:4001".parse().unwrap(),
-            origin: "http://origin.internal:8081".parse().unwrap(),
+            destination: "origin http://origin.internal:8081/".to_owned(),
         };
         let line = format!("{listening}\n");
         assert_eq!(
@@ -122,7 +125,7 @@ mod tests {
             "",
             "bloomgate listening on http://127.0.0.1:4000",
             "bloomgate listening on http://nowhere (admin http://127.0.0.1:4001/metrics) -> origin http://x/",
-            "bloomgate listening on http://127.0.0.1:4000 (admin http://127.0.0.1:4001/metrics) -> origin ",
+            "bloomgate listening on http://127.0.0.1:4000 (admin http://127.0.0.1:4001/metrics) -> ",
         ] {
             assert!(bad.parse::<ListeningLine>().is_err(), "{bad:?}");
         }

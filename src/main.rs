@@ -1,5 +1,6 @@
 //! The `bloomgate` command line.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -110,16 +111,22 @@ fn main() -> ExitCode {
         Command::Trace(TraceCommand::Generate(args)) => {
             bloomgate::trace::generate(&args).map_err(Into::into)
         }
-        Command::CheckConfig(args) => match config::check_config(&args) {
-            Ok(summary) => {
-                println!("{summary}");
-                Ok(())
+        Command::CheckConfig(args) => {
+            let checked = config::check_config(&args);
+            for warning in &checked.warnings {
+                eprintln!("{}: warning: {warning}", args.path.display());
             }
-            Err(errors) => {
-                eprintln!("{errors}");
-                return ExitCode::FAILURE;
+            match checked.verdict {
+                Ok(summary) => {
+                    println!("{summary}");
+                    Ok(())
+                }
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    return ExitCode::FAILURE;
+                }
             }
-        },
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -138,14 +145,19 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
     loaded.map_err(|errors| anyhow::anyhow!("{errors}"))
 }
 
-/// Logs `tracing` events to stderr at `level`, or as `RUST_LOG` says when it is set.
+/// Logs `tracing` events to stderr at `level`, or as `RUST_LOG` says when it is set; in colour
+/// only on a terminal, and never with `NO_COLOR` set (no-color.org), so that a file or a pipe
+/// gets plain text.
 fn init_logging(level: &str) {
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .init();
 }
 
@@ -160,14 +172,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = load_config(args.config.as_ref())?;
     init_logging(&config.log.level);
     runtime()?.block_on(async {
-        // The line names one origin: the first server of the group the default route picks.
-        let upstreams = config.upstreams();
-        let origin = upstreams
-            .routes
-            .last()
-            .and_then(|route| upstreams.groups.iter().find(|g| g.name == route.upstream))
-            .and_then(|group| group.servers.first())
-            .map_or_else(|| config.origin.url.clone(), |server| server.url.clone());
+        let destination = config.destination();
         let path = args.config.clone().or_else(|| {
             let default = PathBuf::from(config::DEFAULT_PATH);
             default.exists().then_some(default)
@@ -179,7 +184,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             addr: running.addr,
             tls_addr: running.tls_addr,
             admin_addr: running.admin_addr,
-            origin,
+            destination,
         };
         println!("{listening}");
         running.run_until_signal(signals).await;

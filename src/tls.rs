@@ -112,9 +112,12 @@ impl Certificates {
         read_certified_key(cert_file, key_file)
     }
 
-    /// Makes `fresh` the certificate of every handshake from now on.
-    pub fn install(&self, fresh: CertifiedKey) {
+    /// Makes `fresh` the certificate of every handshake from now on; returns whether its chain
+    /// differs from the one it replaces.
+    pub fn install(&self, fresh: CertifiedKey) -> bool {
+        let changed = self.current.load().cert != fresh.cert;
         self.current.store(Arc::new(fresh));
+        changed
     }
 
     /// The rustls configuration of the listener: this certificate store, ALPN `h2` then

@@ -191,6 +191,9 @@ pub enum Freshness {
     StaleWhileRevalidate,
     /// Must be revalidated before use.
     Stale,
+    /// Fresh, but the request's directives (`no-cache`, `max-age`, `min-fresh`) do not accept
+    /// it: revalidated before use, as the request asked (RFC 9211's `fwd=request`).
+    RefusedByRequest,
 }
 
 impl StoredResponse {
@@ -370,7 +373,7 @@ impl StoredResponse {
     /// the request's directives of section 5.2.1, and RFC 5861's `stale-while-revalidate`).
     pub fn freshness(&self, request_headers: &HeaderMap, now: SystemTime) -> Freshness {
         let request = RequestDirectives::of(request_headers);
-        if self.always_revalidate || request.no_cache {
+        if self.always_revalidate {
             return Freshness::Stale;
         }
         let age = self.lifetime.age(now);
@@ -379,8 +382,11 @@ impl StoredResponse {
         // `max-age` and `min-fresh` hold for whatever is served, stale or not.
         let acceptable = request.max_age.is_none_or(|max| age <= delta(max))
             && request.min_fresh.is_none_or(|min| ttl >= delta(min));
-        if !acceptable {
-            return Freshness::Stale;
+        if request.no_cache || !acceptable {
+            return match ttl.is_zero() {
+                false => Freshness::RefusedByRequest,
+                true => Freshness::Stale,
+            };
         }
         if !ttl.is_zero() {
             return Freshness::Fresh;
@@ -742,6 +748,27 @@ mod tests {
             now,
         );
         assert_eq!(no_cache.freshness(&plain, now), Freshness::Stale);
+    }
+
+    #[test]
+    fn a_fresh_entry_the_request_will_not_take_is_refused_by_the_request_not_stale() {
+        let now = SystemTime::now();
+        let later = now + Duration::from_secs(20);
+        let stored = entry(
+            headers(&[("cache-control", "max-age=10")]),
+            &HeaderMap::new(),
+            now,
+        );
+        for cc in ["no-cache", "max-age=0", "min-fresh=30"] {
+            let request = headers(&[("cache-control", cc)]);
+            let aged = now + Duration::from_secs(1);
+            assert_eq!(
+                stored.freshness(&request, aged),
+                Freshness::RefusedByRequest,
+                "{cc}"
+            );
+            assert_eq!(stored.freshness(&request, later), Freshness::Stale, "{cc}");
+        }
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! `bloomgate check-config PATH`: validate a config file and summarise it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use toml::Table;
 
 use super::size::format_size;
-use super::{Config, ConfigError, ConfigErrors};
+use super::{Config, ConfigError, ConfigErrors, Deprecated, deprecations};
 use crate::admission::probation::Mode;
 use crate::tls::{Certificates, origin_client_config};
 
@@ -14,28 +16,91 @@ pub struct CheckConfigArgs {
     pub path: PathBuf,
 }
 
-/// Validates the file: `"PATH: ok"` and a one-line summary, or every error found (one per line).
-/// The TLS files it names are read too, as `serve` would read them.
-pub fn check_config(args: &CheckConfigArgs) -> Result<String, ConfigErrors> {
-    let config = Config::load(&args.path)?;
+/// What `check-config` found in a file.
+#[derive(Debug)]
+pub struct Checked {
+    /// `"PATH: ok"` and a one-line summary, or every error found (one per line).
+    pub verdict: Result<String, ConfigErrors>,
+    /// Values spelt as an earlier version spelt them: read, but to be rewritten.
+    pub warnings: Vec<Deprecated>,
+}
+
+/// Validates the file. The TLS files it names are read too, as `serve` would read them, even
+/// when other keys have errors: one run names every problem.
+pub fn check_config(args: &CheckConfigArgs) -> Checked {
+    let text = match std::fs::read_to_string(&args.path) {
+        Ok(text) => text,
+        Err(error) => {
+            let unreadable = ConfigError::Unreadable {
+                reason: error.to_string(),
+            };
+            return Checked {
+                verdict: Err(ConfigErrors::new(vec![unreadable]).in_file(&args.path)),
+                warnings: Vec::new(),
+            };
+        }
+    };
+    let table = text.parse::<Table>().ok();
+    let warnings = table.as_ref().map(deprecations).unwrap_or_default();
+    Checked {
+        verdict: verdict(&args.path, &text, table.as_ref()),
+        warnings,
+    }
+}
+
+fn verdict(path: &Path, text: &str, table: Option<&Table>) -> Result<String, ConfigErrors> {
+    let parsed = Config::from_toml_str(text);
+    let mut errors = match &parsed {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors.errors().to_vec(),
+    };
+    if let Some(table) = table {
+        errors.extend(tls_file_errors(table, &errors));
+    }
+    if let Ok(config) = &parsed
+        && config.upstreams().any_https()
+        && config.origin.ca_file.is_none()
+        && let Err(error) = origin_client_config(None)
+    {
+        errors.push(ConfigError::invalid("origin", error.to_string()));
+    }
+    match parsed {
+        Ok(config) if errors.is_empty() => {
+            Ok(format!("{}: ok\n{}", path.display(), summary(&config)))
+        }
+        _ => Err(ConfigErrors::new(errors).in_file(path)),
+    }
+}
+
+/// The problems of the TLS files the file names (the listener's certificate and key, an origin's
+/// CA), read from its table as written, so that they are found beside any other error. A file
+/// whose key already has an error is not read.
+fn tls_file_errors(table: &Table, found: &[ConfigError]) -> Vec<ConfigError> {
+    let text = |path: &[&str]| -> Option<&str> {
+        let (leaf, tables) = path.split_last()?;
+        let parent = tables
+            .iter()
+            .try_fold(table, |table, name| table.get(*name)?.as_table())?;
+        parent.get(*leaf)?.as_str().filter(|text| !text.is_empty())
+    };
+    let has_error = |key: &str| found.iter().any(|error| error.key() == Some(key));
     let mut errors = Vec::new();
-    if let Some(tls) = &config.server.tls
-        && let Err(error) = Certificates::read(&tls.cert_file, &tls.key_file)
+    if let (Some(cert), Some(key)) = (
+        text(&["server", "tls", "cert_file"]),
+        text(&["server", "tls", "key_file"]),
+    ) && !has_error("server.tls.cert_file")
+        && !has_error("server.tls.key_file")
+        && let Err(error) = Certificates::read(Path::new(cert), Path::new(key))
     {
-        errors.push(ConfigError::invalid(
-            "server.tls".to_owned(),
-            error.to_string(),
-        ));
+        errors.push(ConfigError::invalid("server.tls", error.to_string()));
     }
-    if config.origin.url.scheme_str() == Some("https")
-        && let Err(error) = origin_client_config(config.origin.ca_file.as_deref())
+    if let Some(ca) = text(&["origin", "ca_file"])
+        && !has_error("origin.ca_file")
+        && let Err(error) = origin_client_config(Some(Path::new(ca)))
     {
-        errors.push(ConfigError::invalid("origin".to_owned(), error.to_string()));
+        errors.push(ConfigError::invalid("origin.ca_file", error.to_string()));
     }
-    if !errors.is_empty() {
-        return Err(ConfigErrors::new(errors).in_file(&args.path));
-    }
-    Ok(format!("{}: ok\n{}", args.path.display(), summary(&config)))
+    errors
 }
 
 fn summary(config: &Config) -> String {
@@ -77,24 +142,7 @@ fn summary(config: &Config) -> String {
         ),
         None => String::new(),
     };
-    let origin = match &config.upstreams {
-        None => format!("origin {}", config.origin.url),
-        Some(upstreams) => {
-            let groups: Vec<String> = upstreams
-                .groups
-                .iter()
-                .map(|group| match group.servers.len() {
-                    1 => format!("{} (1 server)", group.name),
-                    n => format!("{} ({n} servers)", group.name),
-                })
-                .collect();
-            let routes = match upstreams.routes.len() {
-                1 => "1 route".to_owned(),
-                n => format!("{n} routes"),
-            };
-            format!("upstreams {} by {routes}", groups.join(", "))
-        }
-    };
+    let origin = config.destination();
     format!(
         "listen {}{https} -> {origin}, cache {} (objects up to {}){disk}, {admission}, admin {}, log {}{access}",
         config.server.listen,

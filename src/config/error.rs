@@ -16,12 +16,18 @@ pub enum ConfigError {
     /// A known key holds a value that cannot be used.
     #[error("{key}: {problem}")]
     Invalid { key: String, problem: String },
-    /// A key the schema does not have (often a typo).
-    #[error("{key}: unknown key")]
-    UnknownKey { key: String },
-    /// A table the schema does not have.
-    #[error("{key}: unknown table")]
-    UnknownTable { key: String },
+    /// A key the schema does not have (often a typo), with the nearest one it has.
+    #[error("{key}: unknown key{}", did_you_mean(suggestion))]
+    UnknownKey {
+        key: String,
+        suggestion: Option<String>,
+    },
+    /// A table the schema does not have, with the nearest one it has.
+    #[error("{key}: unknown table{}", did_you_mean(suggestion))]
+    UnknownTable {
+        key: String,
+        suggestion: Option<String>,
+    },
     /// The file could not be read.
     #[error("cannot read the file: {reason}")]
     Unreadable { reason: String },
@@ -31,9 +37,9 @@ impl ConfigError {
     /// The dotted key this error is about, if it is about one.
     pub fn key(&self) -> Option<&str> {
         match self {
-            Self::Invalid { key, .. } | Self::UnknownKey { key } | Self::UnknownTable { key } => {
-                Some(key)
-            }
+            Self::Invalid { key, .. }
+            | Self::UnknownKey { key, .. }
+            | Self::UnknownTable { key, .. } => Some(key),
             Self::Syntax { .. } | Self::Unreadable { .. } => None,
         }
     }
@@ -56,6 +62,12 @@ impl ConfigError {
             message: error.message().trim_end().to_owned(),
         }
     }
+}
+
+fn did_you_mean(suggestion: &Option<String>) -> String {
+    suggestion
+        .as_ref()
+        .map_or_else(String::new, |known| format!(": did you mean {known}?"))
 }
 
 /// Every problem found in one config text, in the order of the schema.

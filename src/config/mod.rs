@@ -5,9 +5,12 @@
 //! the text, so a live reload can re-run it and keep the old `Config` when the new text has errors.
 
 mod check;
+mod deprecated;
 mod error;
+mod keys;
 mod parse;
 mod policy;
+mod reload;
 mod size;
 mod upstream;
 mod values;
@@ -23,9 +26,12 @@ use toml::Table;
 use crate::admission::DoorkeeperConfig;
 use crate::admission::probation::Mode;
 
-pub use check::{CheckConfigArgs, check_config};
+pub use check::{CheckConfigArgs, Checked, check_config};
+pub use deprecated::{Deprecated, deprecations};
 pub use error::{ConfigError, ConfigErrors};
+pub use keys::{KEYS, Key, ReloadClass, key};
 pub use policy::{CachePolicy, Conditions, ORIGIN_IGNORES, OriginIgnores, StatusTtl};
+pub use reload::Reload;
 pub use size::{SizeError, format_size, parse_size};
 pub use upstream::{
     Balance, HealthConfig, HostPattern, IMPLICIT_GROUP, RouteConfig, UpstreamConfig,
@@ -321,20 +327,23 @@ impl AccessLogFormat {
 impl Config {
     /// Parses a config text laid over the defaults, collecting every error rather than the first.
     pub fn from_toml_str(text: &str) -> Result<Config, ConfigErrors> {
-        let user: Table = text
+        let mut user: Table = text
             .parse()
             .map_err(|error| ConfigErrors::new(vec![ConfigError::syntax(text, &error)]))?;
-        if let Some(conflict) = parse::conflicts(&user) {
-            return Err(ConfigErrors::new(vec![conflict]));
-        }
-        let mut user = user;
-        let migrated = parse::migrate(&mut user);
-        if !migrated.is_empty() {
-            return Err(ConfigErrors::new(migrated));
-        }
+        // Keys given together that may not be, and keys of earlier versions given wrongly, are
+        // errors; the rest of the file is read all the same, so that one run names every error.
+        let mut errors: Vec<ConfigError> = parse::conflicts(&user).into_iter().collect();
+        errors.extend(parse::migrate(&mut user));
         let mut table = DEFAULT_TABLE.clone();
         parse::overlay(&mut table, user);
-        parse::read(&table).map_err(ConfigErrors::new)
+        match parse::read(&table) {
+            Ok(config) if errors.is_empty() => Ok(config),
+            Ok(_) => Err(ConfigErrors::new(errors)),
+            Err(more) => {
+                errors.extend(more);
+                Err(ConfigErrors::new(errors))
+            }
+        }
     }
 
     /// Reads and parses a config file; every error is prefixed with the file's path.
@@ -374,6 +383,28 @@ impl Config {
                 .upstreams
                 .as_ref()
                 .is_some_and(|u| u.routes.iter().any(|route| route.cache.uses_doorkeeper()))
+    }
+
+    /// Where requests go, in a few words: `origin URL`, or with upstream groups
+    /// `upstreams a (3 servers), b (1 server) by 2 routes`. `check-config` and the line `serve`
+    /// prints at start both say it.
+    pub fn destination(&self) -> String {
+        let Some(upstreams) = &self.upstreams else {
+            return format!("origin {}", self.origin.url);
+        };
+        let groups: Vec<String> = upstreams
+            .groups
+            .iter()
+            .map(|group| match group.servers.len() {
+                1 => format!("{} (1 server)", group.name),
+                n => format!("{} ({n} servers)", group.name),
+            })
+            .collect();
+        let routes = match upstreams.routes.len() {
+            1 => "1 route".to_owned(),
+            n => format!("{n} routes"),
+        };
+        format!("upstreams {} by {routes}", groups.join(", "))
     }
 
     /// The embedded `config/bloomgate.toml`, parsed.

@@ -728,10 +728,8 @@ impl<'t> Section<'t> {
         for (key, value) in self.table {
             if !self.read.contains(&key.as_str()) {
                 let key = self.dotted(key);
-                self.errors.push(match value {
-                    Value::Table(_) => ConfigError::UnknownTable { key },
-                    _ => ConfigError::UnknownKey { key },
-                });
+                self.errors
+                    .push(super::keys::unknown(key, matches!(value, Value::Table(_))));
             }
         }
         self.errors

@@ -60,7 +60,17 @@ impl Balance {
         Balance::ConsistentHash,
     ];
 
+    /// Its name in a config file: kebab-case, as every enumerated value is.
     pub fn as_str(self) -> &'static str {
+        match self {
+            Balance::RoundRobin => "round-robin",
+            Balance::LeastOutstanding => "least-outstanding",
+            Balance::ConsistentHash => "consistent-hash",
+        }
+    }
+
+    /// The spelling of earlier versions (`round_robin`), still read; `check-config` warns of it.
+    pub fn old_spelling(self) -> &'static str {
         match self {
             Balance::RoundRobin => "round_robin",
             Balance::LeastOutstanding => "least_outstanding",
@@ -219,7 +229,7 @@ fn default_route(upstream: &str) -> RouteConfig {
 /// What a group's keys are when its table leaves them out: the place the defaults are written
 /// once (a group's table has a name of the user's, so the built-in file cannot hold them).
 const GROUP_DEFAULTS_TOML: &str = r#"
-balance = "round_robin"
+balance = "round-robin"
 [health]
 max_fails = 1
 fail_timeout = "10s"
@@ -347,7 +357,10 @@ fn read_group(name: String, s: &mut Section) -> Option<UpstreamConfig> {
     let listing = s.listing();
     let servers = s.get("servers", |v| read_servers(v, listing));
     let balance = s.get("balance", |v| {
-        values::one_of(v, &Balance::ALL, Balance::as_str)
+        let old = Balance::ALL
+            .into_iter()
+            .find(|balance| v.as_str() == Some(balance.old_spelling()));
+        old.map_or_else(|| values::one_of(v, &Balance::ALL, Balance::as_str), Ok)
     });
     let health = s.child("health", read_health);
     let servers = servers?;
@@ -660,7 +673,7 @@ mod tests {
             r#"
             [upstreams.a]
             servers = [{ url = "http://127.0.0.1:8081", weight = 3 }, "https://b.internal", { url = "http://127.0.0.1:8083", backup = true }]
-            balance = "least_outstanding"
+            balance = "least-outstanding"
             [upstreams.a.health]
             probe_path = "/health"
             [upstreams.b]

@@ -431,7 +431,7 @@ mod tests {
         assert_eq!(Config::from_toml_str(&config.to_toml()), Ok(config.clone()));
         let groups = Config::from_toml_str(
             "[upstreams.a]\nservers = [{ url = \"http://127.0.0.1:1\", weight = 2 }, \
-             { url = \"https://b.internal\", backup = true }]\nbalance = \"consistent_hash\"\n\
+             { url = \"https://b.internal\", backup = true }]\nbalance = \"consistent-hash\"\n\
              [upstreams.a.health]\nprobe_path = \"/up?deep=1\"\n\
              [upstreams.b]\nservers = [\"http://127.0.0.1:2\"]\n\
              [[routes]]\nhost = \"*.b.example\"\npath_prefix = \"/x/\"\nupstream = \"b\"\n\

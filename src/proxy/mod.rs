@@ -183,6 +183,7 @@ impl Proxy {
     /// Samples what the metrics exporter reports, at scrape time.
     pub fn scrape_state(&self) -> ScrapeState {
         let live = self.live();
+        live.routing.end_expired_holds();
         let usage = self.store.usage();
         let counters = self.store.counters();
         let each =

@@ -142,6 +142,7 @@ fn render_disk(disk: &DiskStats) {
     gauge!(DISK_BYTES).set(disk.bytes as f64);
     gauge!(DISK_MAX_BYTES).set(disk.max_bytes as f64);
     gauge!(DISK_ENTRIES).set(disk.entries as f64);
+    gauge!(DISK_LIVE_BYTES).set(disk.live_bytes as f64);
     for reason in WriteReason::ALL {
         let (i, name) = (reason as usize, reason.as_str());
         counter!(DISK_WRITES_TOTAL, "reason" => name).absolute(disk.writes[i]);

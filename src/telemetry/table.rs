@@ -176,6 +176,9 @@ metrics_table! {
     DISK_MAX_BYTES: Gauge(Bytes), "bloomgate_disk_max_bytes", AtScrape,
         "Configured disk.max_bytes.",
         [];
+    DISK_LIVE_BYTES: Gauge(Bytes), "bloomgate_disk_live_bytes", AtScrape,
+        "Bytes of the records on disk, by the disk engine's index (bloomgate_disk_bytes counts the files, which are preallocated).",
+        [];
     DISK_ENTRIES: Gauge, "bloomgate_disk_entries", AtScrape,
         "Records on disk, by the disk engine's index.",
         [];

@@ -153,6 +153,8 @@ pub struct ProxyProcess {
     /// The HTTPS listener, when the config has `[server.tls]`.
     pub tls_addr: Option<SocketAddr>,
     pub admin: SocketAddr,
+    /// Where the startup line says requests go (`origin URL`, or the upstream groups).
+    pub destination: String,
     child: Child,
     stdin: Option<ChildStdin>,
     /// The proxy's stderr, already unlinked so that nothing is left behind in the temp dir.
@@ -248,6 +250,7 @@ impl ProxyProcess {
             addr: listening.addr,
             tls_addr: listening.tls_addr,
             admin: listening.admin_addr,
+            destination: listening.destination,
             child,
             stdin,
             log,

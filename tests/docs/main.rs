@@ -78,6 +78,38 @@ fn the_configuration_reference_names_every_key_the_reader_takes_and_no_other() {
 }
 
 #[test]
+fn the_reference_marks_exactly_the_keys_a_reload_does_not_apply() {
+    let text = read(&Path::new(ROOT).join("docs/configuration.md"));
+    let mut documented = Vec::new();
+    for (_, line) in prose(&text) {
+        let Some(row) = line.strip_prefix("| `") else {
+            continue;
+        };
+        let Some((key, _)) = row.split_once('`') else {
+            continue;
+        };
+        documented.push(key.to_owned());
+        let marked = line.contains("Needs a restart.");
+        let class = config::key(key)
+            .unwrap_or_else(|| panic!("docs/configuration.md: {key} is not in config::KEYS"))
+            .reload;
+        assert_eq!(
+            marked,
+            class == config::ReloadClass::Restart,
+            "docs/configuration.md: {key} is {class:?} in config::KEYS; its row must say \
+             \"Needs a restart.\" exactly when a reload does not apply it"
+        );
+    }
+    for key in config::KEYS {
+        assert!(
+            documented.iter().any(|name| name == key.name),
+            "docs/configuration.md has no row for {}",
+            key.name
+        );
+    }
+}
+
+#[test]
 fn the_configuration_reference_gives_each_default_of_the_built_in_file() {
     let defaults: toml::Table = config::DEFAULT_TOML.parse().expect("valid TOML");
     for (key, default, line_no) in reference_rows() {
@@ -292,4 +324,116 @@ fn the_readme_gives_the_two_set_up_commands() {
     for command in ["cargo run --release -- demo", "cargo test"] {
         assert!(readme.contains(command), "README.md lost `{command}`");
     }
+}
+
+/// The fenced blocks marked `sh` of a page, in order, each as its lines.
+fn shell_blocks(text: &str) -> Vec<Vec<(usize, &str)>> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<(usize, &str)>> = None;
+    for (i, line) in text.lines().enumerate() {
+        let fence = line.trim_start().strip_prefix("```");
+        match (&mut current, fence) {
+            (None, Some(info)) if info.trim() == "sh" => current = Some(Vec::new()),
+            (Some(_), Some(_)) => blocks.extend(current.take()),
+            (Some(lines), None) => lines.push((i + 1, line)),
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+/// Follows the shell blocks of README.md and docs/install.md (the walkthroughs a newcomer types),
+/// each page as one interactive bash session would run them, line by
+/// line: a server started in the foreground would leave the following lines to another shell
+/// (where its jobs do not exist), `kill %N` must name a job started before, `wait` must not wait
+/// for a server still running, and nothing may need a macOS command or print a binary body.
+#[test]
+fn the_walkthroughs_run_in_one_shell_as_written() {
+    let mut problems = Vec::new();
+    for page in ["README.md", "docs/install.md"] {
+        problems.extend(walkthrough_problems(page));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+fn walkthrough_problems(page: &str) -> Vec<String> {
+    let text = read(&Path::new(ROOT).join(page));
+    let mut problems = Vec::new();
+    // The shell's jobs by number, running or killed: a killed job keeps its number until `wait`
+    // discards it, and bash numbers a new job one above the highest.
+    let mut jobs: Vec<(u32, bool)> = Vec::new();
+    for block in shell_blocks(&text) {
+        let commands: Vec<(usize, &str)> = block
+            .iter()
+            .flat_map(|&(line_no, line)| {
+                let line = line.find(" #").map_or(line, |at| &line[..at]);
+                // `for ...; do ... & done` is one command; `a; b` are two.
+                let simple: Vec<&str> = if line.trim_start().starts_with("for ") {
+                    vec![line]
+                } else {
+                    line.split(';').collect()
+                };
+                simple
+                    .into_iter()
+                    .map(move |command| (line_no, command.trim()))
+            })
+            .filter(|(_, command)| !command.is_empty())
+            .collect();
+        for (index, &(line_no, command)) in commands.iter().enumerate() {
+            let at = format!("{page}:{line_no}: {command}");
+            let started = match command
+                .strip_prefix("for ")
+                .and_then(|rest| rest.split_once(" in "))
+                .and_then(|(_, rest)| rest.split_once(';'))
+            {
+                Some((list, _)) if command.ends_with("& done") => list.split_whitespace().count(),
+                _ => usize::from(command.ends_with('&')),
+            };
+            for _ in 0..started {
+                let number = jobs
+                    .iter()
+                    .map(|job| job.0)
+                    .max()
+                    .map_or(1, |last| last + 1);
+                jobs.push((number, true));
+            }
+            let server = ["bloomgate serve", "bloomgate origin"]
+                .iter()
+                .any(|server| command.contains(server));
+            if server && started == 0 && index + 1 < commands.len() {
+                problems.push(format!(
+                    "{at}: runs in the foreground, so the lines after it need another shell"
+                ));
+            }
+            if let Some(targets) = command.strip_prefix("kill ") {
+                for target in targets.split_whitespace() {
+                    let number = target.strip_prefix('%').and_then(|n| n.parse::<u32>().ok());
+                    match jobs.iter_mut().find(|job| Some(job.0) == number && job.1) {
+                        Some(job) => job.1 = false,
+                        None => problems.push(format!("{at}: no running job {target}")),
+                    }
+                }
+            }
+            if command == "wait" {
+                if jobs.iter().any(|job| job.1) {
+                    problems.push(format!("{at}: waits for servers that are still running"));
+                }
+                jobs.clear();
+            }
+            if command.starts_with("open ") {
+                problems.push(format!("{at}: `open` is macOS's; give the URL"));
+            }
+            let curl = command.split('|').next().unwrap_or(command);
+            let shows_head = curl
+                .split_whitespace()
+                .any(|word| word.starts_with('-') && !word.starts_with("--") && word.contains('i'));
+            if command.starts_with("curl ") && shows_head {
+                problems.push(format!(
+                    "{at}: -i prints a binary body with the head: curl refuses it on a terminal \
+                     and grep calls it a binary file (`-s -D - -o /dev/null` prints the head)"
+                ));
+            }
+        }
+    }
+    problems
 }

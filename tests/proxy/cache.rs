@@ -263,6 +263,33 @@ async fn an_expired_entry_is_fetched_again() {
 }
 
 #[tokio::test]
+async fn a_clients_no_cache_on_a_fresh_entry_says_fwd_request() {
+    let s = shared();
+    let path = "/revalidate/fresh-no-cache";
+    s.origin.set(
+        path,
+        Reply::ok("fresh body")
+            .header("cache-control", "max-age=600")
+            .header("etag", "\"f1\"")
+            .answers_304(),
+    );
+    let client = Client::new();
+    assert!(client.get(&s.storing.url(path)).await.is_stored());
+    let forced = client
+        .get_with(&s.storing.url(path), &[("cache-control", "no-cache")])
+        .await;
+    assert_eq!(forced.text(), "fresh body");
+    assert_eq!(
+        s.origin.count(path),
+        2,
+        "the request's no-cache went forward"
+    );
+    let status = forced.cache_status();
+    assert!(has_member(status, "fwd=request"), "{status}");
+    assert!(has_member(status, "fwd-status=304"), "{status}");
+}
+
+#[tokio::test]
 async fn revalidation_with_304_refreshes_the_entry_without_the_body() {
     let s = shared();
     let path = "/revalidate/object";

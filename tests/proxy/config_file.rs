@@ -194,7 +194,7 @@ fn unknown_keys_are_errors() {
     assert_eq!(
         lines_of(text),
         [
-            "server.listn: unknown key",
+            "server.listn: unknown key: did you mean server.listen?",
             "cache.key.include_cookies: unknown key",
             "verbose: unknown key",
         ]
@@ -209,14 +209,19 @@ fn unknown_tables_are_errors() {
         errors,
         [
             ConfigError::UnknownTable {
-                key: "cache.keys".into()
+                key: "cache.keys".into(),
+                suggestion: Some("cache.key".into()),
             },
             ConfigError::UnknownTable {
-                key: "servr".into()
+                key: "servr".into(),
+                suggestion: Some("server".into()),
             },
         ]
     );
-    assert_eq!(errors[1].to_string(), "servr: unknown table");
+    assert_eq!(
+        errors[1].to_string(),
+        "servr: unknown table: did you mean server?"
+    );
 }
 
 #[test]

@@ -210,3 +210,42 @@ async fn a_request_in_flight_finishes_on_the_configuration_it_started_with() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+#[tokio::test]
+async fn each_reload_reply_compares_the_file_with_the_running_configuration() {
+    let origin = Origin::start();
+    origin.set("/r", object("served"));
+    let path = config_path("running");
+    let started = ProxyConfig::new(&origin.url());
+    let proxy = started.start_with_file(&path);
+    let client = Client::new();
+    let reload_with = async |config: &ProxyConfig| -> String {
+        std::fs::write(&path, config.text()).expect("rewrite config");
+        let reply = reload(&client, &proxy).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+        reply.text()
+    };
+    let mut moved = ProxyConfig::new(&origin.url());
+    moved.set("server", "listen", "\"127.0.0.1:1\"");
+    assert_eq!(
+        reload_with(&moved).await,
+        "reloaded; applied: []; need a restart: [\"server.listen\"]\n"
+    );
+    // Another key changes: the proxy still listens where it started, and says so.
+    moved.set("cache", "targeted_fields", "[]");
+    assert_eq!(
+        reload_with(&moved).await,
+        "reloaded; applied: [\"cache.targeted_fields\"]; need a restart: [\"server.listen\"]\n"
+    );
+    assert_eq!(client.get(&proxy.url("/r")).await.text(), "served");
+    // The file as it was at start: nothing waits for a restart any more.
+    assert_eq!(
+        reload_with(&started).await,
+        "reloaded; applied: [\"cache.targeted_fields\"]; need a restart: []\n"
+    );
+    assert_eq!(
+        reload_with(&started).await,
+        "reloaded; applied: []; need a restart: []\n"
+    );
+    let _ = std::fs::remove_file(&path);
+}

@@ -300,3 +300,37 @@ async fn the_unit_starts_reloads_and_stops_the_binary_as_written() {
         disk.display()
     );
 }
+
+/// Fails while the example config told the operator to give the TLS files to group `bloomgate`:
+/// under `DynamicUser=yes` that group exists only while the service runs.
+#[test]
+fn the_group_the_example_gives_the_tls_files_is_one_the_unit_can_grant() {
+    let text = std::fs::read_to_string(SERVICE_CONFIG).expect("read the service config");
+    let unit = std::fs::read_to_string(UNIT).expect("read the unit");
+    let groups: Vec<&str> = text
+        .split_whitespace()
+        .zip(text.split_whitespace().skip(1))
+        .filter(|(word, _)| *word == "group")
+        .map(|(_, group)| group.trim_end_matches([',', '.', ';', ')']))
+        // The service's groups are named after it; other words after "group" are prose.
+        .filter(|group| group.starts_with("bloomgate"))
+        .collect();
+    assert!(
+        !groups.is_empty(),
+        "{SERVICE_CONFIG} names no group for the TLS files"
+    );
+    let dynamic = Unit::read().one("DynamicUser") == "yes";
+    for group in groups {
+        // The dynamic user is named after the unit, and so is its group.
+        assert!(
+            !(dynamic && group == "bloomgate"),
+            "group {group} is the unit's dynamic user's, which exists only while it runs"
+        );
+        let granted = format!("SupplementaryGroups={group}");
+        assert!(
+            unit.lines()
+                .any(|line| line.trim_start_matches('#').trim() == granted),
+            "{UNIT} has no {granted} line (commented or not) for the group the config names"
+        );
+    }
+}

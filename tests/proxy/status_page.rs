@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::common;
-use common::{Client, Origin, ProxyConfig, Reply};
+use common::{Client, Origin, ProxyConfig, RefusingPort, Reply};
 
 /// Misses, a first hit, hits, a pass: every table of the page has something to show.
 async fn traffic(origin: &Origin, proxy: &common::ProxyProcess) {
@@ -174,7 +174,7 @@ async fn the_status_page_is_on_the_admin_listener_only() {
 }
 
 /// Chromium (Debian's `chromium`): required under CI, which installs it; skipped elsewhere.
-fn chromium() -> Option<&'static str> {
+pub(super) fn chromium() -> Option<&'static str> {
     let found = std::process::Command::new("chromium")
         .arg("--version")
         .output()
@@ -199,16 +199,8 @@ fn shown<'a>(dom: &'a str, key: &str) -> Option<&'a str> {
     Some(&dom[start..start + end])
 }
 
-#[tokio::test]
-async fn the_status_page_in_a_browser_shows_the_counts_of_status_json() {
-    let Some(chromium) = chromium() else {
-        return;
-    };
-    let origin = Origin::start();
-    let proxy = ProxyConfig::new(&origin.url()).start();
-    traffic(&origin, &proxy).await;
-    let status = status_json(&Client::new(), &proxy).await;
-
+/// The status page's DOM once headless Chromium has run its script (one fetch of /status.json).
+pub(super) async fn rendered(chromium: &str, proxy: &common::ProxyProcess) -> String {
     let profile = common::TempDir::new("chromium-profile");
     let browser = tokio::process::Command::new(chromium)
         .args([
@@ -234,6 +226,19 @@ async fn the_status_page_in_a_browser_shows_the_counts_of_status_json() {
         "chromium: {}\n{dom}",
         String::from_utf8_lossy(&output.stderr)
     );
+    dom.into_owned()
+}
+
+#[tokio::test]
+async fn the_status_page_in_a_browser_shows_the_counts_of_status_json() {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let origin = Origin::start();
+    let proxy = ProxyConfig::new(&origin.url()).start();
+    traffic(&origin, &proxy).await;
+    let status = status_json(&Client::new(), &proxy).await;
+    let dom = rendered(chromium, &proxy).await;
 
     assert_eq!(shown(&dom, "mode"), Some("probation"), "{dom}");
     for table in ["requests", "admission"] {
@@ -263,4 +268,63 @@ async fn the_status_page_in_a_browser_shows_the_counts_of_status_json() {
     let percent = format!("{:.2}%", 100.0 * hit_ratio);
     assert_eq!(shown(&dom, "hit_ratio"), Some(percent.as_str()), "{dom}");
     assert!(dom.contains(&origin.url()), "the origin listed: {dom}");
+}
+
+#[tokio::test]
+async fn the_origins_panel_shows_each_servers_health() {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let origin = Origin::start();
+    origin.set("/health", Reply::ok("ok"));
+    let dead = RefusingPort::new();
+    // Probes take the dead server out with no request sent through the proxy.
+    let proxy = ProxyConfig::with_upstreams(&format!(
+        "[upstreams.a]\nservers = [\"{}\", \"http://{}\"]\n[upstreams.a.health]\n\
+         probe_path = \"/health\"\nprobe_interval = \"50ms\"\nprobe_timeout = \"200ms\"\nfall = 1\n",
+        origin.url(),
+        dead.addr
+    ))
+    .start();
+    let client = Client::new();
+    let healthy = format!(
+        "bloomgate_upstream_healthy{{upstream=\"a\",server=\"http://{}\"}}",
+        dead.addr
+    );
+    let scrape =
+        common::scrape_until(&client, &proxy, |s| s.contains(&format!("{healthy} 0"))).await;
+    assert!(scrape.contains(&format!("{healthy} 0")), "{scrape}");
+    let status = status_json(&client, &proxy).await;
+    assert_eq!(status["origins"][1]["health"], "down", "{status}");
+
+    let dom = rendered(chromium, &proxy).await;
+    assert_eq!(shown(&dom, "origins.0.health"), Some("up"), "{dom}");
+    assert_eq!(shown(&dom, "origins.1.health"), Some("down"), "{dom}");
+    assert!(
+        dom.contains(&format!("a http://{}", dead.addr)),
+        "the group and the server named: {dom}"
+    );
+}
+
+#[tokio::test]
+async fn the_hit_ratio_chart_draws_an_interval_that_is_alone_with_traffic() {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let origin = Origin::start();
+    let proxy = ProxyConfig::new(&origin.url()).start();
+    traffic(&origin, &proxy).await;
+    let status = status_json(&Client::new(), &proxy).await;
+    let with_traffic = status["history"]
+        .as_array()
+        .expect("a history")
+        .iter()
+        .filter(|i| i["hit_ratio"].is_number())
+        .count();
+    assert!(with_traffic >= 1, "{status}");
+    let dom = rendered(chromium, &proxy).await;
+    for field in ["hit_ratio", "byte_hit_ratio"] {
+        let drawn = dom.matches(&format!("<circle class=\"{field}\"")).count();
+        assert_eq!(drawn, with_traffic, "{field}: {status}\n{dom}");
+    }
 }

@@ -143,6 +143,14 @@ async fn a_reload_swaps_the_certificate_and_open_connections_go_on() {
 
     let fresh = get_once(&pki, addr, H1, "/x").await;
     assert_eq!(fresh.certificate.as_ref(), Some(&second.der));
+    // The same files again: read, and said to be unchanged.
+    let again = common::reload(&client, &proxy).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.text());
+    assert!(
+        !again.text().contains("server.tls.certificate"),
+        "{}",
+        again.text()
+    );
     let on_old = open.get("/x").await;
     assert_eq!(on_old.status, StatusCode::OK);
     assert_eq!(on_old.certificate.as_ref(), Some(&first.der));

@@ -301,3 +301,51 @@ async fn a_get_whose_connect_fails_is_retried_once_on_another_server_and_a_post_
     assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
     assert_eq!(origin.count("/form"), 0, "a POST is never sent twice");
 }
+
+#[tokio::test]
+async fn the_startup_line_names_every_group_and_route_as_check_config_does() {
+    let held: Vec<RefusingPort> = (0..4).map(|_| RefusingPort::new()).collect();
+    let addrs: Vec<SocketAddr> = held.iter().map(|port| port.addr).collect();
+    let proxy = ProxyConfig::with_upstreams(&format!(
+        "[upstreams.a]\nservers = {}\n[upstreams.b]\nservers = {}\n\
+         [[routes]]\nhost = \"b.example\"\nupstream = \"b\"\n[[routes]]\nupstream = \"a\"\n",
+        servers(&addrs[..3]),
+        servers(&addrs[3..])
+    ))
+    .start();
+    assert_eq!(
+        proxy.destination,
+        "upstreams a (3 servers), b (1 server) by 2 routes"
+    );
+}
+
+#[tokio::test]
+async fn an_idle_groups_health_gauge_returns_when_its_fail_timeout_has_passed() {
+    let live = serving(Origin::start());
+    let dead = RefusingPort::new();
+    // Passive checks only: nothing but the clock can bring the dead server back.
+    let proxy = ProxyConfig::with_upstreams(&format!(
+        "[upstreams.a]\nservers = {}\n[upstreams.a.health]\nmax_fails = 1\nfail_timeout = \"500ms\"\n",
+        servers(&[dead.addr, live.addr])
+    ))
+    .start();
+    let client = Client::new();
+    all_succeed(&client, &proxy, 2).await;
+    let scrape = client.get(&proxy.admin_url("/metrics")).await.text();
+    assert_eq!(
+        metric(&scrape, &errors(dead.addr, "connect_error")),
+        1.0,
+        "{scrape}"
+    );
+    let scrape = scrape_until(&client, &proxy, |s| metric(s, &healthy(dead.addr)) == 1.0).await;
+    assert_eq!(
+        metric(&scrape, &healthy(dead.addr)),
+        1.0,
+        "still out with no request sent: {scrape}"
+    );
+    let returned = format!(
+        "bloomgate_upstream_health_changes_total{{upstream=\"a\",server=\"http://{}\",to=\"up\"}}",
+        dead.addr
+    );
+    assert_eq!(metric(&scrape, &returned), 1.0, "{scrape}");
+}

@@ -63,6 +63,8 @@ pub struct EngineCounts {
     pub dropped: u64,
     /// Records in the index now.
     pub entries: u64,
+    /// Bytes of those records: what the tier holds, apart from its preallocated files.
+    pub live_bytes: u64,
     /// Reads that left the serving thread for the blocking pool (not in the page cache).
     pub cold_reads: u64,
     /// Reclaimed segments given a new inode because values read from them were still held.
@@ -151,6 +153,7 @@ impl DiskEngine for SegmentEngine {
             written_bytes: stats.written_bytes,
             dropped: stats.dropped,
             entries: stats.entries,
+            live_bytes: stats.live_bytes,
             cold_reads: stats.cold_reads,
             renewed: stats.renewed,
             syncs: stats.syncs,

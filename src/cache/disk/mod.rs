@@ -143,6 +143,9 @@ pub struct DiskStats {
     pub max_bytes: u64,
     /// Records on disk, by the engine's index.
     pub entries: u64,
+    /// Bytes of those records: what the tier holds (`bytes` counts its files, which are
+    /// preallocated).
+    pub live_bytes: u64,
     pub writes: [u64; 3],
     pub written_bytes: [u64; 3],
     /// Bytes the engine wrote to its files (records, their headers and padding, tombstones).
@@ -647,6 +650,7 @@ impl DiskTier {
             bytes,
             max_bytes: shared.max_bytes,
             entries: engine.entries,
+            live_bytes: engine.live_bytes,
             writes: counters.writes.each_ref().map(load),
             written_bytes: counters.written_bytes.each_ref().map(load),
             engine_written_bytes: engine.written_bytes,

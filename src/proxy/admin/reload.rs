@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::admission::Doorkeeper;
-use crate::config::{Config, ConfigErrors};
+use crate::config::{Config, ConfigErrors, Reload};
 use crate::proxy::upstream::Routing;
 use crate::proxy::upstream::origin::OriginClient;
 use crate::proxy::{AccessLog, Live, Proxy, new_doorkeeper};
@@ -25,9 +25,10 @@ pub enum ReloadError {
 /// What a successful reload did.
 #[derive(Debug, Default)]
 pub struct ReloadOutcome {
-    /// Keys whose new values are in force.
+    /// Keys whose new values are in force (and `server.tls.certificate` when the listener's
+    /// certificate files hold a new one).
     pub applied: Vec<&'static str>,
-    /// Keys that changed in the file but take effect only after a restart.
+    /// Keys whose values in the file differ from those in force, which only a restart changes.
     pub need_restart: Vec<&'static str>,
 }
 
@@ -44,75 +45,25 @@ impl Proxy {
     /// key, an `https` origin's CA) are read first, every time: if any cannot be used, nothing
     /// changes and the error names the file.
     ///
-    /// Live: origin (URL, timeouts, pool), upstream groups and routes (a server kept in the same
-    /// group keeps its health state), the cache key rules, `cache.max_object_bytes`, admission
-    /// (thresholds keep the filters' memory; a new capacity or target rate starts fresh filters;
-    /// a new snapshot path or interval applies from the next save),
-    /// PURGE networks, shutdown grace, the HTTPS listener's certificate and key (connections
-    /// already open keep theirs), the access log (a new file that cannot be opened is logged,
-    /// and the log goes on as before; the next reload tries again).
-    /// Listen addresses (adding or removing `[server.tls]` too), connection limits, header limits, the
-    /// client timeouts (`server.idle_timeout`, `server.send_timeout`, `server.stream_send_timeout`:
-    /// each serving thread reads them once, at start), the cache
-    /// size and its split into segments (the store's budget is fixed) and the log level need a restart and are reported as such.
+    /// Which keys apply and which wait for a restart is the key table's
+    /// ([`crate::config::KEYS`]); the file is compared with the configuration in force, whose
+    /// restart-only keys keep their values from the start. Applying: a server kept in the same
+    /// group keeps its health state; admission thresholds keep the filters' memory (a new
+    /// capacity or target rate starts fresh filters); connections already open keep their
+    /// certificate; a new access log file that cannot be opened is logged, and the log goes on
+    /// as before (the next reload tries again).
     pub fn apply(&self, config: Config) -> Result<ReloadOutcome, ReloadError> {
         let _serial = self
             .reloading
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let old = self.live();
-        let mut outcome = ReloadOutcome::default();
         let was = &old.config;
-
-        let tls_listen = |config: &Config| config.server.tls.as_ref().map(|tls| tls.listen);
-        let restart_only: [(&'static str, bool); 14] = [
-            ("server.listen", was.server.listen != config.server.listen),
-            ("server.tls.listen", tls_listen(was) != tls_listen(&config)),
-            (
-                "server.max_connections",
-                was.server.max_connections != config.server.max_connections,
-            ),
-            (
-                "server.header_read_timeout",
-                was.server.header_read_timeout != config.server.header_read_timeout,
-            ),
-            (
-                "server.max_header_bytes",
-                was.server.max_header_bytes != config.server.max_header_bytes,
-            ),
-            (
-                "server.idle_timeout",
-                was.server.idle_timeout != config.server.idle_timeout,
-            ),
-            (
-                "server.send_timeout",
-                was.server.send_timeout != config.server.send_timeout,
-            ),
-            (
-                "server.stream_send_timeout",
-                was.server.stream_send_timeout != config.server.stream_send_timeout,
-            ),
-            ("admin.listen", was.admin.listen != config.admin.listen),
-            (
-                "cache.max_variants",
-                was.cache.max_variants != config.cache.max_variants,
-            ),
-            (
-                "cache.max_bytes",
-                was.cache.max_bytes != config.cache.max_bytes,
-            ),
-            (
-                "admission.probation_share",
-                was.admission.probation_share != config.admission.probation_share,
-            ),
-            ("log.level", was.log.level != config.log.level),
-            ("disk", was.disk != config.disk),
-        ];
-        outcome.need_restart = restart_only
-            .iter()
-            .filter(|(_, changed)| *changed)
-            .map(|(key, _)| *key)
-            .collect();
+        let Reload {
+            mut config,
+            mut applied,
+            need_restart,
+        } = was.reload(&config).map_err(ReloadError::Invalid)?;
 
         // The TLS files first, so that a bad one changes nothing. A CA file is read again even
         // when the key is unchanged: the file's content may be new.
@@ -121,14 +72,10 @@ impl Proxy {
             || was.upstreams().any_https() != https
             || config.origin.ca_file.is_some()
         {
-            outcome.applied.push("origin");
             OriginClient::new(&config.origin, https)?
         } else {
             old.origin.clone()
         };
-        if was.upstreams() != config.upstreams() {
-            outcome.applied.push("upstreams");
-        }
         // Servers the new configuration keeps keep their health; its probes replace the old.
         let routing = Routing::new(&config, Some(&old.routing));
         let certificate = match (&self.certificates, &config.server.tls) {
@@ -138,43 +85,24 @@ impl Proxy {
             )),
             _ => None,
         };
-        if let Some((certificates, fresh)) = certificate {
-            certificates.install(fresh);
-            outcome.applied.push("server.tls.certificate");
+        if let Some((certificates, fresh)) = certificate
+            && certificates.install(fresh)
+        {
+            applied.push("server.tls.certificate");
         }
         let doorkeeper = if was.admission != config.admission {
-            outcome.applied.push("admission");
             carry_over(old.doorkeeper.as_deref(), &config)
         } else {
             old.doorkeeper.clone()
         };
-        if was.cache.key != config.cache.key {
-            outcome.applied.push("cache.key");
-        }
-        if was.cache.max_object_bytes != config.cache.max_object_bytes {
-            outcome.applied.push("cache.max_object_bytes");
-        }
-        if was.server.purge_allowed_networks != config.server.purge_allowed_networks {
-            outcome.applied.push("server.purge_allowed_networks");
-        }
-        if was.server.shutdown_grace != config.server.shutdown_grace {
-            outcome.applied.push("server.shutdown_grace");
-        }
         // Compared with the log in use rather than the old file's text, so that a path that could
         // not be opened last time is tried again.
         let access_log = match AccessLog::reconfigure(old.access_log.as_ref(), &config.log.access) {
-            Ok(log) => {
-                let same = match (&log, &old.access_log) {
-                    (Some(new), Some(old)) => Arc::ptr_eq(new, old),
-                    (new, old) => new.is_none() && old.is_none(),
-                };
-                if !same {
-                    outcome.applied.push("log.access");
-                }
-                log
-            }
+            Ok(log) => log,
             Err(error) => {
                 tracing::error!("{error}; the access log goes on as before");
+                config.log.access = was.log.access.clone();
+                applied.retain(|key| !key.starts_with("log.access."));
                 old.access_log.clone()
             }
         };
@@ -192,7 +120,10 @@ impl Proxy {
             live.routing.start_probes(&live.origin);
         }
         self.live.store(live);
-        Ok(outcome)
+        Ok(ReloadOutcome {
+            applied,
+            need_restart,
+        })
     }
 }
 

@@ -12,8 +12,8 @@ use crate::config::Config;
 use crate::telemetry::{
     self, ADMISSION_TOTAL, CACHE_BYTES, CACHE_ENTRIES, CACHE_EVICTIONS_TOTAL,
     CACHE_HIT_BYTES_TOTAL, CACHE_MAX_BYTES, CACHE_WRITES_TOTAL, DISK_BYTES, DISK_ENTRIES,
-    DISK_HITS_TOTAL, DISK_MAX_BYTES, DISK_RECOVERING, DISK_WRITTEN_BYTES_TOTAL, FILTER_BYTES,
-    FILTER_CAPACITY, FILTER_ESTIMATED_FPR, FILTER_ESTIMATED_ITEMS, FILTER_FILL_RATIO,
+    DISK_HITS_TOTAL, DISK_LIVE_BYTES, DISK_MAX_BYTES, DISK_RECOVERING, DISK_WRITTEN_BYTES_TOTAL,
+    FILTER_BYTES, FILTER_CAPACITY, FILTER_ESTIMATED_FPR, FILTER_ESTIMATED_ITEMS, FILTER_FILL_RATIO,
     FILTER_GENERATION, FILTER_MAX_AGE_REMAINING_SECONDS, FILTER_ROTATE_AT_FPR,
     FILTER_ROTATIONS_TOTAL, ORIGIN_BYTES_TOTAL, REQUESTS_TOTAL, UPSTREAM_HEALTHY,
 };
@@ -92,6 +92,9 @@ pub struct DiskStatus {
     /// Still recovering its index at start: lookups miss, nothing is written.
     pub recovering: bool,
     pub entries: u64,
+    /// Bytes of the records on disk: what the tier holds.
+    pub live_bytes: u64,
+    /// Bytes the tier's files take, preallocated segments included.
     pub bytes: u64,
     pub max_bytes: u64,
     pub hits: u64,
@@ -309,6 +312,7 @@ pub fn status(proxy: &Proxy, history: &History) -> Status {
         disk: series.disk.then(|| DiskStatus {
             recovering: series.count(DISK_RECOVERING, None) == 1,
             entries: series.count(DISK_ENTRIES, None),
+            live_bytes: series.count(DISK_LIVE_BYTES, None),
             bytes: series.count(DISK_BYTES, None),
             max_bytes: series.count(DISK_MAX_BYTES, None),
             hits: series.count(DISK_HITS_TOTAL, None),

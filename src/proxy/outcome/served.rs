@@ -146,8 +146,9 @@ pub enum Served {
     /// A stale stored response, served because the origin failed (`origin_status` is the
     /// proxy's 502 or 504, or the origin's own 5xx) and `stale-if-error` allows it (RFC 5861).
     StaleIfError { ttl: i64, origin_status: u16 },
-    /// A stale stored response the origin's 304 found still valid: refreshed, then served.
-    Revalidated { ttl: i64 },
+    /// A stored response the origin's 304 found still valid: refreshed, then served. `fwd` says
+    /// why it was revalidated: it was stale, or the request's directives asked for it.
+    Revalidated { fwd: Fwd, ttl: i64 },
     /// The origin's response to this request's fetch, stored in `segment`. `decided_by` is the
     /// targeted field (RFC 9213) or the policy rule that decided, if one did.
     Stored {
@@ -251,8 +252,8 @@ impl Served {
                 detail: Some(Detail::StaleIfError),
                 ..Parameters::default()
             },
-            Served::Revalidated { ttl } => Parameters {
-                fwd: Some(Fwd::Stale),
+            Served::Revalidated { fwd, ttl } => Parameters {
+                fwd: Some(fwd),
                 fwd_status: Some(304),
                 stored: true,
                 ttl: Some(ttl),

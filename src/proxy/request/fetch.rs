@@ -156,7 +156,9 @@ impl Proxy {
                 let now = SystemTime::now();
                 match entry.freshness(&parts.headers, now) {
                     Freshness::Fresh => Some(respond::hit(parts, &entry, Tier::Ram, now)),
-                    Freshness::StaleWhileRevalidate | Freshness::Stale => None,
+                    Freshness::StaleWhileRevalidate
+                    | Freshness::Stale
+                    | Freshness::RefusedByRequest => None,
                 }
             }
         }
@@ -175,6 +177,7 @@ impl Proxy {
             let not_modified = response.headers();
             if let Some(answer) = self.not_modified(
                 &fetch.exchange,
+                fetch.fwd,
                 entry,
                 not_modified,
                 origin,
@@ -223,6 +226,7 @@ impl Proxy {
     fn not_modified(
         &self,
         exchange: &Exchange,
+        fwd: Fwd,
         entry: &StoredResponse,
         not_modified: &HeaderMap,
         origin: OriginHead,
@@ -242,6 +246,7 @@ impl Proxy {
         }
         let now = SystemTime::now();
         let served = Served::Revalidated {
+            fwd,
             ttl: refreshed.ttl_seconds(now),
         };
         Some(respond::stored(&exchange.parts, &refreshed, served, now).answered_by(origin))

@@ -60,6 +60,9 @@ impl Proxy {
             Freshness::Stale => {
                 return Step::Coalesce(Fetch::new(exchange, Fwd::Stale, Some(entry)));
             }
+            Freshness::RefusedByRequest => {
+                return Step::Coalesce(Fetch::new(exchange, Fwd::Request, Some(entry)));
+            }
         };
         Step::Done(answer)
     }

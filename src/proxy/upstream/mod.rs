@@ -154,6 +154,16 @@ impl Routing {
         }
     }
 
+    /// Ends every passive hold that has run out, each counted and logged as a return: the health
+    /// gauges then follow the clock rather than the traffic (a scrape calls it, so an idle group's
+    /// gauge comes back without a request).
+    pub fn end_expired_holds(&self) {
+        let now = health::now_ms();
+        for server in self.groups.iter().flat_map(|group| &group.servers) {
+            server.available(now);
+        }
+    }
+
     /// Stops this configuration's probes (another configuration's take over).
     pub fn stop_probes(&self) {
         let probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
