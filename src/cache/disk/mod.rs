@@ -17,162 +17,32 @@
 //! are not written (counted as `recovering`), and purges are kept and applied to the engine
 //! before its first lookup, so that the recovered index never brings back a purged object.
 
+mod counts;
 mod engine;
+mod purges;
 mod record;
+mod writer;
 
-use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::collections::HashSet;
+use std::os::unix::fs::DirBuilderExt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::FutureExt;
 
-use super::{CacheKey, Evicted, Proof, Store, StoredResponse, Variants};
+use super::{CacheKey, Evicted, Store, StoredResponse, Variants};
 use crate::config::{DiskConfig, DiskSync};
 
+pub use counts::{DiskCounters, DiskStats, Rejection, WriteReason};
 pub use engine::{BoxFuture, DiskEngine, EngineOptions, Recovery, SegmentEngine, engine_files};
 pub use record::{RecordError, decode, encode};
 
-/// Why a record was written to disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WriteReason {
-    /// Hit while in RAM.
-    RamHit,
-    /// Stored in RAM on a request the doorkeeper had seen before.
-    SeenBefore,
-    /// A revalidation (304) refreshed the headers of a record already on disk.
-    Revalidated,
-}
-
-impl WriteReason {
-    pub const ALL: [WriteReason; 3] = [
-        WriteReason::RamHit,
-        WriteReason::SeenBefore,
-        WriteReason::Revalidated,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WriteReason::RamHit => "ram_hit",
-            WriteReason::SeenBefore => "seen_before",
-            WriteReason::Revalidated => "revalidated",
-        }
-    }
-
-    fn from_proof(proof: Proof) -> WriteReason {
-        match proof {
-            Proof::RamHit => WriteReason::RamHit,
-            Proof::SeenBefore => WriteReason::SeenBefore,
-        }
-    }
-}
-
-/// Why an entry leaving RAM was not written to disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rejection {
-    /// Never hit in RAM, and stored on a first request: a one-hit wonder.
-    FirstHit,
-    /// The write queue (`disk.write_buffer`) or the write rate (`disk.write_budget`) was full.
-    Budget,
-    /// The file system had less than a block free.
-    Full,
-    /// The record is larger than a block.
-    TooLarge,
-    /// The engine failed (a panic inside it, or it could not open): the tier stops until a
-    /// restart.
-    Failed,
-    /// The engine was still recovering its index.
-    Recovering,
-}
-
-impl Rejection {
-    pub const ALL: [Rejection; 6] = [
-        Rejection::FirstHit,
-        Rejection::Budget,
-        Rejection::Full,
-        Rejection::TooLarge,
-        Rejection::Failed,
-        Rejection::Recovering,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rejection::FirstHit => "first_hit",
-            Rejection::Budget => "budget",
-            Rejection::Full => "full",
-            Rejection::TooLarge => "too_large",
-            Rejection::Failed => "failed",
-            Rejection::Recovering => "recovering",
-        }
-    }
-}
-
-/// What the tier counts about itself, read by the metrics exporter.
-#[derive(Debug, Default)]
-pub struct DiskCounters {
-    /// Records written, and their bytes, by [`WriteReason`] (in `ALL` order).
-    pub writes: [AtomicU64; 3],
-    pub written_bytes: [AtomicU64; 3],
-    /// Entries not written, by [`Rejection`] (in `ALL` order).
-    pub rejected: [AtomicU64; 6],
-    /// Lookups that found a usable record, its body bytes, and lookups that found none.
-    pub hits: AtomicU64,
-    pub hit_bytes: AtomicU64,
-    pub misses: AtomicU64,
-    /// Reads the engine failed (I/O errors).
-    pub read_errors: AtomicU64,
-    /// Records removed by purge or invalidation.
-    pub removed: AtomicU64,
-    /// Proven entries leaving RAM not written again: their record is still on disk (they were
-    /// read back from it).
-    pub skipped: AtomicU64,
-    /// Records that passed the engine's checks but did not decode (dropped like the engine's).
-    undecodable: AtomicU64,
-}
-
-/// The tier's state at scrape time.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DiskStats {
-    /// Bytes the tier's files take on the file system (allocated blocks).
-    pub bytes: u64,
-    pub max_bytes: u64,
-    /// Records on disk, by the engine's index.
-    pub entries: u64,
-    /// Bytes of those records: what the tier holds (`bytes` counts its files, which are
-    /// preallocated).
-    pub live_bytes: u64,
-    pub writes: [u64; 3],
-    pub written_bytes: [u64; 3],
-    /// Bytes the engine wrote to its files (records, their headers and padding, tombstones).
-    pub engine_written_bytes: u64,
-    /// Disk hits that were not in the page cache and were read on the blocking pool.
-    pub cold_reads: u64,
-    /// Reclaimed segments given a new inode because responses still held values read from them.
-    pub renewed_segments: u64,
-    /// `fdatasync`s of the engine's files (`disk.sync`), and the time they took.
-    pub syncs: u64,
-    pub sync_seconds: f64,
-    pub rejected: [u64; 6],
-    pub hits: u64,
-    pub hit_bytes: u64,
-    pub misses: u64,
-    pub read_errors: u64,
-    /// Records that failed their checksum or layout when read, dropped and never served.
-    pub dropped: u64,
-    pub removed: u64,
-    pub skipped: u64,
-    pub full: bool,
-    /// The engine is still recovering its index (lookups miss, nothing is written).
-    pub recovering: bool,
-    /// What the recovery found, once the tier is open (0 before).
-    pub recovered_entries: u64,
-    pub recovery_seconds: f64,
-}
+use purges::{PURGE_SETTLES, Purges};
+use writer::{Job, Rate, Writer, allocated, panic_text};
 
 /// Where the tier stands.
 #[derive(Clone, Debug)]
@@ -191,69 +61,6 @@ pub enum TierState {
 pub struct DiskError {
     pub dir: PathBuf,
     pub reason: String,
-}
-
-/// A write handed to the writer thread.
-enum Job {
-    Write {
-        key: CacheKey,
-        variants: Variants,
-        reason: WriteReason,
-        /// The purge sequence when the write was queued (see [`Purges`]).
-        sequence: u64,
-        /// Wait for room instead of refusing (the flush at shutdown).
-        patient: bool,
-        weight: u64,
-    },
-    /// Answers once every job before it is done and the engine has written it.
-    Barrier(mpsc::Sender<()>),
-}
-
-/// Keys purged while writes for them may still be queued: a write queued before the purge is
-/// dropped, so a purged object never comes back from a late write.
-#[derive(Default)]
-struct Purges {
-    sequence: AtomicU64,
-    recent: Mutex<HashMap<CacheKey, (u64, Instant)>>,
-}
-
-/// How long a purge is remembered: far longer than a write waits in the queue.
-const PURGE_MEMORY: Duration = Duration::from_secs(60);
-
-/// How long after a purge reads of the key skip the disk: the engine serves records still in its
-/// write queue (written before the purge) until they are flushed, which takes milliseconds.
-const PURGE_SETTLES: Duration = Duration::from_secs(5);
-
-impl Purges {
-    fn now(&self) -> u64 {
-        self.sequence.load(Ordering::Acquire)
-    }
-
-    fn record(&self, key: &CacheKey) {
-        let sequence = self.sequence.fetch_add(1, Ordering::AcqRel) + 1;
-        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
-        if recent.len() >= 1024 {
-            recent.retain(|_, (_, at)| now.duration_since(*at) < PURGE_MEMORY);
-        }
-        recent.insert(key.clone(), (sequence, now));
-    }
-
-    /// Whether `key` was purged within `within`: the engine may still hold a record written
-    /// before the purge in its write queue, and serve it from there until it is flushed.
-    fn recently(&self, key: &CacheKey, within: Duration) -> bool {
-        if self.now() == 0 {
-            return false;
-        }
-        let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
-        recent.get(key).is_some_and(|(_, at)| at.elapsed() < within)
-    }
-
-    /// Whether `key` was purged after a write queued at `sequence`.
-    fn purged_since(&self, key: &CacheKey, sequence: u64) -> bool {
-        let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
-        recent.get(key).is_some_and(|(at, _)| *at > sequence)
-    }
 }
 
 struct Shared {
@@ -727,217 +534,16 @@ impl Shared {
     }
 }
 
-/// The writer thread: encodes queued entries and hands them to the engine, within the budgets.
-struct Writer {
-    shared: Arc<Shared>,
-    runtime: Option<tokio::runtime::Handle>,
-    rate: Rate,
-    /// When the tier's files were last measured, and the bytes they took.
-    space_checked: Option<(Instant, u64)>,
-    /// Bytes handed to the engine since the writer last waited for it.
-    since_wait: u64,
-}
-
-/// How often the writer measures the tier's files, when space is short.
-const SPACE_CHECK_EVERY: Duration = Duration::from_millis(200);
-
-impl Writer {
-    fn run(mut self, jobs: mpsc::Receiver<Job>) {
-        for job in jobs {
-            match job {
-                Job::Barrier(done) => {
-                    if let Some(runtime) = &self.runtime
-                        && let Some(engine) = self.shared.engine.get()
-                    {
-                        let waited =
-                            catch_unwind(AssertUnwindSafe(|| runtime.block_on(engine.wait())));
-                        if let Err(panic) = waited {
-                            self.shared.fail(&panic_text(&panic));
-                        }
-                    }
-                    let _ = done.send(());
-                }
-                Job::Write {
-                    key,
-                    variants,
-                    reason,
-                    sequence,
-                    patient,
-                    weight,
-                } => {
-                    if self.shared.failed.load(Ordering::Relaxed) {
-                        self.shared.reject(Rejection::Failed);
-                    } else {
-                        let wrote = catch_unwind(AssertUnwindSafe(|| {
-                            self.write(&key, &variants, reason, sequence, patient)
-                        }));
-                        if let Err(panic) = wrote {
-                            self.shared.fail(&panic_text(&panic));
-                        }
-                    }
-                    self.shared.queued.fetch_sub(weight, Ordering::AcqRel);
-                }
-            }
-        }
-    }
-
-    fn write(
-        &mut self,
-        key: &CacheKey,
-        variants: &Variants,
-        reason: WriteReason,
-        sequence: u64,
-        patient: bool,
-    ) {
-        if self.shared.purges.purged_since(key, sequence) {
-            return;
-        }
-        // Writes are queued only once the engine is open.
-        let Some(engine) = self.shared.engine.get().cloned() else {
-            self.shared.reject(Rejection::Recovering);
-            return;
-        };
-        if self.disk_full(&engine) {
-            self.shared.reject(Rejection::Full);
-            return;
-        }
-        let shared = Arc::clone(&self.shared);
-        let responses: Vec<_> = variants.responses().cloned().collect();
-        let record = record::encode(&responses);
-        // What the engine stores: the key beside the record.
-        let len = (key.as_bytes().len() + record.len()) as u64;
-        // The engine adds its own entry header and aligns to pages.
-        if len + 4096 > shared.block_bytes {
-            shared.reject(Rejection::TooLarge);
-            return;
-        }
-        if !self.rate.take(len, patient) {
-            shared.reject(Rejection::Budget);
-            return;
-        }
-        engine.put(key.as_str(), Bytes::from(record));
-        let counters = &shared.counters;
-        counters.writes[reason as usize].fetch_add(1, Ordering::Relaxed);
-        counters.written_bytes[reason as usize].fetch_add(len, Ordering::Relaxed);
-        // The engine drops what comes beyond its own write queue (as large as ours) without
-        // saying so: after half of it, wait for the engine to catch up, so that a backlog shows
-        // here as refused writes ("budget") instead.
-        self.since_wait += len;
-        if self.since_wait > shared.write_buffer / 2 {
-            self.since_wait = 0;
-            if let Some(runtime) = &self.runtime {
-                runtime.block_on(engine.wait());
-            }
-        }
-    }
-
-    /// Whether a write could run the file system out of space. Asked before every write (one
-    /// `statvfs`): the segment engine preallocates its files, so its writes need no new space,
-    /// but on a file system without `fallocate` its files are sparse and a write can meet a full
-    /// disk, which loses the records of that write. Writes stop while the free space is under
-    /// what may still be in flight (two segments and the write buffer) and under what the
-    /// engine's files may still claim. A change either way is logged.
-    fn disk_full(&mut self, engine: &Arc<dyn DiskEngine>) -> bool {
-        let shared = Arc::clone(&self.shared);
-        let free = match rustix::fs::statvfs(&shared.dir) {
-            Ok(stat) => stat.f_bavail.saturating_mul(stat.f_frsize),
-            Err(error) => {
-                tracing::warn!(%error, dir = %shared.dir.display(), "disk tier: cannot read free space");
-                return shared.full.load(Ordering::Relaxed);
-            }
-        };
-        let in_flight = 2 * shared.block_bytes + shared.write_buffer;
-        let full = free < in_flight && free < self.unclaimed(engine);
-        if full != shared.full.swap(full, Ordering::Relaxed) {
-            if full {
-                tracing::warn!(dir = %shared.dir.display(), free,
-                    "disk tier: file system full, disk writes stop (serving from RAM and disk goes on)");
-            } else {
-                tracing::info!(dir = %shared.dir.display(), free, "disk tier: space again, disk writes resume");
-            }
-        }
-        full
-    }
-
-    /// Bytes the tier's files may still take on the file system (the engine's capacity less what
-    /// they take now), read at most every [`SPACE_CHECK_EVERY`].
-    fn unclaimed(&mut self, engine: &Arc<dyn DiskEngine>) -> u64 {
-        let fresh = self
-            .space_checked
-            .is_some_and(|(at, _)| at.elapsed() < SPACE_CHECK_EVERY);
-        if !fresh {
-            let taken = allocated(&self.shared.dir);
-            self.space_checked = Some((Instant::now(), taken));
-        }
-        let taken = self.space_checked.map_or(0, |(_, taken)| taken);
-        engine.capacity().saturating_sub(taken)
-    }
-}
-
-/// Bytes the engine's files in `dir` take on the file system (allocated blocks).
-fn allocated(dir: &Path) -> u64 {
-    engine_files(dir)
-        .filter_map(|path| std::fs::metadata(path).ok())
-        .map(|meta| meta.blocks() * 512)
-        .sum()
-}
-
-/// What a caught panic said.
-fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|text| (*text).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".to_owned())
-}
-
-/// `disk.write_budget`: a token bucket of bytes, refilled every second's worth, holding at most
-/// one second of budget.
-struct Rate {
-    per_second: u64,
-    tokens: f64,
-    refilled: Instant,
-}
-
-impl Rate {
-    fn new(per_second: u64) -> Rate {
-        Rate {
-            per_second,
-            tokens: per_second as f64,
-            refilled: Instant::now(),
-        }
-    }
-
-    /// Takes `bytes` of budget if there is that much (or no budget is set); `patient` waits for it.
-    fn take(&mut self, bytes: u64, patient: bool) -> bool {
-        if self.per_second == 0 {
-            return true;
-        }
-        loop {
-            let now = Instant::now();
-            let elapsed = now.duration_since(self.refilled).as_secs_f64();
-            self.refilled = now;
-            let cap = self.per_second.max(bytes) as f64;
-            self.tokens = (self.tokens + elapsed * self.per_second as f64).min(cap);
-            if self.tokens >= bytes as f64 {
-                self.tokens -= bytes as f64;
-                return true;
-            }
-            if !patient {
-                return false;
-            }
-            let wait = (bytes as f64 - self.tokens) / self.per_second as f64;
-            std::thread::sleep(Duration::from_secs_f64(wait.min(1.0)));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::Proof;
     use crate::config::Config;
+    use bytes::Bytes;
     use engine::EngineCounts;
     use http::{HeaderMap, StatusCode};
+    use std::collections::HashMap;
+    use std::time::Instant;
     use std::time::SystemTime;
 
     /// Records in a map: an engine for the tier's own rules.
@@ -1134,31 +740,5 @@ mod tests {
         assert_eq!(tier.save_from(&store, Duration::from_millis(50)).await, 0);
         assert!(started.elapsed() < Duration::from_secs(5));
         drop(release);
-    }
-
-    #[test]
-    fn the_rate_refuses_beyond_its_budget_and_refills() {
-        let mut rate = Rate::new(1000);
-        assert!(rate.take(600, false));
-        assert!(!rate.take(600, false), "only 400 bytes left this second");
-        rate.refilled -= Duration::from_millis(500);
-        assert!(rate.take(600, false), "half a second refills 500 bytes");
-        assert!(Rate::new(0).take(u64::MAX, false), "0 is no limit");
-    }
-
-    #[test]
-    fn a_write_queued_before_a_purge_is_dropped_and_one_queued_after_is_not() {
-        let purges = Purges::default();
-        let key = CacheKey::from_string("h/a".into());
-        let before = purges.now();
-        purges.record(&key);
-        let after = purges.now();
-        assert!(purges.purged_since(&key, before));
-        assert!(!purges.purged_since(&key, after));
-        let other = CacheKey::from_string("h/b".into());
-        assert!(!purges.purged_since(&other, before));
-        assert!(purges.recently(&key, Duration::from_secs(5)));
-        assert!(!purges.recently(&key, Duration::ZERO));
-        assert!(!purges.recently(&other, Duration::from_secs(5)));
     }
 }
