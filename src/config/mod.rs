@@ -11,6 +11,7 @@ mod keys;
 mod parse;
 mod policy;
 mod reload;
+mod section;
 mod size;
 mod upstream;
 mod values;
