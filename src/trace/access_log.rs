@@ -25,11 +25,12 @@ use std::io::Write as _;
 use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-#[cfg(feature = "tools")]
-use super::error::LineError;
 use super::time_local::civil_from_days;
+
 #[cfg(feature = "tools")]
-use super::time_local::parse_nginx_time;
+mod read;
+#[cfg(feature = "tools")]
+pub(super) use read::{Logged, read_combined, read_json};
 
 /// One request as the access log records it.
 #[derive(Debug, Clone)]
@@ -200,169 +201,6 @@ impl serde::Serialize for Rfc3339 {
     }
 }
 
-/// The fields of a JSON line that make a trace request.
-#[derive(serde::Deserialize)]
-#[cfg(feature = "tools")]
-struct JsonIn<'a> {
-    #[serde(borrow)]
-    time: Cow<'a, str>,
-    #[serde(borrow)]
-    method: Cow<'a, str>,
-    #[serde(borrow)]
-    target: Cow<'a, str>,
-    #[serde(borrow)]
-    host: Option<Cow<'a, str>>,
-    size: Option<u64>,
-}
-
-/// A logged request that is a request for a cached object: when, and the object's size. Its key
-/// is left in the caller's buffer.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg(feature = "tools")]
-pub(super) struct Logged {
-    pub time: f64,
-    pub size: u64,
-}
-
-/// Reads a JSON line; `Ok(None)` for a line that is not a request for a cached object.
-#[cfg(feature = "tools")]
-pub(super) fn read_json(line: &str, key: &mut String) -> Result<Option<Logged>, LineError> {
-    let line: JsonIn<'_> = serde_json::from_str(line).map_err(|e| ("line", e.to_string()))?;
-    let time = humantime::parse_rfc3339(&line.time)
-        .ok()
-        .and_then(|time| time.duration_since(UNIX_EPOCH).ok())
-        .ok_or_else(|| {
-            (
-                "time",
-                format!("{:?} is not an RFC 3339 UTC time", line.time),
-            )
-        })?;
-    if !answered_by_the_cache(&line.method) {
-        return Ok(None);
-    }
-    let Some(size) = line.size else {
-        return Ok(None);
-    };
-    object_key(key, line.host.as_deref(), &line.target);
-    Ok(Some(Logged {
-        time: time.as_secs_f64(),
-        size,
-    }))
-}
-
-/// Reads a combined line with bloomgate's fields; `Ok(None)` for a line that is not a request for
-/// a cached object. A plain nginx line (no `host=` or `size=`) is an error.
-#[cfg(feature = "tools")]
-pub(super) fn read_combined(line: &str, key: &mut String) -> Result<Option<Logged>, LineError> {
-    let mut rest = line;
-    let open = rest
-        .find(" [")
-        .ok_or(("time_local", "missing '['".to_owned()))?;
-    rest = &rest[open + 2..];
-    let close = rest
-        .find("] \"")
-        .ok_or(("time_local", "missing ']'".to_owned()))?;
-    let time = parse_nginx_time(&rest[..close]).ok_or_else(|| {
-        (
-            "time_local",
-            format!("{:?} is not dd/Mon/yyyy:hh:mm:ss +zzzz", &rest[..close]),
-        )
-    })?;
-    rest = &rest[close + 2..];
-    let (request, after) = quoted(rest).ok_or(("request", "missing closing '\"'".to_owned()))?;
-    let mut words = request.split(' ');
-    let (Some(method), Some(target)) = (words.next(), words.next()) else {
-        return Err(("request", format!("{request:?} has no target")));
-    };
-    let (status, rest) = after
-        .trim_start()
-        .split_once(' ')
-        .ok_or(("status", "missing".to_owned()))?;
-    status
-        .parse::<u16>()
-        .map_err(|e| ("status", e.to_string()))?;
-    let (_bytes_sent, rest) = rest
-        .split_once(' ')
-        .ok_or(("body_bytes_sent", "missing".to_owned()))?;
-    let (_referer, rest) = quoted(rest).ok_or(("referer", "missing".to_owned()))?;
-    let (_user_agent, mut rest) =
-        quoted(rest.trim_start()).ok_or(("user_agent", "missing".to_owned()))?;
-    // `host` is quoted when the request had one, a bare `-` when not.
-    let (mut host, mut size) = (None, None);
-    loop {
-        rest = rest.trim_start_matches(' ');
-        if rest.is_empty() {
-            break;
-        }
-        let (name, value) = rest
-            .split_once('=')
-            .ok_or(("fields", format!("{rest:?} is not key=value")))?;
-        let (value, was_quoted, after) = match quoted(value) {
-            Some((value, after)) => (value, true, after),
-            None if value.starts_with('"') => {
-                return Err(("fields", format!("{name}: missing closing '\"'")));
-            }
-            None => {
-                let (value, after) = value.split_once(' ').unwrap_or((value, ""));
-                (value, false, after)
-            }
-        };
-        match name {
-            "host" => host = Some(was_quoted.then_some(value)),
-            "size" => size = Some(value),
-            _ => {}
-        }
-        rest = after;
-    }
-    let host = host.ok_or(("host", "missing".to_owned()))?;
-    let size = match size.ok_or(("size", "missing".to_owned()))? {
-        "-" => None,
-        size => Some(size.parse::<u64>().map_err(|e| ("size", e.to_string()))?),
-    };
-    if !answered_by_the_cache(&unescape(method)) {
-        return Ok(None);
-    }
-    let Some(size) = size else {
-        return Ok(None);
-    };
-    let host = host.map(unescape);
-    object_key(key, host.as_deref(), &unescape(target));
-    Ok(Some(Logged { time, size }))
-}
-
-/// GET and HEAD: the methods the cache answers (and a HEAD stores what a GET would).
-#[cfg(feature = "tools")]
-fn answered_by_the_cache(method: &str) -> bool {
-    method == "GET" || method == "HEAD"
-}
-
-/// The object a request names: its host, lower-cased, then its origin-form target. An
-/// absolute-form target names its own authority, as the proxy reads it.
-#[cfg(feature = "tools")]
-fn object_key(key: &mut String, host: Option<&str>, target: &str) {
-    key.clear();
-    let (host, target) = match target.split_once("://") {
-        Some((_, absolute)) if !target.starts_with('/') => {
-            let path = absolute.find('/').unwrap_or(absolute.len());
-            (Some(&absolute[..path]), &absolute[path..])
-        }
-        _ => (host, target),
-    };
-    if let Some(host) = host {
-        key.extend(host.chars().map(|c| c.to_ascii_lowercase()));
-    }
-    key.push_str(target);
-}
-
-/// The text of a field starting with `"`, up to the next `"` (escaped quotes are `\x22`), and
-/// what follows it.
-#[cfg(feature = "tools")]
-fn quoted(text: &str) -> Option<(&str, &str)> {
-    let inner = text.strip_prefix('"')?;
-    let end = inner.find('"')?;
-    Some((&inner[..end], &inner[end + 1..]))
-}
-
 /// Writes a quoted, escaped field, or `"-"` when there is none.
 fn quoted_into(out: &mut Vec<u8>, value: Option<&[u8]>) {
     out.push(b'"');
@@ -423,35 +261,6 @@ fn push_optional(out: &mut Vec<u8>, n: Option<u64>) {
         Some(n) => push_number(out, n),
         None => out.push(b'-'),
     }
-}
-
-/// Undoes [`escape_into`]; a byte sequence that is not UTF-8 comes back lossily.
-#[cfg(feature = "tools")]
-fn unescape(text: &str) -> Cow<'_, str> {
-    if !text.contains("\\x") {
-        return Cow::Borrowed(text);
-    }
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let escaped = (bytes[i] == b'\\' && bytes.get(i + 1) == Some(&b'x'))
-            .then(|| bytes.get(i + 2..i + 4))
-            .flatten()
-            .and_then(|hex| std::str::from_utf8(hex).ok())
-            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-        match escaped {
-            Some(byte) => {
-                out.push(byte);
-                i += 4;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    Cow::Owned(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// Milliseconds with microseconds: `3.210`.
