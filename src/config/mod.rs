@@ -11,6 +11,7 @@ mod keys;
 mod parse;
 mod policy;
 mod reload;
+mod route;
 mod section;
 mod size;
 mod upstream;
