@@ -6,7 +6,10 @@ use std::time::Duration;
 use toml::{Table, Value};
 
 use super::size::format_size;
-use super::{CacheKeyConfig, CachePolicy, Conditions, Config, ORIGIN_IGNORES, Upstreams};
+use super::{
+    AdmissionConfig, CacheConfig, CacheKeyConfig, CachePolicy, Conditions, Config, DiskConfig,
+    LogConfig, ORIGIN_IGNORES, OriginConfig, ServerConfig, Upstreams,
+};
 
 impl Config {
     /// The whole configuration as config-file text, every key written out, so that
@@ -22,128 +25,14 @@ impl Config {
             log,
             upstreams,
         } = self;
-        let tls = server.tls.as_ref().map(|tls| {
-            table([
-                ("listen", text(tls.listen)),
-                ("cert_file", text(tls.cert_file.display())),
-                ("key_file", text(tls.key_file.display())),
-            ])
-        });
-        let mut server = table([
-            ("listen", text(server.listen)),
-            ("max_connections", count(server.max_connections)),
-            ("header_read_timeout", duration(server.header_read_timeout)),
-            ("idle_timeout", duration(server.idle_timeout)),
-            ("send_timeout", duration(server.send_timeout)),
-            ("stream_send_timeout", duration(server.stream_send_timeout)),
-            ("max_header_bytes", size(server.max_header_bytes as u64)),
-            ("shutdown_grace", duration(server.shutdown_grace)),
-            (
-                "purge_allowed_networks",
-                texts(&server.purge_allowed_networks),
-            ),
-        ]);
-        if let (Value::Table(server), Some(tls)) = (&mut server, tls) {
-            server.insert("tls".to_owned(), tls);
-        }
-        let origin = table([
-            ("url", text(&origin.url)),
-            ("ca_file", text(optional_path(origin.ca_file.as_deref()))),
-            (
-                "tls_server_name",
-                text(origin.tls_server_name.as_deref().unwrap_or_default()),
-            ),
-            ("connect_timeout", duration(origin.connect_timeout)),
-            ("first_byte_timeout", duration(origin.first_byte_timeout)),
-            ("idle_timeout", duration(origin.idle_timeout)),
-            ("pool_idle_timeout", duration(origin.pool_idle_timeout)),
-            (
-                "pool_max_idle_per_host",
-                count(origin.pool_max_idle_per_host),
-            ),
-            ("preserve_host", Value::Boolean(origin.preserve_host)),
-            (
-                "trusted_forwarding_headers",
-                texts(&origin.trusted_forwarding_headers),
-            ),
-        ]);
-        let key = key_table(&cache.key);
-        let cache = table([
-            ("max_bytes", size(cache.max_bytes)),
-            ("max_object_bytes", size(cache.max_object_bytes)),
-            ("max_variants", count(cache.max_variants)),
-            (
-                "targeted_fields",
-                Value::Array(
-                    cache
-                        .targeted_fields
-                        .iter()
-                        .map(|name| text(name.as_str()))
-                        .collect(),
-                ),
-            ),
-            (
-                "forward_targeted_fields",
-                Value::Boolean(cache.forward_targeted_fields),
-            ),
-            ("tag_header", text(cache.tag_header.as_str())),
-            (
-                "forward_tag_header",
-                Value::Boolean(cache.forward_tag_header),
-            ),
-            ("tag_purge_keep", duration(cache.tag_purge_keep)),
-            ("key", key),
-        ]);
-        // The file says "no snapshot" with an empty path.
-        let snapshot_path = optional_path(admission.snapshot_path.as_deref());
-        let admission = table([
-            ("mode", text(admission.mode.as_str())),
-            ("probation_share", Value::Float(admission.probation_share)),
-            ("capacity", count(admission.doorkeeper.capacity)),
-            ("target_fpr", Value::Float(admission.doorkeeper.target_fpr)),
-            (
-                "rotate_at_fpr",
-                Value::Float(admission.doorkeeper.rotate_at_fpr),
-            ),
-            ("max_age", duration(admission.doorkeeper.max_age)),
-            ("snapshot_path", text(snapshot_path)),
-            ("snapshot_interval", duration(admission.snapshot_interval)),
-        ]);
-        let disk_path = optional_path(disk.path.as_deref());
-        let disk = table([
-            ("path", text(disk_path)),
-            ("max_bytes", size(disk.max_bytes)),
-            ("block_bytes", size(disk.block_bytes)),
-            ("write_buffer", size(disk.write_buffer)),
-            ("write_budget", size(disk.write_budget)),
-            ("mmap", Value::Boolean(disk.mmap)),
-            ("sync", text(disk.sync.as_str())),
-        ]);
-        // The file says "no access log" with an empty path, and standard output with "-".
-        let access_path = log
-            .access
-            .path
-            .as_ref()
-            .map_or_else(String::new, ToString::to_string);
-        let log = table([
-            ("level", text(&log.level)),
-            (
-                "access",
-                table([
-                    ("path", text(access_path)),
-                    ("format", text(log.access.format.as_str())),
-                    ("buffer", size(log.access.buffer)),
-                ]),
-            ),
-        ]);
         let mut root: Table = [
-            ("server", server),
-            ("origin", origin),
-            ("cache", cache),
-            ("admission", admission),
-            ("disk", disk),
+            ("server", server_table(server)),
+            ("origin", origin_table(origin)),
+            ("cache", cache_table(cache)),
+            ("admission", admission_table(admission)),
+            ("disk", disk_table(disk)),
             ("admin", table([("listen", text(admin.listen))])),
-            ("log", log),
+            ("log", log_table(log)),
         ]
         .into_iter()
         .map(|(name, table)| (name.to_owned(), table))
@@ -158,6 +47,145 @@ impl Config {
         }
         root.to_string()
     }
+}
+
+/// `[server]`, with `[server.tls]` when it listens for TLS.
+fn server_table(server: &ServerConfig) -> Value {
+    let tls = server.tls.as_ref().map(|tls| {
+        table([
+            ("listen", text(tls.listen)),
+            ("cert_file", text(tls.cert_file.display())),
+            ("key_file", text(tls.key_file.display())),
+        ])
+    });
+    let mut server = table([
+        ("listen", text(server.listen)),
+        ("max_connections", count(server.max_connections)),
+        ("header_read_timeout", duration(server.header_read_timeout)),
+        ("idle_timeout", duration(server.idle_timeout)),
+        ("send_timeout", duration(server.send_timeout)),
+        ("stream_send_timeout", duration(server.stream_send_timeout)),
+        ("max_header_bytes", size(server.max_header_bytes as u64)),
+        ("shutdown_grace", duration(server.shutdown_grace)),
+        (
+            "purge_allowed_networks",
+            texts(&server.purge_allowed_networks),
+        ),
+    ]);
+    if let (Value::Table(server), Some(tls)) = (&mut server, tls) {
+        server.insert("tls".to_owned(), tls);
+    }
+    server
+}
+
+/// `[origin]`.
+fn origin_table(origin: &OriginConfig) -> Value {
+    table([
+        ("url", text(&origin.url)),
+        ("ca_file", text(optional_path(origin.ca_file.as_deref()))),
+        (
+            "tls_server_name",
+            text(origin.tls_server_name.as_deref().unwrap_or_default()),
+        ),
+        ("connect_timeout", duration(origin.connect_timeout)),
+        ("first_byte_timeout", duration(origin.first_byte_timeout)),
+        ("idle_timeout", duration(origin.idle_timeout)),
+        ("pool_idle_timeout", duration(origin.pool_idle_timeout)),
+        (
+            "pool_max_idle_per_host",
+            count(origin.pool_max_idle_per_host),
+        ),
+        ("preserve_host", Value::Boolean(origin.preserve_host)),
+        (
+            "trusted_forwarding_headers",
+            texts(&origin.trusted_forwarding_headers),
+        ),
+    ])
+}
+
+/// `[cache]`.
+fn cache_table(cache: &CacheConfig) -> Value {
+    let key = key_table(&cache.key);
+    table([
+        ("max_bytes", size(cache.max_bytes)),
+        ("max_object_bytes", size(cache.max_object_bytes)),
+        ("max_variants", count(cache.max_variants)),
+        (
+            "targeted_fields",
+            Value::Array(
+                cache
+                    .targeted_fields
+                    .iter()
+                    .map(|name| text(name.as_str()))
+                    .collect(),
+            ),
+        ),
+        (
+            "forward_targeted_fields",
+            Value::Boolean(cache.forward_targeted_fields),
+        ),
+        ("tag_header", text(cache.tag_header.as_str())),
+        (
+            "forward_tag_header",
+            Value::Boolean(cache.forward_tag_header),
+        ),
+        ("tag_purge_keep", duration(cache.tag_purge_keep)),
+        ("key", key),
+    ])
+}
+
+/// `[admission]`.
+fn admission_table(admission: &AdmissionConfig) -> Value {
+    // The file says "no snapshot" with an empty path.
+    let snapshot_path = optional_path(admission.snapshot_path.as_deref());
+    table([
+        ("mode", text(admission.mode.as_str())),
+        ("probation_share", Value::Float(admission.probation_share)),
+        ("capacity", count(admission.doorkeeper.capacity)),
+        ("target_fpr", Value::Float(admission.doorkeeper.target_fpr)),
+        (
+            "rotate_at_fpr",
+            Value::Float(admission.doorkeeper.rotate_at_fpr),
+        ),
+        ("max_age", duration(admission.doorkeeper.max_age)),
+        ("snapshot_path", text(snapshot_path)),
+        ("snapshot_interval", duration(admission.snapshot_interval)),
+    ])
+}
+
+/// `[disk]`.
+fn disk_table(disk: &DiskConfig) -> Value {
+    let disk_path = optional_path(disk.path.as_deref());
+    table([
+        ("path", text(disk_path)),
+        ("max_bytes", size(disk.max_bytes)),
+        ("block_bytes", size(disk.block_bytes)),
+        ("write_buffer", size(disk.write_buffer)),
+        ("write_budget", size(disk.write_budget)),
+        ("mmap", Value::Boolean(disk.mmap)),
+        ("sync", text(disk.sync.as_str())),
+    ])
+}
+
+/// `[log]`.
+fn log_table(log: &LogConfig) -> Value {
+    // The file says "no access log" with an empty path, and standard output with "-".
+    let access_path = log
+        .access
+        .path
+        .as_ref()
+        .map_or_else(String::new, ToString::to_string);
+    table([
+        ("level", text(&log.level)),
+        (
+            "access",
+            table([
+                ("path", text(access_path)),
+                ("format", text(log.access.format.as_str())),
+                ("buffer", size(log.access.buffer)),
+            ]),
+        ),
+    ])
 }
 
 fn groups(upstreams: &Upstreams) -> Value {
