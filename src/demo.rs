@@ -13,10 +13,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::admission::Doorkeeper;
 use crate::admission::probation::{Mode, Segment};
 use crate::cache::StoreCounters;
 use crate::config::Config;
 use crate::listening::ListeningLine;
+use crate::proxy::RunningProxy;
 use crate::trace::SyntheticTrace;
 use crate::traffic::{OriginOptions, ReplayOptions, ReplayReport, replay, start_origin};
 
@@ -130,6 +132,20 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
     }
     drop(children);
 
+    print_comparison(&columns);
+    if let Some(door) = running.proxy.doorkeeper() {
+        print_doorkeeper(&door);
+    }
+    curves::draw(&args, &trace)?;
+    disk::show(&args, &origin, &config, &options).await?;
+    serve(running, args.duration).await;
+    origin.shutdown().await;
+    Ok(())
+}
+
+/// The modes side by side: hit ratios, writes, origin requests and latency, then what the
+/// demo's own mode saved against admit-all.
+fn print_comparison(columns: &[Column]) {
     println!();
     row(
         "admission.mode",
@@ -163,23 +179,27 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
             100.0 * our_writes.main_bytes as f64 / all_writes.main_bytes as f64
         );
     }
-    if let Some(door) = running.proxy.doorkeeper() {
-        let stats = door.stats();
-        println!(
-            "doorkeeper: generation {}, current filter {:.1}% full with ~{:.0} keys, estimated false-positive rate {:.4}, rotations {} (fpr {}, capacity {}, max-age {}), {} of filters",
-            stats.generation,
-            stats.current.fill_ratio * 100.0,
-            stats.current.estimated_items,
-            stats.combined_fpr,
-            stats.rotations.total(),
-            stats.rotations.fpr_threshold,
-            stats.rotations.capacity,
-            stats.rotations.max_age,
-            indicatif::HumanBytes(stats.memory_bytes as u64)
-        );
-    }
-    curves::draw(&args, &trace)?;
-    disk::show(&args, &origin, &config, &options).await?;
+}
+
+/// The demo proxy's doorkeeper: its generation, fill, false-positive rate and rotations.
+fn print_doorkeeper(door: &Doorkeeper) {
+    let stats = door.stats();
+    println!(
+        "doorkeeper: generation {}, current filter {:.1}% full with ~{:.0} keys, estimated false-positive rate {:.4}, rotations {} (fpr {}, capacity {}, max-age {}), {} of filters",
+        stats.generation,
+        stats.current.fill_ratio * 100.0,
+        stats.current.estimated_items,
+        stats.combined_fpr,
+        stats.rotations.total(),
+        stats.rotations.fpr_threshold,
+        stats.rotations.capacity,
+        stats.rotations.max_age,
+        indicatif::HumanBytes(stats.memory_bytes as u64)
+    );
+}
+
+/// Serves with the demo proxy, its URLs printed, for `duration` or until Ctrl-C.
+async fn serve(running: RunningProxy, duration: Option<Duration>) {
     println!(
         "\nproxy   http://{}  (try: curl -i http://{}/obj/hello?size=100)",
         running.addr, running.addr
@@ -188,7 +208,7 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
         "metrics http://{}/metrics  (point Prometheus here; dashboard in grafana/)",
         running.admin_addr
     );
-    match args.duration {
+    match duration {
         Some(duration) => {
             println!("serving for {}", humantime::format_duration(duration));
             tokio::time::sleep(duration).await;
@@ -200,8 +220,6 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
             running.run_until_signal(signals).await;
         }
     }
-    origin.shutdown().await;
-    Ok(())
 }
 
 /// The sum of the sizes of the trace's distinct objects.
