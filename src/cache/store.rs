@@ -201,6 +201,20 @@ enum Write {
     Restored,
 }
 
+/// What a write keeps of the slot it replaces.
+struct Replaced {
+    /// Its variants, if still live: the written response joins them.
+    existing: Option<Variants>,
+    /// Where the write goes.
+    segment: Segment,
+    /// Its ticket, when the write refreshes it in place.
+    kept_ticket: Option<u64>,
+    /// Its hits, when it stays live in its segment.
+    uses: u8,
+    /// Its proof, while live (`PROOF_*`).
+    proof: u8,
+}
+
 /// The in-memory cache of responses: a probation FIFO and a main segment over one byte budget,
 /// run by the rules of [`crate::admission::probation`] (S3-FIFO with the doorkeeper as its ghost).
 ///
@@ -334,46 +348,13 @@ impl Store {
         let inner = &*self.inner;
         let mut queues = inner.lock();
         let now = Tick::now();
-        // The slot's current state: its live variants, where the write goes, the ticket it keeps
-        // when refreshed in place, and its uses when it stays in its segment.
-        let (existing, segment, kept_ticket, uses, proof) = match inner.index.get(&key) {
-            Some(slot) => {
-                let live = now < slot.expires;
-                if !live {
-                    inner.counters.expirations.fetch_add(1, Ordering::Relaxed);
-                }
-                let placed = match how {
-                    Write::Refreshed => slot.segment,
-                    Write::Fetched | Write::Restored if slot.segment == Segment::Main => {
-                        Segment::Main
-                    }
-                    Write::Fetched | Write::Restored => segment,
-                };
-                let uses = if placed == slot.segment && live {
-                    slot.uses.load(Ordering::Relaxed)
-                } else {
-                    0
-                };
-                let kept_ticket = (how == Write::Refreshed).then_some(slot.ticket);
-                let proof = if live {
-                    slot.proof.load(Ordering::Relaxed)
-                } else {
-                    PROOF_NONE
-                };
-                queues.subtract(slot.segment, u64::from(slot.variants.weight()));
-                if kept_ticket.is_none() {
-                    queues.stale += 1;
-                }
-                (
-                    live.then(|| slot.variants.clone()),
-                    placed,
-                    kept_ticket,
-                    uses,
-                    proof,
-                )
-            }
-            None => (None, segment, None, 0, PROOF_NONE),
-        };
+        let Replaced {
+            existing,
+            segment,
+            kept_ticket,
+            uses,
+            proof,
+        } = inner.replace(&mut queues, &key, segment, how, now);
         let proof = match how {
             _ if proof != PROOF_NONE => proof,
             // A fetched write into main is a second request (seen before), or admission is off.
@@ -460,6 +441,59 @@ impl Store {
 }
 
 impl Inner {
+    /// Takes the slot `key` holds, if any, out of the accounting before a write replaces it
+    /// (its weight, and its queue node made stale unless the write refreshes it in place), and
+    /// says what the write keeps of it.
+    fn replace(
+        &self,
+        queues: &mut Queues,
+        key: &CacheKey,
+        segment: Segment,
+        how: Write,
+        now: Tick,
+    ) -> Replaced {
+        let Some(slot) = self.index.get(key) else {
+            return Replaced {
+                existing: None,
+                segment,
+                kept_ticket: None,
+                uses: 0,
+                proof: PROOF_NONE,
+            };
+        };
+        let live = now < slot.expires;
+        if !live {
+            self.counters.expirations.fetch_add(1, Ordering::Relaxed);
+        }
+        let placed = match how {
+            Write::Refreshed => slot.segment,
+            Write::Fetched | Write::Restored if slot.segment == Segment::Main => Segment::Main,
+            Write::Fetched | Write::Restored => segment,
+        };
+        let uses = if placed == slot.segment && live {
+            slot.uses.load(Ordering::Relaxed)
+        } else {
+            0
+        };
+        let kept_ticket = (how == Write::Refreshed).then_some(slot.ticket);
+        let proof = if live {
+            slot.proof.load(Ordering::Relaxed)
+        } else {
+            PROOF_NONE
+        };
+        queues.subtract(slot.segment, u64::from(slot.variants.weight()));
+        if kept_ticket.is_none() {
+            queues.stale += 1;
+        }
+        Replaced {
+            existing: live.then(|| slot.variants.clone()),
+            segment: placed,
+            kept_ticket,
+            uses,
+            proof,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Queues> {
         // The accounting is updated in steps that cannot panic halfway; a panic elsewhere while
         // the lock was held leaves it usable.
