@@ -3,10 +3,8 @@
 
 use std::collections::VecDeque;
 use std::mem::size_of;
-use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
@@ -16,6 +14,10 @@ use super::entry::StoredResponse;
 use super::key::CacheKey;
 use super::variants::Variants;
 use super::weight;
+
+mod tick;
+
+use tick::Tick;
 
 /// What a key costs the store beside its variants (whose own cost [`Variants`] counts): the key;
 /// its slot in the index (with the variants' handle), whose tables run between half and seven
@@ -113,30 +115,6 @@ impl Slot {
 
     fn proof(&self) -> Option<Proof> {
         Proof::from_u8(self.proof.load(Ordering::Relaxed))
-    }
-}
-
-/// A moment as a slot keeps it: sixteenths of a second since the first store was made, in 4 bytes
-/// where an `Instant` takes 16 (every key's slot holds one). A slot may outlive its deadline by a
-/// tick, and the count saturates after 8.5 years of uptime (entries then leave only by eviction):
-/// neither serves anything stale, as every use checks the entry's own freshness.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Tick(u32);
-
-const TICKS_PER_SECOND: u32 = 16;
-
-static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
-
-impl Tick {
-    fn now() -> Tick {
-        let ticks = EPOCH.elapsed().as_secs_f64() * f64::from(TICKS_PER_SECOND);
-        Tick(ticks as u32)
-    }
-
-    /// `keep_for` after `now`, rounded up to a tick.
-    fn after(now: Tick, keep_for: Duration) -> Tick {
-        let ticks = (keep_for.as_secs_f64() * f64::from(TICKS_PER_SECOND)).ceil();
-        Tick(now.0.saturating_add(ticks as u32).saturating_add(1))
     }
 }
 
