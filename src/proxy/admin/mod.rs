@@ -110,19 +110,7 @@ fn answer(
         return text_owned(status, body);
     }
     if parts.method == Method::POST && parts.uri.path() == "/reload" {
-        let result = proxy.reload();
-        let response = match &result {
-            Ok(outcome) => text_owned(
-                StatusCode::OK,
-                format!(
-                    "reloaded; applied: {:?}; need a restart: {:?}\n",
-                    outcome.applied, outcome.need_restart
-                ),
-            ),
-            Err(error) => text_owned(StatusCode::BAD_REQUEST, format!("{error}\n")),
-        };
-        crate::proxy::admin::reload::log_reload(result);
-        return response;
+        return reload(proxy);
     }
     if parts.method != Method::GET {
         return text(
@@ -148,25 +136,49 @@ fn answer(
             "text/plain; version=0.0.4; charset=utf-8",
         ),
         "/healthz" => text(StatusCode::OK, "ok\n"),
-        "/readyz" if *shutdown.borrow() => text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
-        // Ready while the disk tier recovers or cannot open: the proxy serves, from RAM alone.
-        "/readyz" => match proxy.disk().map(|disk| disk.state()) {
-            Some(TierState::Recovering) => text(StatusCode::OK, "ready\ndisk: recovering\n"),
-            Some(TierState::Open(recovery)) => text_owned(
-                StatusCode::OK,
-                format!(
-                    "ready\ndisk: {} entries recovered in {:.3}s\n",
-                    recovery.entries,
-                    recovery.elapsed.as_secs_f64()
-                ),
-            ),
-            Some(TierState::Unavailable(error)) => text_owned(
-                StatusCode::OK,
-                format!("ready\ndisk: unavailable: {error}\n"),
-            ),
-            None => text(StatusCode::OK, "ready\n"),
-        },
+        "/readyz" => readiness(proxy, shutdown),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}
+
+/// `POST /reload`: the configuration file read again and applied, what changed said and logged.
+fn reload(proxy: &Proxy) -> Response<Full<Bytes>> {
+    let result = proxy.reload();
+    let response = match &result {
+        Ok(outcome) => text_owned(
+            StatusCode::OK,
+            format!(
+                "reloaded; applied: {:?}; need a restart: {:?}\n",
+                outcome.applied, outcome.need_restart
+            ),
+        ),
+        Err(error) => text_owned(StatusCode::BAD_REQUEST, format!("{error}\n")),
+    };
+    crate::proxy::admin::reload::log_reload(result);
+    response
+}
+
+/// `GET /readyz`: unavailable once shutting down, else ready with the disk tier's state.
+fn readiness(proxy: &Proxy, shutdown: &watch::Receiver<bool>) -> Response<Full<Bytes>> {
+    if *shutdown.borrow() {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
+    }
+    // Ready while the disk tier recovers or cannot open: the proxy serves, from RAM alone.
+    match proxy.disk().map(|disk| disk.state()) {
+        Some(TierState::Recovering) => text(StatusCode::OK, "ready\ndisk: recovering\n"),
+        Some(TierState::Open(recovery)) => text_owned(
+            StatusCode::OK,
+            format!(
+                "ready\ndisk: {} entries recovered in {:.3}s\n",
+                recovery.entries,
+                recovery.elapsed.as_secs_f64()
+            ),
+        ),
+        Some(TierState::Unavailable(error)) => text_owned(
+            StatusCode::OK,
+            format!("ready\ndisk: unavailable: {error}\n"),
+        ),
+        None => text(StatusCode::OK, "ready\n"),
     }
 }
 
