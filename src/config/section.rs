@@ -1,4 +1,4 @@
-//! One TOML table being read: typed values with their dotted keys, errors collected, unread keys reported.
+//! One TOML table being read: typed values, dotted keys, errors collected, unread keys reported.
 
 use std::sync::LazyLock;
 

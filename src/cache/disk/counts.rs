@@ -1,8 +1,9 @@
-//! What the disk tier counts: why records were written or refused, its counters and its state at scrape time.
+//! What the disk tier counts: why records were written or refused, its counters, its stats.
 
 use std::sync::atomic::AtomicU64;
 
 use crate::cache::Proof;
+
 /// Why a record was written to disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteReason {

@@ -6,6 +6,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::cache::CacheKey;
+
 /// Keys purged while writes for them may still be queued: a write queued before the purge is
 /// dropped, so a purged object never comes back from a late write.
 #[derive(Default)]

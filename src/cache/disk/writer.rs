@@ -12,6 +12,7 @@ use bytes::Bytes;
 
 use super::{DiskEngine, Rejection, Shared, WriteReason, engine_files, record};
 use crate::cache::{CacheKey, Variants};
+
 /// A write handed to the writer thread.
 pub(super) enum Job {
     Write {

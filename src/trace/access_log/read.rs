@@ -168,7 +168,8 @@ fn quoted(text: &str) -> Option<(&str, &str)> {
     Some((&inner[..end], &inner[end + 1..]))
 }
 
-/// Undoes [`escape_into`](super::escape_into); a byte sequence that is not UTF-8 comes back lossily.
+/// Undoes [`escape_into`](super::escape_into); a byte sequence that is not UTF-8 comes back
+/// lossily.
 fn unescape(text: &str) -> Cow<'_, str> {
     if !text.contains("\\x") {
         return Cow::Borrowed(text);
