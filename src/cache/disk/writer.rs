@@ -19,7 +19,7 @@ pub(super) enum Job {
         key: CacheKey,
         variants: Variants,
         reason: WriteReason,
-        /// The purge sequence when the write was queued (see [`Purges`]).
+        /// The purge sequence when the write was queued (see [`Purges`](super::purges::Purges)).
         sequence: u64,
         /// Wait for room instead of refusing (the flush at shutdown).
         patient: bool,
