@@ -2,10 +2,11 @@
 //! only by objects that have proved themselves.
 //!
 //! An entry leaving RAM to make room is written to disk only if it was hit while in RAM or was
-//! stored on a request the doorkeeper had seen before ([`Proof`]); a first-and-only request never
-//! costs a disk write. Asking the doorkeeper again at eviction would not do: the first request
-//! already put the key there. A RAM miss looks here; a record found is verified (the engine's
-//! checksum, then this crate's layout), served and copied back into RAM.
+//! stored on a request the doorkeeper had seen before ([`Proof`](crate::cache::Proof)); a
+//! first-and-only request never costs a disk write. Asking the doorkeeper again at eviction
+//! would not do: the first request already put the key there. A RAM miss looks here; a record
+//! found is verified (the engine's checksum, then this crate's layout), served and copied back
+//! into RAM.
 //!
 //! Writes leave the request path at once: the store's eviction listener hands the entry to one
 //! writer thread, which encodes it and gives it to the engine. Queued entries are bounded in bytes
