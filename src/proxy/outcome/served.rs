@@ -9,7 +9,7 @@ use http::{HeaderName, HeaderValue, Response, StatusCode};
 use crate::admission::probation::Segment;
 use crate::cache::NotStored;
 use crate::cache::policy::PolicyRule;
-use crate::proxy::request::decision::Decision;
+use crate::proxy::outcome::decision::Decision;
 use crate::proxy::upstream::origin::{AnsweredBy, OriginFailure};
 use crate::telemetry::{CachedError, Outcome};
 

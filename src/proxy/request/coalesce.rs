@@ -6,28 +6,9 @@ use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 use tokio::sync::watch;
 
-use crate::cache::{CacheKey, StoredResponse};
-use crate::proxy::outcome::served::Detail;
+use crate::cache::CacheKey;
+pub use crate::proxy::response::shared::SharedResponse;
 use crate::proxy::upstream::origin::OriginFailure;
-
-/// A complete response the leader of a flight hands to the requests that waited for it: the entry
-/// built from it (stored or not), which also says which `Vary` selection it answers.
-#[derive(Debug)]
-pub struct SharedResponse {
-    pub entry: Arc<StoredResponse>,
-    pub stored: bool,
-    pub detail: Option<Detail>,
-}
-
-impl SharedResponse {
-    pub fn new(entry: Arc<StoredResponse>, stored: bool, detail: Option<Detail>) -> Arc<Self> {
-        Arc::new(SharedResponse {
-            entry,
-            stored,
-            detail,
-        })
-    }
-}
 
 /// How a flight ended, as its waiters see it.
 #[derive(Clone, Debug)]

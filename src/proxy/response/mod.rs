@@ -4,5 +4,6 @@
 pub(crate) mod headers;
 pub(crate) mod range;
 pub(crate) mod respond;
+pub(crate) mod shared;
 pub(crate) mod slice;
 pub(crate) mod stream;

@@ -12,9 +12,9 @@ use http_body_util::{Either, Full};
 
 use crate::cache::StoredResponse;
 use crate::proxy::outcome::served::{Fwd, OriginHead, Served, Tier};
-use crate::proxy::request::coalesce::SharedResponse;
 use crate::proxy::response::headers::{not_modified, not_modified_headers};
 use crate::proxy::response::range::{self, Ranges, Selection};
+use crate::proxy::response::shared::SharedResponse;
 use crate::proxy::response::slice::SlicedStream;
 use crate::proxy::response::stream::OriginStream;
 use crate::proxy::upstream::origin::OriginFailure;
