@@ -106,6 +106,7 @@ mod tests {
     use http::{HeaderMap, StatusCode};
 
     use super::*;
+    use crate::cache::StoredResponse;
 
     #[tokio::test]
     async fn followers_get_the_leaders_outcome_and_the_key_is_released() {
