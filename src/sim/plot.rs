@@ -142,8 +142,8 @@ fn draw(svg: &mut String, report: &SimReport) -> Result<(), Box<dyn std::error::
 }
 
 /// One panel: `curves` holds each policy's points, x in percent of the footprint (a tick at each
-/// of `sizes`), y as [`Panel::value`] gives it. The references are dashed; a curve that lies on an
-/// earlier one is dashed too, and its legend says which it hides under.
+/// of `sizes`), y as [`Panel::value`] gives it. The references are drawn thin; a curve that lies
+/// on an earlier one is drawn wide and translucent over it, and its legend says which.
 fn draw_panel(
     area: &DrawingArea<SVGBackend<'_>, Shift>,
     panel: &Panel,
@@ -187,17 +187,18 @@ fn draw_panel(
             .find(|(_, earlier)| coincide(earlier, points, top))
             .map(|(earlier, _)| *earlier);
         let points: Vec<(f64, f64)> = points.iter().map(|&(x, y)| (x, y / y_scale)).collect();
-        let style = colour.stroke_width(2);
+        // A curve lying on an earlier one is drawn wide and translucent over it, so that both show.
+        let style = match under {
+            Some(_) => colour.mix(0.45).stroke_width(7),
+            None if kind.is_reference() => colour.stroke_width(1),
+            None => colour.stroke_width(2),
+        };
         let name = match under {
             Some(earlier) => format!("{} (same as {} here)", label(*kind), earlier.as_str()),
             None => label(*kind).to_owned(),
         };
-        let series = if under.is_some() || kind.is_reference() {
-            chart.draw_series(DashedLineSeries::new(points.iter().copied(), 8, 5, style))?
-        } else {
-            chart.draw_series(LineSeries::new(points.iter().copied(), style))?
-        };
-        series
+        chart
+            .draw_series(LineSeries::new(points.iter().copied(), style))?
             .label(name)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], style));
         chart.draw_series(
@@ -301,6 +302,14 @@ mod tests {
         assert_eq!(tick(0.5), "0.5");
         assert_eq!(tick(20.0), "20");
         assert_eq!(tick(1.25), "1.25");
+    }
+
+    #[test]
+    fn curves_coincide_only_when_every_point_matches() {
+        let bloom = [(1.0, 40.0), (5.0, 50.0)];
+        assert!(coincide(&bloom, &[(1.0, 40.0), (5.0, 50.0)], 50.0));
+        assert!(!coincide(&bloom, &[(1.0, 40.0), (5.0, 50.1)], 50.0));
+        assert!(!coincide(&bloom, &[(1.0, 40.0)], 50.0));
     }
 
     #[test]

@@ -152,28 +152,43 @@ mod tests {
     #[test]
     fn a_dropped_object_seen_again_goes_to_main() {
         let mut cache = S3Fifo::new(1000);
-        // Small holds 100 bytes: 0 goes in, then 1 pushes it out to the ghost.
-        assert_eq!(cache.get(0, 60).stored, Some(Segment::Probation));
-        let access = cache.get(1, 60);
-        assert_eq!(
-            (access.stored, access.evictions),
-            (Some(Segment::Probation), 1)
-        );
-        assert_eq!(cache.get(0, 60).stored, Some(Segment::Main));
-        assert!(cache.get(0, 60).hit);
+        // Everything enters the small FIFO until the cache is full; the eleventh object makes room
+        // by dropping the oldest, unhit, into the ghost.
+        for id in 0..11 {
+            assert_eq!(cache.get(id, 95).stored, Some(Segment::Probation));
+        }
+        assert_eq!(cache.ghost.queue_of(0), Some(0));
+        assert_eq!(cache.get(0, 95).stored, Some(Segment::Main));
+        assert!(cache.get(0, 95).hit);
     }
 
     #[test]
     fn two_hits_in_small_move_an_object_to_main() {
         let mut cache = S3Fifo::new(1000);
-        cache.get(0, 40);
-        assert!(cache.get(0, 40).hit && cache.get(0, 40).hit);
-        cache.get(1, 40);
-        // Making room for 2 moves 0 (two hits) to main and drops 1 (none).
-        let access = cache.get(2, 40);
-        assert_eq!((access.promotions, access.promoted_bytes), (1, 40));
+        for id in 0..10 {
+            cache.get(id, 95);
+        }
+        assert!(cache.get(0, 95).hit && cache.get(0, 95).hit && cache.get(1, 95).hit);
+        // Making room moves 0 (two hits) to main, and drops 1 (one hit) into the ghost.
+        let access = cache.get(10, 95);
+        assert_eq!(
+            (access.promotions, access.promoted_bytes, access.evictions),
+            (1, 95, 1)
+        );
         assert_eq!(cache.queues.queue_of(0), Some(MAIN));
-        assert_eq!(cache.queues.queue_of(1), None);
+        assert_eq!(cache.ghost.queue_of(1), Some(0));
+    }
+
+    #[test]
+    fn bytes_stay_within_the_budget() {
+        let mut cache = S3Fifo::new(10_000);
+        let mut step = 0u32;
+        for _ in 0..50_000 {
+            step = step.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            cache.get(step % 700, u64::from(step % 97 + 1) * 10);
+            assert!(cache.queues.bytes(SMALL) + cache.queues.bytes(MAIN) <= 10_000);
+            assert!(cache.ghost.bytes(0) <= 9_000);
+        }
     }
 
     #[test]

@@ -199,25 +199,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_window_object_replaces_a_less_counted_main_victim_only() {
-        // Window 100 bytes; main 9,900: probationary 1,980, protected 7,920.
+    fn main_takes_the_window_while_it_has_room_then_only_the_more_counted() {
+        // Window 100 bytes; main 9,900 bytes: probationary 1,980, protected 7,920.
         let mut cache = WTinyLfu::new(10_000);
-        for id in 0..99 {
+        for id in 0..100 {
+            assert_eq!(cache.get(id, 100).stored, Some(Segment::Probation));
+        }
+        // Full: making room for 100 moves the window's oldest into main while main has room;
+        // then 99, counted once, loses to main's victim, counted twice (its miss, its move).
+        let access = cache.get(100, 100);
+        assert_eq!(access.promotions, 99);
+        assert_eq!(cache.queues.queue_of(99), None);
+        assert_eq!(cache.queues.queue_of(100), Some(WINDOW));
+        assert!(cache.bytes() <= 10_000);
+    }
+
+    #[test]
+    fn a_hit_in_probationary_moves_an_object_to_protected() {
+        let mut cache = WTinyLfu::new(10_000);
+        for id in 0..101 {
             cache.get(id, 100);
         }
-        // Full: window holds 98, main 0..98 (moved in while main had room).
-        assert_eq!(cache.queues.queue_of(98), Some(WINDOW));
-        // 98 counted twice (its miss and one more when it left the window) against main's
-        // victim 0, counted twice too: 98 is dropped when 99 comes.
-        let access = cache.get(99, 100);
-        assert_eq!((access.evictions, access.promotions), (1, 0));
-        assert_eq!(cache.queues.queue_of(98), None);
-        // Counted more often than main's victim, a window object takes its place.
-        for _ in 0..3 {
-            cache.get(100, 100);
-            cache.get(101, 100);
+        let probationary = cache.queues.tail(PROBATIONARY).expect("main holds objects");
+        assert!(cache.get(probationary, 100).hit);
+        assert_eq!(cache.queues.queue_of(probationary), Some(PROTECTED));
+    }
+
+    #[test]
+    fn bytes_stay_within_the_budget() {
+        let mut cache = WTinyLfu::new(10_000);
+        let mut step = 0u32;
+        for _ in 0..50_000 {
+            step = step.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            cache.get(step % 700, u64::from(step % 10 + 1) * 10);
+            assert!(cache.bytes() <= 10_000);
+            assert!(cache.queues.bytes(PROTECTED) <= cache.segments[PROTECTED]);
         }
-        assert!(cache.queues.queue_of(100).is_some() || cache.queues.queue_of(101).is_some());
     }
 
     #[test]
