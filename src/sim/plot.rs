@@ -106,7 +106,7 @@ pub fn curves_svg(report: &SimReport) -> Result<String, SimError> {
 fn draw(svg: &mut String, report: &SimReport) -> Result<(), Box<dyn std::error::Error>> {
     let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
-    let root = root.titled(&title(report), ("sans-serif", 20))?;
+    let root = root.titled(&title(report), ("sans-serif", 18))?;
     let sizes: Vec<f64> = report
         .caches
         .iter()
@@ -246,7 +246,7 @@ fn title(report: &SimReport) -> String {
         });
     let stats = &report.trace.stats;
     let sizes = if report.trace.synthesized_sizes.is_some() {
-        "; sizes synthesised (log-normal, median 8 KiB)"
+        "; sizes synthesised"
     } else {
         ""
     };
