@@ -4,8 +4,8 @@
 //! window's oldest object takes the place of main's victim.
 //!
 //! libCacheSim's counting Bloom filter is sized for as many keys as main has bytes, so its counts
-//! are exact in practice: here they are exact. Unlike Caffeine, the window does not adapt, there is
-//! no doorkeeper, and an object larger than the window is never stored.
+//! are exact in practice: here they are exact. The window does not adapt (Caffeine's climbs), there
+//! is no doorkeeper (the paper's), and an object larger than the window is never stored.
 
 use crate::admission::probation::Segment;
 
