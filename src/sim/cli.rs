@@ -14,7 +14,7 @@ use crate::trace::{ReadOptions, SYNTHESIZED_SIZE_RULE, TraceInfo};
 
 use super::engine::{CacheSetup, Simulator};
 use super::pipeline::Consumer;
-use super::policy::ProbationSetup;
+use super::policy::{PolicyKind, ProbationSetup};
 use super::ratio::ratio;
 use super::report::{CacheReport, DoorkeeperSummary, SimReport, TraceSummary};
 use super::report::{GatedVsWriteAll, TierSimReport};
@@ -28,7 +28,8 @@ const MIN_DEFAULT_CAPACITY: u64 = 1000;
 /// `max_age` when none is given: a century of trace time, i.e. no age limit.
 const NO_MAX_AGE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// Replay a trace offline through admit-all, second-hit-exact, bloom and probation admission.
+/// Replay a trace offline through bloomgate's admission policies (admit-all, second-hit-exact,
+/// bloom, probation) and the research references (s3-fifo, w-tinylfu, sieve).
 #[derive(Debug, Clone, clap::Args)]
 #[command(group(clap::ArgGroup::new("size").required(true).args(["cache_bytes", "cache_percent", "ram_bytes", "ram_percent"])))]
 pub struct SimulateArgs {
@@ -58,6 +59,10 @@ pub struct SimulateArgs {
     /// Default: no age limit, since many traces' time is a sequence number.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub max_age: Option<Duration>,
+    /// The policies to run, by the names the report gives them (`lru` names admit-all too).
+    /// Default: all of them.
+    #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["ram_bytes", "ram_percent", "disk_bytes", "disk_percent"])]
+    pub policies: Vec<PolicyKind>,
     /// The `probation` policy's share of the cache for its probation FIFO (the proxy's
     /// `admission.probation_share`).
     #[arg(long, default_value_t = 0.1)]
@@ -151,6 +156,14 @@ impl SimulateArgs {
         Simulate::try_parse_from(words)
             .map(|simulate| simulate.args)
             .map_err(|error| SimError::Argument(error.to_string()))
+    }
+
+    /// `--policies` in report order without repeats, or every policy.
+    pub fn policies(&self) -> Vec<PolicyKind> {
+        PolicyKind::ALL
+            .into_iter()
+            .filter(|kind| self.policies.is_empty() || self.policies.contains(kind))
+            .collect()
     }
 
     /// Whether the two-tier model runs (a disk size is given).
@@ -310,7 +323,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
             },
         })
         .collect();
-    let mut parts = Simulator::new(&setups).split(args.jobs());
+    let mut parts = Simulator::with_policies(&setups, &args.policies()).split(args.jobs());
     let (info, stats, elapsed) = scan_into(
         args,
         options,
