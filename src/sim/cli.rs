@@ -182,23 +182,7 @@ impl SimulateArgs {
 
 /// Runs the two-tier model (RAM over disk) with every disk rule and returns its report.
 pub fn simulate_tiers(args: &SimulateArgs) -> Result<TierSimReport, SimError> {
-    let bad = |message: &str| Err(SimError::Argument(message.to_owned()));
-    if !args.is_two_tier() {
-        return bad("the two-tier model needs --disk-bytes or --disk-percent");
-    }
-    if args.ram_bytes.is_none() && args.ram_percent.is_none() {
-        return bad("the two-tier model needs --ram-bytes or --ram-percent");
-    }
-    for percent in [args.ram_percent, args.disk_percent].into_iter().flatten() {
-        if !(percent > 0.0 && percent <= 100.0) {
-            return Err(SimError::Argument(format!(
-                "--ram-percent and --disk-percent must be in (0, 100], got {percent}"
-            )));
-        }
-    }
-    if args.ram_bytes == Some(0) || args.disk_bytes == Some(0) {
-        return bad("--ram-bytes and --disk-bytes must be at least 1");
-    }
+    check_two_tier(args)?;
     validate(args)?;
     let options = ReadOptions {
         skip_bad_lines: args.skip_bad_lines,
@@ -254,12 +238,8 @@ pub fn simulate_tiers(args: &SimulateArgs) -> Result<TierSimReport, SimError> {
             .find(|p| p.policy == Some(policy))
             .expect("every rule ran")
     };
-    let (all, gated) = (find(DiskPolicy::WriteAll), find(DiskPolicy::Gated));
-    let gated_vs_write_all = GatedVsWriteAll {
-        disk_written_bytes_share: ratio(gated.disk_written_bytes, all.disk_written_bytes),
-        hit_ratio_change_points: 100.0 * (gated.hit_ratio - all.hit_ratio),
-        byte_hit_ratio_change_points: 100.0 * (gated.byte_hit_ratio - all.byte_hit_ratio),
-    };
+    let gated_vs_write_all =
+        gated_vs_write_all(find(DiskPolicy::Gated), find(DiskPolicy::WriteAll));
     Ok(TierSimReport {
         trace: trace_summary(args, &info, stats),
         ram_bytes,
@@ -271,6 +251,38 @@ pub fn simulate_tiers(args: &SimulateArgs) -> Result<TierSimReport, SimError> {
         policies,
         elapsed_seconds: elapsed,
     })
+}
+
+/// The two-tier model's arguments, checked: both tiers sized, percentages in (0, 100], sizes
+/// at least a byte.
+fn check_two_tier(args: &SimulateArgs) -> Result<(), SimError> {
+    let bad = |message: &str| Err(SimError::Argument(message.to_owned()));
+    if !args.is_two_tier() {
+        return bad("the two-tier model needs --disk-bytes or --disk-percent");
+    }
+    if args.ram_bytes.is_none() && args.ram_percent.is_none() {
+        return bad("the two-tier model needs --ram-bytes or --ram-percent");
+    }
+    for percent in [args.ram_percent, args.disk_percent].into_iter().flatten() {
+        if !(percent > 0.0 && percent <= 100.0) {
+            return Err(SimError::Argument(format!(
+                "--ram-percent and --disk-percent must be in (0, 100], got {percent}"
+            )));
+        }
+    }
+    if args.ram_bytes == Some(0) || args.disk_bytes == Some(0) {
+        return bad("--ram-bytes and --disk-bytes must be at least 1");
+    }
+    Ok(())
+}
+
+/// The gated disk rule against writing everything that RAM evicts.
+fn gated_vs_write_all(gated: &TierReport, all: &TierReport) -> GatedVsWriteAll {
+    GatedVsWriteAll {
+        disk_written_bytes_share: ratio(gated.disk_written_bytes, all.disk_written_bytes),
+        hit_ratio_change_points: 100.0 * (gated.hit_ratio - all.hit_ratio),
+        byte_hit_ratio_change_points: 100.0 * (gated.byte_hit_ratio - all.byte_hit_ratio),
+    }
 }
 
 /// Runs the simulation that `args` describe and returns its report.
