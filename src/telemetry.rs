@@ -55,6 +55,8 @@ pub const DISK_SYNCS_TOTAL: &str = "bloomgate_disk_syncs_total";
 pub const DISK_SYNC_SECONDS: &str = "bloomgate_disk_sync_seconds";
 pub const ORIGIN_REQUESTS_TOTAL: &str = "bloomgate_origin_requests_total";
 pub const ORIGIN_BYTES_TOTAL: &str = "bloomgate_origin_bytes_total";
+pub const SLICES_TOTAL: &str = "bloomgate_slices_total";
+pub const SLICE_ORIGIN_BYTES_TOTAL: &str = "bloomgate_slice_origin_bytes_total";
 pub const UPSTREAM_REQUESTS_TOTAL: &str = "bloomgate_upstream_requests_total";
 pub const UPSTREAM_ERRORS_TOTAL: &str = "bloomgate_upstream_errors_total";
 pub const UPSTREAM_RESPONSE_SECONDS: &str = "bloomgate_upstream_response_seconds";
@@ -203,6 +205,15 @@ fn describe() {
         ORIGIN_BYTES_TOTAL,
         Unit::Bytes,
         "Body bytes received from the origin."
+    );
+    describe_counter!(
+        SLICES_TOTAL,
+        "Slices of large objects, by event: stored, hit, first_hit (refused by admission), and the answers that were not used (not_ranged: the origin sent the whole object; wrong_range: a Content-Range that is not the slice's; changed: another version of the object)."
+    );
+    describe_counter!(
+        SLICE_ORIGIN_BYTES_TOTAL,
+        Unit::Bytes,
+        "Body bytes of slices received from the origin (also counted in bloomgate_origin_bytes_total)."
     );
     describe_counter!(
         UPSTREAM_REQUESTS_TOTAL,

@@ -159,6 +159,11 @@ pub struct CacheConfig {
     /// How long a purge of a tag is remembered: entries stored before it are purged when next
     /// looked up, until then. Default 30d.
     pub tag_purge_keep: Duration,
+    /// Objects larger than this (by their announced length) are fetched and stored in slices;
+    /// `None`: no slicing. Default none.
+    pub slice_above: Option<u64>,
+    /// The size of a slice: a power of two from 64KiB to 64MiB. Default 1MiB.
+    pub slice_bytes: u64,
     /// `[cache.key]`
     pub key: CacheKeyConfig,
 }

@@ -15,7 +15,7 @@ use crate::cache::PurgeKind;
 use crate::telemetry::{
     ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CACHED_ERRORS_TOTAL, ORIGIN_BYTES_TOTAL,
     ORIGIN_REQUESTS_TOTAL, PURGED_ENTRIES_TOTAL, PURGES_TOTAL, REQUEST_DURATION_SECONDS,
-    REQUESTS_TOTAL, recorder,
+    REQUESTS_TOTAL, SLICE_ORIGIN_BYTES_TOTAL, SLICES_TOTAL, recorder,
 };
 
 /// How a response counts in `bloomgate_requests_total{cache_status}`.
@@ -193,6 +193,44 @@ impl PurgeLabel {
     }
 }
 
+/// The labels of `bloomgate_slices_total{event}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SliceEvent {
+    Stored,
+    Hit,
+    /// Refused by admission: the slice's first request.
+    FirstHit,
+    /// The origin answered a slice's range with the whole object.
+    NotRanged,
+    /// The origin's `Content-Range` was not the slice's.
+    WrongRange,
+    /// The slice was of another version of the object.
+    Changed,
+}
+
+impl SliceEvent {
+    /// Every label, registered at start so every series exists.
+    pub const ALL: [SliceEvent; 6] = [
+        SliceEvent::Stored,
+        SliceEvent::Hit,
+        SliceEvent::FirstHit,
+        SliceEvent::NotRanged,
+        SliceEvent::WrongRange,
+        SliceEvent::Changed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SliceEvent::Stored => "stored",
+            SliceEvent::Hit => "hit",
+            SliceEvent::FirstHit => "first_hit",
+            SliceEvent::NotRanged => "not_ranged",
+            SliceEvent::WrongRange => "wrong_range",
+            SliceEvent::Changed => "changed",
+        }
+    }
+}
+
 pub struct Series {
     /// `bloomgate_requests_total{cache_status}`, in the order of [`Outcome::ALL`].
     requests: [Counter; Outcome::ALL.len()],
@@ -210,6 +248,9 @@ pub struct Series {
     purges: [Counter; PurgeLabel::ALL.len()],
     /// `bloomgate_purged_entries_total{kind}`, in the order of [`PurgeLabel::ALL`].
     purged_entries: [Counter; PurgeLabel::ALL.len()],
+    /// `bloomgate_slices_total{event}`, in the order of [`SliceEvent::ALL`].
+    slices: [Counter; SliceEvent::ALL.len()],
+    pub slice_origin_bytes: Counter,
 }
 
 impl Series {
@@ -236,6 +277,10 @@ impl Series {
     pub fn purged_entry(&self, kind: PurgeLabel) -> &Counter {
         &self.purged_entries[kind as usize]
     }
+
+    pub fn slice(&self, event: SliceEvent) -> &Counter {
+        &self.slices[event as usize]
+    }
 }
 
 /// The handles, made on first use. The recorder is installed first: a handle made before it would
@@ -259,6 +304,8 @@ pub fn series() -> &'static Series {
             purges: PurgeLabel::ALL.map(|kind| counter!(PURGES_TOTAL, "kind" => kind.as_str())),
             purged_entries: PurgeLabel::ALL
                 .map(|kind| counter!(PURGED_ENTRIES_TOTAL, "kind" => kind.as_str())),
+            slices: SliceEvent::ALL.map(|event| counter!(SLICES_TOTAL, "event" => event.as_str())),
+            slice_origin_bytes: counter!(SLICE_ORIGIN_BYTES_TOTAL),
         }
     })
 }

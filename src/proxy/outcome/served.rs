@@ -70,6 +70,8 @@ pub enum Detail {
     Purge,
     /// A rule of the route's cache policy decided (`bypass-cookie`, `policy-override`, ...).
     Policy(PolicyRule),
+    /// Answered from a large object's slices (`Cache-Status` adds how many were hits).
+    Slice,
 }
 
 impl Detail {
@@ -86,6 +88,7 @@ impl Detail {
             Detail::UpstreamDown => "upstream-down",
             Detail::Purge => "purge",
             Detail::Policy(rule) => rule.as_str(),
+            Detail::Slice => "slice",
         }
     }
 
@@ -172,6 +175,9 @@ pub enum Served {
     /// Not answered by the cache: passed to the origin as it is (another method, a range the
     /// cache will not cut, `detail` saying why), or a PURGE.
     Bypass { fwd: Fwd, detail: Option<Detail> },
+    /// A large object's answer assembled from the `of` slices it touches, `hits` of them found
+    /// stored when its head was sent (the others fetched, each admitted on its own).
+    Sliced { hits: u64, of: u64 },
     /// Refused by the proxy itself: no valid host or target.
     Refused,
     /// The proxy's own 502 or 504: the origin failed.
@@ -285,6 +291,12 @@ impl Served {
                 detail,
                 ..Parameters::default()
             },
+            Served::Sliced { hits, of } => Parameters {
+                hit: hits == of,
+                fwd: (hits < of).then_some(Fwd::Miss),
+                detail: Some(Detail::Slice),
+                ..Parameters::default()
+            },
             Served::Refused => Parameters {
                 fwd: Some(Fwd::Request),
                 ..Parameters::default()
@@ -306,6 +318,8 @@ impl Served {
             Served::StaleWhileRevalidate { .. } | Served::StaleIfError { .. } => Outcome::Stale,
             Served::Revalidated { .. } => Outcome::Revalidated,
             Served::Stored { .. } | Served::NotStored { .. } => Outcome::Miss,
+            Served::Sliced { hits, of } if hits == of => Outcome::Hit,
+            Served::Sliced { .. } => Outcome::Miss,
             Served::Collapsed { .. } => Outcome::Collapsed,
             Served::Bypass { .. } | Served::Refused => Outcome::Pass,
             Served::Error { .. } => Outcome::Error,
@@ -382,13 +396,22 @@ impl Served {
             }
             _ => None,
         };
+        let slice_hits = match self {
+            Served::Sliced { hits, of } => Some(format!("hits-{hits}-of-{of}")),
+            _ => None,
+        };
         let details = [
             parameters.detail.map(Detail::as_str),
+            slice_hits.as_deref(),
             decided_by.map(DecidedBy::as_str),
             self.cached_error(status).map(|_| "cached-error"),
         ];
         for (index, part) in details.into_iter().flatten().enumerate() {
-            value.push_str(if index == 0 { "; detail=" } else { "/" });
+            value.push_str(match (index, slice_hits.is_some()) {
+                (0, _) => "; detail=",
+                (1, true) => "-",
+                _ => "/",
+            });
             value.push_str(part);
         }
         HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(CACHE_NAME))

@@ -1,0 +1,350 @@
+//! End to end: large objects cached in slices (`cache.slice_above`, `cache.slice_bytes`). Each
+//! slice is fetched with `Range`, admitted on its own second request, and the client's answer,
+//! whole or ranged, is assembled from the slices in order; an answer never mixes two versions of
+//! the object. Against the real binary and a test origin that serves ranges.
+
+use crate::common;
+
+use common::{Client, ClientReply, Origin, ProxyConfig, ProxyProcess, Reply, metric};
+use http::{Method, StatusCode};
+
+/// 64 KiB slices (the smallest allowed), objects above 100 KiB sliced.
+const SLICE: usize = 64 << 10;
+
+/// Five slices, the last one short.
+const LENGTH: usize = 4 * SLICE + 1000;
+
+/// `n` bytes of `version` in which every offset below 251 * 256 holds a different pair of
+/// neighbours, so that a slice taken at the wrong offset never passes for the right one.
+fn object(n: usize, version: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i % 251) as u8 ^ (i / 251) as u8 ^ version.wrapping_mul(85))
+        .collect()
+}
+
+/// An origin's reply: these bytes, storable, with a strong ETag, ranges served.
+fn ranged(body: &[u8], etag: &str) -> Reply {
+    Reply::bytes(body)
+        .header("cache-control", "max-age=600")
+        .header("etag", etag)
+        .serves_ranges()
+}
+
+struct Setup {
+    origin: Origin,
+    proxy: ProxyProcess,
+    client: Client,
+}
+
+impl Setup {
+    /// A proxy slicing objects above 100 KiB in 64 KiB slices, admitting as `mode` says.
+    fn slicing(mode: &str) -> Setup {
+        let origin = Origin::start();
+        let mut config = ProxyConfig::new(&origin.url());
+        config
+            .mode(mode)
+            .set("cache", "slice_above", "\"100KiB\"")
+            .set("cache", "slice_bytes", "\"64KiB\"");
+        Setup {
+            proxy: config.start(),
+            origin,
+            client: Client::new(),
+        }
+    }
+
+    async fn get(&self, path: &str, headers: &[(&str, &str)]) -> ClientReply {
+        self.client.get_with(&self.proxy.url(path), headers).await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<ClientReply, String> {
+        self.client
+            .send(method, &self.proxy.url(path), headers)
+            .await
+    }
+
+    async fn scrape(&self) -> String {
+        self.client
+            .get(&self.proxy.admin_url("/metrics"))
+            .await
+            .text()
+    }
+
+    /// The `Range` fields the origin received for `path`, in order (`-` for none).
+    fn ranges_asked(&self, path: &str) -> Vec<String> {
+        self.origin
+            .received(path)
+            .iter()
+            .map(|request| request.header("range").unwrap_or("-").to_owned())
+            .collect()
+    }
+}
+
+fn slice_hits(reply: &ClientReply, hits: usize, of: usize) -> bool {
+    reply
+        .cache_status()
+        .contains(&format!("detail=slice-hits-{hits}-of-{of}"))
+}
+
+/// Panics unless `reply` is a 206 of `body[first..=last]`.
+fn assert_part(reply: &ClientReply, body: &[u8], first: usize, last: usize) {
+    assert_eq!(
+        reply.status,
+        StatusCode::PARTIAL_CONTENT,
+        "{:?}",
+        reply.headers
+    );
+    assert_eq!(
+        reply.header("content-range"),
+        Some(format!("bytes {first}-{last}/{}", body.len()).as_str())
+    );
+    assert!(
+        reply.body[..] == body[first..=last],
+        "the bytes of the range"
+    );
+}
+
+#[tokio::test]
+async fn a_large_object_is_fetched_in_aligned_slices_each_stored_on_its_second_request() {
+    let setup = Setup::slicing("second-hit");
+    let body = object(LENGTH, 1);
+    setup.origin.set("/big", ranged(&body, "\"v1\""));
+
+    let first = setup.get("/big", &[]).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert!(first.body[..] == body[..], "the whole object, in order");
+    assert_eq!(first.header("content-length"), Some("263144"));
+    assert!(slice_hits(&first, 0, 5), "{}", first.cache_status());
+    let slices: Vec<String> = (0..5)
+        .map(|i| {
+            let last = ((i + 1) * SLICE).min(LENGTH) - 1;
+            format!("bytes={}-{last}", i * SLICE)
+        })
+        .collect();
+    let mut asked = vec!["-".to_owned()];
+    asked.extend(slices.iter().cloned());
+    assert_eq!(
+        setup.ranges_asked("/big"),
+        asked,
+        "the whole GET that found it large, then each slice"
+    );
+
+    let second = setup.get("/big", &[]).await;
+    assert!(second.body[..] == body[..]);
+    assert!(slice_hits(&second, 0, 5), "{}", second.cache_status());
+    assert_eq!(
+        setup.origin.count("/big"),
+        11,
+        "first requests of slices are not stored"
+    );
+
+    let third = setup.get("/big", &[]).await;
+    assert!(third.body[..] == body[..]);
+    assert!(third.is_hit(), "{}", third.cache_status());
+    assert!(slice_hits(&third, 5, 5), "{}", third.cache_status());
+    let ranged = setup.get("/big", &[("range", "bytes=70000-140000")]).await;
+    assert_part(&ranged, &body, 70000, 140000);
+    assert!(slice_hits(&ranged, 2, 2), "{}", ranged.cache_status());
+    assert_eq!(setup.origin.count("/big"), 11, "every slice from the cache");
+
+    let scrape = setup.scrape().await;
+    assert_eq!(
+        metric(&scrape, "bloomgate_slices_total{event=\"stored\"}"),
+        5.0
+    );
+    assert_eq!(
+        metric(&scrape, "bloomgate_slices_total{event=\"first_hit\"}"),
+        5.0
+    );
+    assert_eq!(
+        metric(&scrape, "bloomgate_slice_origin_bytes_total"),
+        2.0 * LENGTH as f64
+    );
+}
+
+#[tokio::test]
+async fn only_the_slices_asked_for_again_take_space() {
+    let setup = Setup::slicing("second-hit");
+    let body = object(LENGTH, 1);
+    setup.origin.set("/video", ranged(&body, "\"v1\""));
+    // Everyone watches the start; the rest is asked for once.
+    for _ in 0..2 {
+        let start = setup.get("/video", &[("range", "bytes=0-999")]).await;
+        assert_part(&start, &body, 0, 999);
+    }
+    let whole = setup.get("/video", &[]).await;
+    assert!(whole.body[..] == body[..]);
+    assert!(slice_hits(&whole, 1, 5), "{}", whole.cache_status());
+}
+
+#[tokio::test]
+async fn an_object_changed_between_slices_is_never_answered_with_two_versions() {
+    let setup = Setup::slicing("off");
+    let v1 = object(LENGTH, 1);
+    let v2 = object(LENGTH, 2);
+    setup.origin.set("/disk.img", ranged(&v1, "\"v1\""));
+    let start = setup.get("/disk.img", &[("range", "bytes=0-99")]).await;
+    assert_part(&start, &v1, 0, 99);
+
+    setup.origin.set("/disk.img", ranged(&v2, "\"v2\""));
+    // Slice 0 is stored (v1): the head goes out for v1, and slice 1 comes back as v2.
+    match setup.send(Method::GET, "/disk.img", &[]).await {
+        Ok(reply) => panic!(
+            "a whole answer of {} bytes where the object changed under it",
+            reply.body.len()
+        ),
+        Err(error) => assert!(error.contains("body failed"), "{error}"),
+    }
+    // The stale slices were dropped: the next answer is the new version, whole.
+    let again = setup.get("/disk.img", &[]).await;
+    assert!(again.body[..] == v2[..], "the new version, whole");
+    assert_eq!(again.header("etag"), Some("\"v2\""));
+
+    // A change found on the first slice an answer needs is answered from the new version.
+    setup
+        .origin
+        .set("/disk.img", ranged(&object(LENGTH, 3), "\"v3\""));
+    let part = setup
+        .get("/disk.img", &[("range", "bytes=200000-200009")])
+        .await;
+    let stored = setup.get("/disk.img", &[("range", "bytes=0-9")]).await;
+    assert_part(&stored, &v2, 0, 9);
+    assert_part(&part, &v2, 200000, 200009);
+    let scrape = setup.scrape().await;
+    assert!(metric(&scrape, "bloomgate_slices_total{event=\"changed\"}") >= 1.0);
+}
+
+#[tokio::test]
+async fn a_change_met_on_the_first_slice_is_refetched_consistently() {
+    let setup = Setup::slicing("off");
+    let v1 = object(LENGTH, 1);
+    let v2 = object(LENGTH, 2);
+    setup.origin.set("/iso", ranged(&v1, "\"v1\""));
+    let tail = setup.get("/iso", &[("range", "bytes=-10")]).await;
+    assert_part(&tail, &v1, LENGTH - 10, LENGTH - 1);
+
+    setup.origin.set("/iso", ranged(&v2, "\"v2\""));
+    let start = setup.get("/iso", &[("range", "bytes=0-99")]).await;
+    assert_part(&start, &v2, 0, 99);
+    assert_eq!(start.header("etag"), Some("\"v2\""));
+    let tail = setup.get("/iso", &[("range", "bytes=-10")]).await;
+    assert_part(&tail, &v2, LENGTH - 10, LENGTH - 1);
+}
+
+#[tokio::test]
+async fn an_origin_that_ignores_range_is_streamed_whole_and_counted() {
+    let setup = Setup::slicing("off");
+    let body = object(LENGTH, 1);
+    let whole_only = Reply::bytes(&body)
+        .header("cache-control", "max-age=600")
+        .header("etag", "\"v1\"");
+    setup.origin.set("/plain", whole_only);
+    for _ in 0..2 {
+        let reply = setup.get("/plain", &[]).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert!(reply.body[..] == body[..]);
+    }
+    let scrape = setup.scrape().await;
+    assert_eq!(
+        metric(&scrape, "bloomgate_slices_total{event=\"not_ranged\"}"),
+        1.0,
+        "found once, then streamed as any large object"
+    );
+    assert_eq!(
+        metric(&scrape, "bloomgate_slices_total{event=\"stored\"}"),
+        0.0
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_content_range_is_an_error_and_nothing_is_stored() {
+    let setup = Setup::slicing("off");
+    let body = object(LENGTH, 1);
+    setup
+        .origin
+        .set("/broken", ranged(&body, "\"v1\"").misnames_ranges());
+    let reply = setup.get("/broken", &[]).await;
+    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+    let scrape = setup.scrape().await;
+    assert!(metric(&scrape, "bloomgate_slices_total{event=\"wrong_range\"}") >= 1.0);
+    assert_eq!(
+        metric(&scrape, "bloomgate_slices_total{event=\"stored\"}"),
+        0.0
+    );
+}
+
+#[tokio::test]
+async fn a_purge_by_key_removes_every_slice() {
+    let setup = Setup::slicing("off");
+    let body = object(LENGTH, 1);
+    setup.origin.set("/purged", ranged(&body, "\"v1\""));
+    setup.get("/purged", &[]).await;
+    let hit = setup.get("/purged", &[]).await;
+    assert!(slice_hits(&hit, 5, 5), "{}", hit.cache_status());
+    let purge = Method::from_bytes(b"PURGE").expect("PURGE is a valid method");
+    let host = setup.proxy.addr.to_string();
+    let purged = setup
+        .client
+        .send(purge, &setup.proxy.admin_url("/purged"), &[("host", &host)])
+        .await;
+    let purged = match purged {
+        Ok(reply) => reply,
+        Err(error) => panic!("PURGE: {error}"),
+    };
+    assert_eq!(purged.status, StatusCode::OK, "{}", purged.text());
+    let after = setup.get("/purged", &[]).await;
+    assert!(after.body[..] == body[..]);
+    assert!(slice_hits(&after, 0, 5), "{}", after.cache_status());
+}
+
+#[tokio::test]
+async fn head_conditionals_if_range_and_multiple_ranges_follow_rfc_9110() {
+    let setup = Setup::slicing("off");
+    let body = object(LENGTH, 1);
+    setup.origin.set("/obj", ranged(&body, "\"v1\""));
+    setup.get("/obj", &[]).await;
+
+    let head = setup.send(Method::HEAD, "/obj", &[]).await.expect("HEAD");
+    assert_eq!(head.status, StatusCode::OK);
+    assert_eq!(head.header("content-length"), Some("263144"));
+    assert!(head.body.is_empty());
+
+    let not_modified = setup.get("/obj", &[("if-none-match", "\"v1\"")]).await;
+    assert_eq!(not_modified.status, StatusCode::NOT_MODIFIED);
+
+    let other_version = setup
+        .get("/obj", &[("range", "bytes=0-9"), ("if-range", "\"v0\"")])
+        .await;
+    assert_eq!(
+        other_version.status,
+        StatusCode::OK,
+        "If-Range fails: whole"
+    );
+    assert!(other_version.body[..] == body[..]);
+    let same_version = setup
+        .get("/obj", &[("range", "bytes=0-9"), ("if-range", "\"v1\"")])
+        .await;
+    assert_part(&same_version, &body, 0, 9);
+
+    let outside = setup.get("/obj", &[("range", "bytes=300000-")]).await;
+    assert_eq!(outside.status, StatusCode::RANGE_NOT_SATISFIABLE);
+
+    let two = setup
+        .get("/obj", &[("range", "bytes=10-19,70000-70009")])
+        .await;
+    assert_eq!(two.status, StatusCode::PARTIAL_CONTENT);
+    let text = two.body.clone();
+    for (first, last) in [(10usize, 19usize), (70000, 70009)] {
+        let named = format!("content-range: bytes {first}-{last}/{LENGTH}\r\n\r\n");
+        let at = text
+            .windows(named.len())
+            .position(|w| w == named.as_bytes())
+            .unwrap_or_else(|| panic!("part {first}-{last} missing"));
+        let start = at + named.len();
+        assert!(text[start..start + 10] == body[first..=last]);
+    }
+}
