@@ -777,6 +777,7 @@ mod tests {
         leaves(&defaults, "", &mut expected);
         expected.extend(
             [
+                "cache.slice_above",
                 "server.tls.listen",
                 "server.tls.cert_file",
                 "server.tls.key_file",
@@ -805,6 +806,8 @@ mod tests {
                 "routes[].cache.override_ttl",
                 "routes[].cache.second_hit_above",
                 "routes[].cache.share_authorized",
+                "routes[].cache.slice_above",
+                "routes[].cache.slice_bytes",
                 "routes[].cache.stale_if_error",
                 "routes[].cache.stale_while_revalidate",
                 "routes[].cache.bypass.cookies",
