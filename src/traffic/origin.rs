@@ -413,10 +413,8 @@ impl ObjectRequest {
             }
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
             state.stats.bytes.fetch_add(length, Ordering::Relaxed);
-            let mut response = Response::new(OriginBody::Object(ObjectChunks::range(
-                &content_key,
-                range,
-            )));
+            let mut response =
+                Response::new(OriginBody::Object(ObjectChunks::range(&content_key, range)));
             *response.status_mut() = StatusCode::PARTIAL_CONTENT;
             *response.headers_mut() = headers;
             return response;
@@ -655,7 +653,10 @@ mod tests {
             let part: Vec<u8> = ObjectChunks::range("k", range.clone())
                 .flat_map(|chunk| chunk.to_vec())
                 .collect();
-            assert!(part[..] == whole[range.start as usize..range.end as usize], "{range:?}");
+            assert!(
+                part[..] == whole[range.start as usize..range.end as usize],
+                "{range:?}"
+            );
         }
     }
 

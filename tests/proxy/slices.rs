@@ -418,10 +418,106 @@ async fn every_byte_of_a_big_object_fetched_whole_and_in_random_ranges_is_the_or
         );
     }
     let again = client.get(&url).await;
-    assert!(is_part_of(&again.body, "big", 0..size), "the whole object again");
+    assert!(
+        is_part_of(&again.body, "big", 0..size),
+        "the whole object again"
+    );
     assert!(
         again.cache_status().contains("detail=slice-hits-"),
         "{}",
         again.cache_status()
+    );
+}
+
+/// `bloomgate_disk_writes_total` for every reason.
+fn disk_writes(scrape: &str) -> f64 {
+    ["ram_hit", "seen_before", "revalidated"]
+        .iter()
+        .map(|reason| {
+            metric(
+                scrape,
+                &format!("bloomgate_disk_writes_total{{reason=\"{reason}\"}}"),
+            )
+        })
+        .sum()
+}
+
+/// The disk tier's rules hold for slices: a slice asked for once is never written; a slice asked
+/// for again is written when RAM evicts it and served from disk; a purge of the object removes
+/// its slices from disk too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slices_reach_the_disk_only_when_asked_for_again_and_a_purge_removes_them_there() {
+    let origin = bloomgate::traffic::start_origin(bloomgate::traffic::OriginOptions::default())
+        .await
+        .expect("the synthetic origin");
+    let dir = common::TempDir::new("slices-disk");
+    let mut config = ProxyConfig::new(&origin.url());
+    // RAM holds four of the object's sixteen 64 KiB slices; probation two.
+    config
+        .mode("probation")
+        .probation_share(0.5)
+        .set("cache", "max_bytes", "\"320KiB\"")
+        .set("cache", "max_object_bytes", "\"128KiB\"")
+        .set("cache", "slice_above", "\"128KiB\"")
+        .set("cache", "slice_bytes", "\"64KiB\"")
+        .set("cache.key", "include_host", "false")
+        .set(
+            "disk",
+            "path",
+            &format!("{:?}", dir.path().display().to_string()),
+        )
+        .set("disk", "max_bytes", "\"16MiB\"")
+        .set("disk", "block_bytes", "\"1MiB\"")
+        .set("disk", "write_buffer", "\"4MiB\"");
+    let proxy = config.start();
+    let client = Client::new();
+    let size: u64 = 1 << 20;
+    let path = format!("/obj/film?size={size}");
+    let url = proxy.url(&path);
+    let scrape = |ready: fn(&str) -> bool| common::scrape_until(&client, &proxy, ready);
+
+    let first = client.get(&url).await;
+    assert!(is_part_of(&first.body, "film", 0..size));
+    let after_first =
+        scrape(|s| metric(s, "bloomgate_disk_rejected_total{reason=\"first_hit\"}") >= 10.0).await;
+    assert_eq!(
+        disk_writes(&after_first),
+        0.0,
+        "first requests of slices are never written"
+    );
+
+    let second = client.get(&url).await;
+    assert!(is_part_of(&second.body, "film", 0..size));
+    let after_second = scrape(|s| disk_writes(s) >= 10.0).await;
+    assert!(
+        disk_writes(&after_second) >= 10.0,
+        "slices asked for again reach the disk"
+    );
+
+    let third = client.get(&url).await;
+    assert!(is_part_of(&third.body, "film", 0..size));
+    let after_third = scrape(|s| metric(s, "bloomgate_disk_hits_total") >= 1.0).await;
+    assert!(
+        metric(&after_third, "bloomgate_disk_hits_total") >= 1.0,
+        "slices read back from disk"
+    );
+
+    let purge = Method::from_bytes(b"PURGE").expect("PURGE is a valid method");
+    let purged = client.send(purge, &proxy.admin_url(&path), &[]).await;
+    assert_eq!(purged.map(|reply| reply.status), Ok(StatusCode::OK));
+    let removed = scrape(|s| metric(s, "bloomgate_disk_removed_total") >= 10.0).await;
+    assert!(
+        metric(&removed, "bloomgate_disk_removed_total") >= 10.0,
+        "the purge reached the disk"
+    );
+    let disk_hits = metric(&removed, "bloomgate_disk_hits_total");
+    let after = client.get(&url).await;
+    assert!(is_part_of(&after.body, "film", 0..size));
+    assert!(slice_hits(&after, 0, 16), "{}", after.cache_status());
+    let last = scrape(|_| true).await;
+    assert_eq!(
+        metric(&last, "bloomgate_disk_hits_total"),
+        disk_hits,
+        "no slice from disk after the purge"
     );
 }
