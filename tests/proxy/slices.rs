@@ -521,3 +521,51 @@ async fn slices_reach_the_disk_only_when_asked_for_again_and_a_purge_removes_the
         "no slice from disk after the purge"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_for_a_slice_share_one_origin_fetch() {
+    let setup = Setup::slicing("off");
+    let body = object(LENGTH, 1);
+    // Slow enough that the clients' requests for each slice meet in flight.
+    let slow = ranged(&body, "\"v1\"").delay(std::time::Duration::from_millis(200));
+    setup.origin.set("/popular", slow);
+    let clients: Vec<_> = (0..4).map(|_| setup.get("/popular", &[])).collect();
+    for reply in futures_util::future::join_all(clients).await {
+        assert!(reply.body[..] == body[..]);
+    }
+    let asked = setup.ranges_asked("/popular");
+    for index in 0..5 {
+        let last = ((index + 1) * SLICE).min(LENGTH) - 1;
+        let range = format!("bytes={}-{last}", index * SLICE);
+        let times = asked.iter().filter(|asked| **asked == range).count();
+        assert_eq!(times, 1, "slice {index} fetched {times} times: {asked:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_purge_of_a_tag_removes_the_slices_that_carry_it() {
+    let setup = Setup::slicing("off");
+    let body = object(LENGTH, 1);
+    setup.origin.set(
+        "/tagged",
+        ranged(&body, "\"v1\"").header("surrogate-key", "films"),
+    );
+    setup.get("/tagged", &[]).await;
+    let hit = setup.get("/tagged", &[]).await;
+    assert!(slice_hits(&hit, 5, 5), "{}", hit.cache_status());
+    let url = setup.proxy.admin_url("/purge/tag/films");
+    let reply = setup
+        .client
+        .send(Method::POST, &url, &[])
+        .await
+        .expect("POST /purge/tag");
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let before = setup.origin.count("/tagged");
+    let after = setup.get("/tagged", &[]).await;
+    assert!(after.body[..] == body[..]);
+    assert_eq!(
+        setup.origin.count("/tagged"),
+        before + 5,
+        "every slice fetched again"
+    );
+}

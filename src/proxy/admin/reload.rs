@@ -45,7 +45,8 @@ impl Proxy {
     /// changes and the error names the file.
     ///
     /// Live: origin (URL, timeouts, pool), upstream groups and routes (a server kept in the same
-    /// group keeps its health state), the cache key rules, `cache.max_object_bytes`, admission
+    /// group keeps its health state), the cache key rules, `cache.max_object_bytes`, the slicing
+    /// of large objects (`cache.slice_above`, `cache.slice_bytes`), admission
     /// (thresholds keep the filters' memory; a new capacity or target rate starts fresh filters;
     /// a new snapshot path or interval applies from the next save),
     /// PURGE networks, shutdown grace, the HTTPS listener's certificate and key (connections
@@ -153,6 +154,13 @@ impl Proxy {
         }
         if was.cache.max_object_bytes != config.cache.max_object_bytes {
             outcome.applied.push("cache.max_object_bytes");
+        }
+        // Objects sliced another way are learnt again from their next request.
+        if was.cache.slice_above != config.cache.slice_above {
+            outcome.applied.push("cache.slice_above");
+        }
+        if was.cache.slice_bytes != config.cache.slice_bytes {
+            outcome.applied.push("cache.slice_bytes");
         }
         if was.server.purge_allowed_networks != config.server.purge_allowed_networks {
             outcome.applied.push("server.purge_allowed_networks");

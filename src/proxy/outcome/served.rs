@@ -397,7 +397,8 @@ impl Served {
             _ => None,
         };
         let slice_hits = match self {
-            Served::Sliced { hits, of } => Some(format!("hits-{hits}-of-{of}")),
+            // A HEAD, a 304 or a 416 touches no slice: `detail=slice` alone.
+            Served::Sliced { hits, of } if *of > 0 => Some(format!("hits-{hits}-of-{of}")),
             _ => None,
         };
         let details = [
@@ -501,6 +502,29 @@ mod tests {
         assert_eq!(
             hit.cache_status(StatusCode::NOT_FOUND),
             "bloomgate; hit; ttl=5; detail=cached-error"
+        );
+    }
+
+    #[test]
+    fn an_answer_from_slices_says_how_many_were_hits() {
+        let partly = Served::Sliced { hits: 3, of: 8 };
+        assert_eq!(
+            partly.cache_status(OK),
+            "bloomgate; fwd=miss; detail=slice-hits-3-of-8"
+        );
+        assert_eq!(partly.outcome(), Outcome::Miss);
+        let all = Served::Sliced { hits: 8, of: 8 };
+        assert_eq!(
+            all.cache_status(OK),
+            "bloomgate; hit; detail=slice-hits-8-of-8"
+        );
+        assert_eq!(all.outcome(), Outcome::Hit);
+        let head = Served::Sliced { hits: 0, of: 0 };
+        assert_eq!(head.cache_status(OK), "bloomgate; hit; detail=slice");
+        let error = Served::Sliced { hits: 1, of: 1 };
+        assert_eq!(
+            error.cache_status(StatusCode::NOT_FOUND),
+            "bloomgate; hit; detail=slice-hits-1-of-1/cached-error"
         );
     }
 

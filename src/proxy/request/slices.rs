@@ -29,7 +29,7 @@ use crate::proxy::response::headers::{ResponseFraming, content_length, not_modif
 use crate::proxy::response::range::{self, Piece, Ranges, Selection};
 use crate::proxy::response::respond::{self, Answer};
 use crate::proxy::response::stream::{OriginStream, Prefix};
-use crate::proxy::series::{SliceEvent, series};
+use crate::proxy::series::{PurgeLabel, SliceEvent, series};
 use crate::proxy::upstream::origin::OriginFailure;
 
 /// The most objects whose slicing is remembered: past it the memory starts again, and each
@@ -462,7 +462,8 @@ impl Proxy {
         Ok(entry.body.clone())
     }
 
-    /// The fresh stored slice under `key`, from RAM or (copied back into RAM) from disk.
+    /// The fresh stored slice under `key`, from RAM or (copied back into RAM) from disk, unless a
+    /// purge of one of its tags removed it.
     async fn stored_slice(
         &self,
         exchange: &Exchange,
@@ -479,6 +480,17 @@ impl Proxy {
         }
         let none = HeaderMap::new();
         let entry = variants?.select(&none)?.clone();
+        // A purge of a tag the slice carries (its origin's fields) removes it, hard or soft: a
+        // slice is fetched again rather than revalidated.
+        let tag_field = &exchange.config().cache.tag_header;
+        if self.tag_purges.applying_to(&entry, tag_field).is_some() {
+            self.store.purge(key);
+            if let Some(disk) = &self.disk {
+                disk.remove(key);
+            }
+            series().purged_entry(PurgeLabel::TagHard).increment(1);
+            return None;
+        }
         (entry.freshness(&none, SystemTime::now()) == Freshness::Fresh).then_some(entry)
     }
 
