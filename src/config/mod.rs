@@ -416,6 +416,18 @@ mod tests {
     }
 
     #[test]
+    fn a_slice_size_that_is_not_a_power_of_two_names_its_key() {
+        let errors = match Config::from_toml_str("[cache]\nslice_bytes = \"1000KiB\"\n") {
+            Ok(_) => panic!("1000KiB is not a power of two"),
+            Err(errors) => errors.to_string(),
+        };
+        assert!(
+            errors.contains("cache.slice_bytes: must be a power of two from 64KiB to 64MiB"),
+            "{errors}"
+        );
+    }
+
+    #[test]
     fn defaults_match_the_documented_values() {
         let config = Config::defaults();
         assert_eq!(config.server.listen, "127.0.0.1:8080".parse().unwrap());

@@ -467,6 +467,18 @@ mod tests {
                 "routes[0].cache.max_ttl: must be greater than 0",
             ),
             (
+                "slice_bytes = \"100KiB\"",
+                "routes[0].cache.slice_bytes: must be a power of two from 64KiB to 64MiB",
+            ),
+            (
+                "slice_bytes = \"128MiB\"",
+                "routes[0].cache.slice_bytes: must be a power of two from 64KiB to 64MiB",
+            ),
+            (
+                "slice_above = \"big\"",
+                "routes[0].cache.slice_above: expected a size",
+            ),
+            (
                 "ignore_origin = [\"cookies\"]",
                 "routes[0].cache.ignore_origin: \"cookies\"",
             ),

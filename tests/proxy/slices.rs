@@ -569,3 +569,30 @@ async fn a_purge_of_a_tag_removes_the_slices_that_carry_it() {
         "every slice fetched again"
     );
 }
+
+#[tokio::test]
+async fn a_route_slices_its_large_objects_and_another_route_stores_them_whole() {
+    let origin = Origin::start();
+    let upstreams = format!(
+        "[upstreams.o]\nservers = [\"{}\"]\n\n\
+         [[routes]]\nname = \"video\"\npath_prefix = \"/video/\"\nupstream = \"o\"\n\
+         [routes.cache]\nslice_above = \"100KiB\"\nslice_bytes = \"64KiB\"\n\n\
+         [[routes]]\nname = \"rest\"\nupstream = \"o\"\n",
+        origin.url()
+    );
+    let mut config = ProxyConfig::with_upstreams(&upstreams);
+    config.mode("off");
+    let proxy = config.start();
+    let client = Client::new();
+    let body = object(LENGTH, 1);
+    for path in ["/video/a", "/files/a"] {
+        origin.set(path, ranged(&body, "\"v1\""));
+    }
+    let video = client.get(&proxy.url("/video/a")).await;
+    assert!(video.body[..] == body[..]);
+    assert!(slice_hits(&video, 0, 5), "{}", video.cache_status());
+    let file = client.get(&proxy.url("/files/a")).await;
+    assert!(file.body[..] == body[..]);
+    assert!(file.is_stored(), "{}", file.cache_status());
+    assert!(!file.cache_status().contains("slice"));
+}
