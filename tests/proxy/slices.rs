@@ -164,6 +164,16 @@ async fn a_large_object_is_fetched_in_aligned_slices_each_stored_on_its_second_r
         metric(&scrape, "bloomgate_slice_origin_bytes_total"),
         2.0 * LENGTH as f64
     );
+    let status = setup
+        .client
+        .get(&setup.proxy.admin_url("/status.json"))
+        .await;
+    let status: serde_json::Value = serde_json::from_slice(&status.body).expect("JSON");
+    assert_eq!(
+        status["slices"]["stored"], 5,
+        "the status page counts slices"
+    );
+    assert_eq!(status["slice_origin_bytes"], 2 * LENGTH);
 }
 
 #[tokio::test]
