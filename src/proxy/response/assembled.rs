@@ -83,3 +83,42 @@ impl Body for AssembledBody {
         SizeHint::with_exact(self.remaining)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_parts_sent_make_the_body_in_order() {
+        let (parts, body) = AssembledBody::channel(6);
+        tokio::spawn(async move {
+            for part in [&b"abc"[..], b"def"] {
+                let _ = parts.send(Ok(Bytes::from_static(part))).await;
+            }
+        });
+        let collected = body.collect().await.expect("a whole body").to_bytes();
+        assert_eq!(collected, "abcdef");
+    }
+
+    #[tokio::test]
+    async fn a_producer_that_stops_early_fails_the_body_rather_than_ending_it() {
+        let (parts, body) = AssembledBody::channel(6);
+        tokio::spawn(async move {
+            let _ = parts.send(Ok(Bytes::from_static(b"abc"))).await;
+        });
+        let error = body.collect().await.err().expect("a body 3 bytes short");
+        assert_eq!(error.to_string(), "the sliced body ended 3 bytes short");
+    }
+
+    #[tokio::test]
+    async fn a_part_past_the_announced_length_fails_the_body() {
+        let (parts, body) = AssembledBody::channel(2);
+        tokio::spawn(async move {
+            let _ = parts.send(Ok(Bytes::from_static(b"abc"))).await;
+        });
+        let error = body.collect().await.err().expect("a part too long");
+        assert!(error.to_string().contains("1 bytes past"), "{error}");
+    }
+}
