@@ -90,6 +90,12 @@ impl CacheKey {
         CacheKey(key.into())
     }
 
+    /// This key with `suffix` appended: the key of a part of its object (see
+    /// [`super::slice::slice_key`]).
+    pub(crate) fn with_suffix(&self, suffix: std::fmt::Arguments<'_>) -> CacheKey {
+        CacheKey(format!("{}{suffix}", self.0).into())
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -68,7 +68,8 @@ impl Config {
             ),
         ]);
         let key = key_table(&cache.key);
-        let cache = table([
+        let slice_above = cache.slice_above;
+        let mut cache = table([
             ("max_bytes", size(cache.max_bytes)),
             ("max_object_bytes", size(cache.max_object_bytes)),
             ("max_variants", count(cache.max_variants)),
@@ -92,8 +93,12 @@ impl Config {
                 Value::Boolean(cache.forward_tag_header),
             ),
             ("tag_purge_keep", duration(cache.tag_purge_keep)),
+            ("slice_bytes", size(cache.slice_bytes)),
             ("key", key),
         ]);
+        if let (Value::Table(cache), Some(above)) = (&mut cache, slice_above) {
+            cache.insert("slice_above".to_owned(), size(above));
+        }
         // The file says "no snapshot" with an empty path.
         let snapshot_path = optional_path(admission.snapshot_path.as_deref());
         let admission = table([
@@ -237,6 +242,12 @@ fn policy_table(policy: &CachePolicy) -> Value {
     }
     if let Some(above) = policy.second_hit_above {
         put("second_hit_above", size(above));
+    }
+    if let Some(above) = policy.slice_above {
+        put("slice_above", size(above));
+    }
+    if let Some(bytes) = policy.slice_bytes {
+        put("slice_bytes", size(bytes));
     }
     for (key, ttl) in [
         ("default_ttl", &policy.default_ttl),
