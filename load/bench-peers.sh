@@ -25,7 +25,11 @@
 #                                         bloomgate in front of an upstream group of three origin
 #                                         servers (the origin and two more like it, round-robin,
 #                                         passive and active health checks), whose cpu/bg against
-#                                         "bloomgate" is what balancing and health cost per request
+#                                         "bloomgate" is what balancing and health cost per request;
+#                                         also "policy": bloomgate with three routes and a cache
+#                                         policy of five rules on the route the load takes (none
+#                                         of which changes what is cached), whose req/s and cpu/bg
+#                                         against "bloomgate" are what per-route rules cost
 #   DURATION=10 CONNECTIONS=64 THREADS=2 CACHE_MIB=256
 #   ROUNDS=1                              rounds of every workload; the median round is shown
 #   ALTERNATE=1                           even rounds take the peers in reverse order (default:
@@ -53,7 +57,7 @@
 #                                         nginx's proxy_cache_path max_size, ATS's storage)
 #   DISK_DIR=/dev/shm                     the file system every peer's disk cache lives on (tmpfs
 #                                         unless given; e.g. DISK_DIR=/var/tmp for the machine's disk)
-#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+17 on 127.0.0.1
+#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+19 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
 #   DISK_MMAP=false                       bloomgate's disk instance reads tmpfs segments with pread
 #                                         (disk.mmap; default true)
@@ -72,7 +76,7 @@ WORKLOADS=${WORKLOADS:-"1KiB 64KiB mix https tls-hs disk"}
 DISK_OBJECTS=${DISK_OBJECTS:-2000}
 DISK_SMALL_OBJECTS=${DISK_SMALL_OBJECTS:-20000}
 DISK_MIB=${DISK_MIB:-1024}
-declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)) [group]=$((BASE_PORT + 14)))
+declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)) [group]=$((BASE_PORT + 14)) [policy]=$((BASE_PORT + 18)))
 # The HTTPS listeners of the peers that have one here.
 declare -A TLS_PORT=([bloomgate]=$((BASE_PORT + 6)) [nginx]=$((BASE_PORT + 7)))
 DISK_TLS_PORT=$((BASE_PORT + 12))
@@ -270,6 +274,47 @@ probe_interval = "1s"
 EOF
   } >"$WORK/group.toml"
   "$BLOOMGATE" serve --config "$WORK/group.toml" >"$WORK/group.log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+}
+
+# The peer "policy": the origin as a group of one, three routes, and on the one the load takes
+# (every path but /static/ and /api/) five rules that leave what it caches as it is: a bypass by
+# cookie and by field, a dropped query parameter, the client's Cache-Control ignored, a lifetime
+# floor and a stale-if-error window.
+start_policy() {
+  {
+    bloomgate_config "${PORT[policy]}" "$((BASE_PORT + 19))" 'mode = "probation"' | grep -v '^url = '
+    cat <<EOF
+[upstreams.origin]
+servers = ["http://$ORIGIN"]
+[[routes]]
+name = "static"
+path_prefix = "/static/"
+upstream = "origin"
+[routes.cache]
+override_ttl = "1h"
+[[routes]]
+name = "api"
+path_prefix = "/api/"
+upstream = "origin"
+[routes.cache]
+enabled = false
+[[routes]]
+name = "site"
+upstream = "origin"
+[routes.cache]
+ignore_client_cache_control = true
+min_ttl = "1s"
+stale_if_error = "1d"
+[routes.cache.bypass]
+cookies = ["session"]
+headers = ["x-preview"]
+[routes.cache.key]
+drop_query_params = ["utm_source"]
+EOF
+  } >"$WORK/policy.toml"
+  "$BLOOMGATE" serve --config "$WORK/policy.toml" >"$WORK/policy.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
 }

@@ -10,6 +10,7 @@ pub mod freshness;
 mod head;
 mod key;
 pub mod policy;
+pub mod slice;
 mod store;
 pub mod tags;
 mod variants;

@@ -99,6 +99,8 @@ pub const KEYS: &[Key] = &[
     applied("routes[].cache.no_store.headers"),
     applied("routes[].cache.no_store.query_params"),
     applied("routes[].cache.no_store.methods"),
+    applied("routes[].cache.slice_above"),
+    applied("routes[].cache.slice_bytes"),
     applied("routes[].cache.key.include_scheme"),
     applied("routes[].cache.key.include_host"),
     applied("routes[].cache.key.include_query"),
@@ -111,6 +113,9 @@ pub const KEYS: &[Key] = &[
     // The store's budget and its split into segments are fixed when it is made.
     restart("cache.max_bytes"),
     applied("cache.max_object_bytes"),
+    // Objects sliced another way are learnt again from their next request.
+    applied("cache.slice_above"),
+    applied("cache.slice_bytes"),
     restart("cache.max_variants"),
     applied("cache.targeted_fields"),
     applied("cache.forward_targeted_fields"),

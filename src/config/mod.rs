@@ -167,6 +167,11 @@ pub struct CacheConfig {
     /// How long a purge of a tag is remembered: entries stored before it are purged when next
     /// looked up, until then. Default 30d.
     pub tag_purge_keep: Duration,
+    /// Objects larger than this (by their announced length) are fetched and stored in slices;
+    /// `None`: no slicing. Default none.
+    pub slice_above: Option<u64>,
+    /// The size of a slice: a power of two from 64KiB to 64MiB. Default 1MiB.
+    pub slice_bytes: u64,
     /// `[cache.key]`
     pub key: CacheKeyConfig,
 }
@@ -441,6 +446,18 @@ mod tests {
                 ConfigErrors::new(errors)
             );
         }
+    }
+
+    #[test]
+    fn a_slice_size_that_is_not_a_power_of_two_names_its_key() {
+        let errors = match Config::from_toml_str("[cache]\nslice_bytes = \"1000KiB\"\n") {
+            Ok(_) => panic!("1000KiB is not a power of two"),
+            Err(errors) => errors.to_string(),
+        };
+        assert!(
+            errors.contains("cache.slice_bytes: must be a power of two from 64KiB to 64MiB"),
+            "{errors}"
+        );
     }
 
     #[test]

@@ -260,6 +260,8 @@ fn read_cache(s: &mut Section) -> Option<CacheConfig> {
     let tag_header = s.get("tag_header", values::field_name);
     let forward_tag_header = s.get("forward_tag_header", values::boolean);
     let tag_purge_keep = s.get("tag_purge_keep", values::positive_duration);
+    let slice_above = s.optional("slice_above", values::size);
+    let slice_bytes = s.get("slice_bytes", values::slice_size);
     let key = s.child("key", read_cache_key);
     let (max_bytes, max_object_bytes) = (max_bytes?, max_object_bytes?);
     if max_object_bytes > max_bytes {
@@ -282,6 +284,8 @@ fn read_cache(s: &mut Section) -> Option<CacheConfig> {
         tag_header: tag_header?,
         forward_tag_header: forward_tag_header?,
         tag_purge_keep: tag_purge_keep?,
+        slice_above: slice_above?,
+        slice_bytes: slice_bytes?,
         key: key?,
     })
 }
@@ -525,6 +529,7 @@ mod tests {
         leaves(&defaults, "", &mut expected);
         expected.extend(
             [
+                "cache.slice_above",
                 "server.tls.listen",
                 "server.tls.cert_file",
                 "server.tls.key_file",
@@ -553,6 +558,8 @@ mod tests {
                 "routes[].cache.override_ttl",
                 "routes[].cache.second_hit_above",
                 "routes[].cache.share_authorized",
+                "routes[].cache.slice_above",
+                "routes[].cache.slice_bytes",
                 "routes[].cache.stale_if_error",
                 "routes[].cache.stale_while_revalidate",
                 "routes[].cache.bypass.cookies",

@@ -25,6 +25,10 @@ pub struct CachePolicy {
     /// Objects larger than this (by `Content-Length`) need the doorkeeper's second request even
     /// where the route admits first requests (probation or off). Default none.
     pub second_hit_above: Option<u64>,
+    /// Objects larger than this are cached in slices; `None` = `cache.slice_above`.
+    pub slice_above: Option<u64>,
+    /// The route's slice size; `None` = `cache.slice_bytes`.
+    pub slice_bytes: Option<u64>,
     /// The lifetime of a response the origin gives no freshness information (no `max-age`,
     /// `s-maxage` or `Expires`): this makes its status storable too (a 404 for a minute).
     pub default_ttl: StatusTtl,
@@ -153,6 +157,8 @@ pub(super) fn read(s: &mut Section, global_key: Option<&CacheKeyConfig>) -> Opti
     let enabled = s.optional("enabled", values::boolean);
     let admission = s.optional("admission", |v| values::one_of(v, &Mode::ALL, Mode::as_str));
     let second_hit_above = s.optional("second_hit_above", values::size);
+    let slice_above = s.optional("slice_above", values::size);
+    let slice_bytes = s.optional("slice_bytes", values::slice_size);
     let default_ttl = s.optional("default_ttl", status_ttl);
     let override_ttl = s.optional("override_ttl", status_ttl);
     let min_ttl = s.optional("min_ttl", values::duration);
@@ -170,6 +176,8 @@ pub(super) fn read(s: &mut Section, global_key: Option<&CacheKeyConfig>) -> Opti
         enabled: enabled?.unwrap_or(true),
         admission: admission?,
         second_hit_above: second_hit_above?,
+        slice_above: slice_above?,
+        slice_bytes: slice_bytes?,
         default_ttl: default_ttl?.unwrap_or_default(),
         override_ttl: override_ttl?.unwrap_or_default(),
         min_ttl: min_ttl?,
@@ -203,6 +211,8 @@ fn check(s: &mut Section, policy: &CachePolicy) -> bool {
         let rules = [
             ("admission", policy.admission.is_some()),
             ("second_hit_above", policy.second_hit_above.is_some()),
+            ("slice_above", policy.slice_above.is_some()),
+            ("slice_bytes", policy.slice_bytes.is_some()),
             ("default_ttl", !policy.default_ttl.is_empty()),
             ("override_ttl", !policy.override_ttl.is_empty()),
             ("min_ttl", policy.min_ttl.is_some()),
@@ -455,6 +465,18 @@ mod tests {
             (
                 "max_ttl = \"0s\"",
                 "routes[0].cache.max_ttl: must be greater than 0",
+            ),
+            (
+                "slice_bytes = \"100KiB\"",
+                "routes[0].cache.slice_bytes: must be a power of two from 64KiB to 64MiB",
+            ),
+            (
+                "slice_bytes = \"128MiB\"",
+                "routes[0].cache.slice_bytes: must be a power of two from 64KiB to 64MiB",
+            ),
+            (
+                "slice_above = \"big\"",
+                "routes[0].cache.slice_above: expected a size",
             ),
             (
                 "ignore_origin = [\"cookies\"]",

@@ -26,6 +26,19 @@ pub fn size(value: &Value) -> Result<u64, String> {
     }
 }
 
+/// Reads a slice size: a power of two from 64KiB to 64MiB, so slices align with the block sizes
+/// clients and disks use (ATS's slice plugin and nginx's `slice` take the same range).
+pub fn slice_size(value: &Value) -> Result<u64, String> {
+    let bytes = size(value)?;
+    if !bytes.is_power_of_two() || !(64 << 10..=64 << 20).contains(&bytes) {
+        return Err(format!(
+            "must be a power of two from 64KiB to 64MiB, got {}",
+            shown(value)
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Reads a duration that must be longer than zero (timeouts, ages).
 pub fn positive_duration(value: &Value) -> Result<Duration, String> {
     let duration = duration(value)?;

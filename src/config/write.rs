@@ -106,7 +106,8 @@ fn origin_table(origin: &OriginConfig) -> Value {
 /// `[cache]`.
 fn cache_table(cache: &CacheConfig) -> Value {
     let key = key_table(&cache.key);
-    table([
+    let slice_above = cache.slice_above;
+    let mut cache = table([
         ("max_bytes", size(cache.max_bytes)),
         ("max_object_bytes", size(cache.max_object_bytes)),
         ("max_variants", count(cache.max_variants)),
@@ -130,8 +131,13 @@ fn cache_table(cache: &CacheConfig) -> Value {
             Value::Boolean(cache.forward_tag_header),
         ),
         ("tag_purge_keep", duration(cache.tag_purge_keep)),
+        ("slice_bytes", size(cache.slice_bytes)),
         ("key", key),
-    ])
+    ]);
+    if let (Value::Table(cache), Some(above)) = (&mut cache, slice_above) {
+        cache.insert("slice_above".to_owned(), size(above));
+    }
+    cache
 }
 
 /// `[admission]`.
@@ -265,6 +271,12 @@ fn policy_table(policy: &CachePolicy) -> Value {
     }
     if let Some(above) = policy.second_hit_above {
         put("second_hit_above", size(above));
+    }
+    if let Some(above) = policy.slice_above {
+        put("slice_above", size(above));
+    }
+    if let Some(bytes) = policy.slice_bytes {
+        put("slice_bytes", size(bytes));
     }
     for (key, ttl) in [
         ("default_ttl", &policy.default_ttl),

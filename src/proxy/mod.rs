@@ -31,6 +31,7 @@ pub use request::exchange::{Route, TranslateError, translate};
 pub use server::{RunningProxy, ServeError, Signals, start, start_with_disk, start_with_file};
 
 use request::coalesce::Coalescer;
+use request::slices::SlicedObjects;
 use upstream::Routing;
 use upstream::origin::OriginClient;
 
@@ -68,6 +69,8 @@ pub struct Proxy {
     /// The tier below the store, when `disk.path` is set: fed by the store's evictions.
     disk: Option<Arc<DiskTier>>,
     flights: Arc<Coalescer>,
+    /// The large objects cached in slices, and those whose origin would not slice them.
+    sliced: SlicedObjects,
     /// Purges of tags, applied to entries as they are looked up; saved in `disk.path` with a
     /// disk tier.
     tag_purges: TagPurges,
@@ -127,6 +130,7 @@ impl Proxy {
             disk,
             tag_purges,
             flights: Arc::new(Coalescer::default()),
+            sliced: SlicedObjects::default(),
             live: ArcSwap::from_pointee(Live {
                 origin,
                 routing,

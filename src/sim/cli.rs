@@ -14,7 +14,7 @@ use crate::trace::{ReadOptions, SYNTHESIZED_SIZE_RULE, TraceInfo};
 
 use super::engine::{CacheSetup, Simulator};
 use super::pipeline::Consumer;
-use super::policy::ProbationSetup;
+use super::policy::{PolicyKind, ProbationSetup};
 use super::ratio::ratio;
 use super::report::{CacheReport, DoorkeeperSummary, SimReport, TraceSummary};
 use super::report::{GatedVsWriteAll, TierSimReport};
@@ -28,7 +28,8 @@ const MIN_DEFAULT_CAPACITY: u64 = 1000;
 /// `max_age` when none is given: a century of trace time, i.e. no age limit.
 const NO_MAX_AGE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// Replay a trace offline through admit-all, second-hit-exact, bloom and probation admission.
+/// Replay a trace offline through bloomgate's admission policies (admit-all, second-hit-exact,
+/// bloom, probation) and the research references (s3-fifo, w-tinylfu, sieve).
 #[derive(Debug, Clone, clap::Args)]
 #[command(group(clap::ArgGroup::new("size").required(true).args(["cache_bytes", "cache_percent", "ram_bytes", "ram_percent"])))]
 pub struct SimulateArgs {
@@ -58,6 +59,10 @@ pub struct SimulateArgs {
     /// Default: no age limit, since many traces' time is a sequence number.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub max_age: Option<Duration>,
+    /// The policies to run, by the names the report gives them (`lru` names admit-all too).
+    /// Default: all of them.
+    #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["ram_bytes", "ram_percent", "disk_bytes", "disk_percent"])]
+    pub policies: Vec<PolicyKind>,
     /// The `probation` policy's share of the cache for its probation FIFO (the proxy's
     /// `admission.probation_share`).
     #[arg(long, default_value_t = 0.1)]
@@ -153,6 +158,14 @@ impl SimulateArgs {
             .map_err(|error| SimError::Argument(error.to_string()))
     }
 
+    /// `--policies` in report order without repeats, or every policy.
+    pub fn policies(&self) -> Vec<PolicyKind> {
+        PolicyKind::ALL
+            .into_iter()
+            .filter(|kind| self.policies.is_empty() || self.policies.contains(kind))
+            .collect()
+    }
+
     /// Whether the two-tier model runs (a disk size is given).
     pub fn is_two_tier(&self) -> bool {
         self.disk_bytes.is_some() || self.disk_percent.is_some()
@@ -169,23 +182,7 @@ impl SimulateArgs {
 
 /// Runs the two-tier model (RAM over disk) with every disk rule and returns its report.
 pub fn simulate_tiers(args: &SimulateArgs) -> Result<TierSimReport, SimError> {
-    let bad = |message: &str| Err(SimError::Argument(message.to_owned()));
-    if !args.is_two_tier() {
-        return bad("the two-tier model needs --disk-bytes or --disk-percent");
-    }
-    if args.ram_bytes.is_none() && args.ram_percent.is_none() {
-        return bad("the two-tier model needs --ram-bytes or --ram-percent");
-    }
-    for percent in [args.ram_percent, args.disk_percent].into_iter().flatten() {
-        if !(percent > 0.0 && percent <= 100.0) {
-            return Err(SimError::Argument(format!(
-                "--ram-percent and --disk-percent must be in (0, 100], got {percent}"
-            )));
-        }
-    }
-    if args.ram_bytes == Some(0) || args.disk_bytes == Some(0) {
-        return bad("--ram-bytes and --disk-bytes must be at least 1");
-    }
+    check_two_tier(args)?;
     validate(args)?;
     let options = ReadOptions {
         skip_bad_lines: args.skip_bad_lines,
@@ -241,12 +238,8 @@ pub fn simulate_tiers(args: &SimulateArgs) -> Result<TierSimReport, SimError> {
             .find(|p| p.policy == Some(policy))
             .expect("every rule ran")
     };
-    let (all, gated) = (find(DiskPolicy::WriteAll), find(DiskPolicy::Gated));
-    let gated_vs_write_all = GatedVsWriteAll {
-        disk_written_bytes_share: ratio(gated.disk_written_bytes, all.disk_written_bytes),
-        hit_ratio_change_points: 100.0 * (gated.hit_ratio - all.hit_ratio),
-        byte_hit_ratio_change_points: 100.0 * (gated.byte_hit_ratio - all.byte_hit_ratio),
-    };
+    let gated_vs_write_all =
+        gated_vs_write_all(find(DiskPolicy::Gated), find(DiskPolicy::WriteAll));
     Ok(TierSimReport {
         trace: trace_summary(args, &info, stats),
         ram_bytes,
@@ -258,6 +251,38 @@ pub fn simulate_tiers(args: &SimulateArgs) -> Result<TierSimReport, SimError> {
         policies,
         elapsed_seconds: elapsed,
     })
+}
+
+/// The two-tier model's arguments, checked: both tiers sized, percentages in (0, 100], sizes
+/// at least a byte.
+fn check_two_tier(args: &SimulateArgs) -> Result<(), SimError> {
+    let bad = |message: &str| Err(SimError::Argument(message.to_owned()));
+    if !args.is_two_tier() {
+        return bad("the two-tier model needs --disk-bytes or --disk-percent");
+    }
+    if args.ram_bytes.is_none() && args.ram_percent.is_none() {
+        return bad("the two-tier model needs --ram-bytes or --ram-percent");
+    }
+    for percent in [args.ram_percent, args.disk_percent].into_iter().flatten() {
+        if !(percent > 0.0 && percent <= 100.0) {
+            return Err(SimError::Argument(format!(
+                "--ram-percent and --disk-percent must be in (0, 100], got {percent}"
+            )));
+        }
+    }
+    if args.ram_bytes == Some(0) || args.disk_bytes == Some(0) {
+        return bad("--ram-bytes and --disk-bytes must be at least 1");
+    }
+    Ok(())
+}
+
+/// The gated disk rule against writing everything that RAM evicts.
+fn gated_vs_write_all(gated: &TierReport, all: &TierReport) -> GatedVsWriteAll {
+    GatedVsWriteAll {
+        disk_written_bytes_share: ratio(gated.disk_written_bytes, all.disk_written_bytes),
+        hit_ratio_change_points: 100.0 * (gated.hit_ratio - all.hit_ratio),
+        byte_hit_ratio_change_points: 100.0 * (gated.byte_hit_ratio - all.byte_hit_ratio),
+    }
 }
 
 /// Runs the simulation that `args` describe and returns its report.
@@ -310,7 +335,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
             },
         })
         .collect();
-    let mut parts = Simulator::new(&setups).split(args.jobs());
+    let mut parts = Simulator::with_policies(&setups, &args.policies()).split(args.jobs());
     let (info, stats, elapsed) = scan_into(
         args,
         options,

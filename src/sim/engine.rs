@@ -14,6 +14,9 @@ fn cost(kind: PolicyKind) -> u32 {
         PolicyKind::SecondHitExact => 48,
         PolicyKind::Bloom => 105,
         PolicyKind::Probation => 125,
+        PolicyKind::S3Fifo => 110,
+        PolicyKind::WTinyLfu => 130,
+        PolicyKind::Sieve => 90,
     }
 }
 use super::request::{SimRequest, TraceStats, key_fingerprint};

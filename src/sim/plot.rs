@@ -9,17 +9,23 @@ use super::SimError;
 use super::policy::PolicyKind;
 use super::report::{HumanBytes, SimReport};
 
-/// The picture's size in pixels: three panels stacked.
-const SIZE: (u32, u32) = (900, 1200);
+/// The picture's size in pixels: four panels stacked.
+const SIZE: (u32, u32) = (900, 1600);
 
 /// One colour per policy, in the order of [`PolicyKind::ALL`] (Okabe and Ito's palette, told apart
 /// by colour-blind readers too).
-const COLOURS: [RGBColor; 4] = [
+const COLOURS: [RGBColor; 7] = [
     RGBColor(0, 0, 0),
     RGBColor(230, 159, 0),
     RGBColor(0, 114, 178),
     RGBColor(0, 158, 115),
+    RGBColor(213, 94, 0),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
 ];
+
+/// How close two curves' values must be, relative to the panel's top, to be drawn as one.
+const COINCIDE: f64 = 1e-9;
 
 /// What a panel shows of each policy at each size.
 struct Panel {
@@ -32,7 +38,7 @@ struct Panel {
     legend: SeriesLabelPosition,
 }
 
-const PANELS: [Panel; 3] = [
+const PANELS: [Panel; 4] = [
     Panel {
         title: "Object hit ratio",
         y_desc: "hit ratio (%)",
@@ -48,9 +54,16 @@ const PANELS: [Panel; 3] = [
         legend: SeriesLabelPosition::LowerRight,
     },
     Panel {
-        title: "Bytes written into main (probation's FIFO not counted)",
-        y_desc: "written",
+        title: "Bytes written into main (probation's FIFO, S3-FIFO's small FIFO and W-TinyLFU's window not counted)",
+        y_desc: "written into main",
         value: |p| p.main_written_bytes as f64,
+        bytes: true,
+        legend: SeriesLabelPosition::UpperRight,
+    },
+    Panel {
+        title: "All bytes written (first copies in probation's FIFO, the small FIFO or the window included)",
+        y_desc: "written",
+        value: |p| p.written_bytes as f64,
         bytes: true,
         legend: SeriesLabelPosition::UpperRight,
     },
@@ -93,14 +106,22 @@ pub fn curves_svg(report: &SimReport) -> Result<String, SimError> {
 fn draw(svg: &mut String, report: &SimReport) -> Result<(), Box<dyn std::error::Error>> {
     let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
-    let root = root.titled(&title(report), ("sans-serif", 20))?;
-    let sizes = report.caches.iter().map(|c| c.cache_percent_of_footprint);
-    let smallest = sizes.clone().fold(f64::INFINITY, f64::min);
-    let largest = sizes.fold(0.0, f64::max);
+    let root = root.titled(&title(report), ("sans-serif", 18))?;
+    let sizes: Vec<f64> = report
+        .caches
+        .iter()
+        .map(|c| c.cache_percent_of_footprint)
+        .collect();
+    let smallest = sizes.iter().copied().fold(f64::INFINITY, f64::min);
+    let largest = sizes.iter().copied().fold(0.0, f64::max);
     // Room on both sides of the outermost sizes, so that one size still makes a range.
     let x_range = (smallest / 1.3)..(largest * 1.3);
+    let ran: Vec<PolicyKind> = PolicyKind::ALL
+        .into_iter()
+        .filter(|&kind| report.caches.iter().any(|c| c.policy(kind).is_some()))
+        .collect();
     for (area, panel) in root.split_evenly((PANELS.len(), 1)).iter().zip(&PANELS) {
-        let curves: Vec<(PolicyKind, Vec<(f64, f64)>)> = PolicyKind::ALL
+        let curves: Vec<(PolicyKind, Vec<(f64, f64)>)> = ran
             .iter()
             .map(|&kind| {
                 let points = report
@@ -114,18 +135,20 @@ fn draw(svg: &mut String, report: &SimReport) -> Result<(), Box<dyn std::error::
                 (kind, points)
             })
             .collect();
-        draw_panel(area, panel, x_range.clone(), &curves)?;
+        draw_panel(area, panel, x_range.clone(), &sizes, &curves)?;
     }
     root.present()?;
     Ok(())
 }
 
-/// One panel: `curves` holds each policy's points, x in percent of the footprint, y as
-/// [`Panel::value`] gives it.
+/// One panel: `curves` holds each policy's points, x in percent of the footprint (a tick at each
+/// of `sizes`), y as [`Panel::value`] gives it. The references are drawn thin; a curve that lies
+/// on an earlier one is drawn wide and translucent over it, and its legend says which.
 fn draw_panel(
     area: &DrawingArea<SVGBackend<'_>, Shift>,
     panel: &Panel,
     x_range: std::ops::Range<f64>,
+    sizes: &[f64],
     curves: &[(PolicyKind, Vec<(f64, f64)>)],
 ) -> Result<(), Box<dyn std::error::Error>> {
     let top = curves
@@ -144,22 +167,39 @@ fn draw_panel(
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(x_range.log_scale(), 0.0..y_top)?;
+        .build_cartesian_2d(
+            x_range.log_scale().with_key_points(sizes.to_vec()),
+            0.0..y_top,
+        )?;
     chart
         .configure_mesh()
         .x_desc("cache size (% of the trace's footprint, log scale)")
         .y_desc(y_desc)
-        .x_labels(12)
+        .x_labels(sizes.len().max(1))
         .x_label_formatter(&|x| tick(*x))
         .y_label_formatter(&|y| tick(*y))
         .light_line_style(RGBColor(244, 244, 244))
         .draw()?;
-    for ((kind, points), colour) in curves.iter().zip(COLOURS) {
+    for (index, (kind, points)) in curves.iter().enumerate() {
+        let colour = COLOURS[PolicyKind::ALL.iter().position(|k| k == kind).unwrap_or(0)];
+        let under = curves[..index]
+            .iter()
+            .find(|(_, earlier)| coincide(earlier, points, top))
+            .map(|(earlier, _)| *earlier);
         let points: Vec<(f64, f64)> = points.iter().map(|&(x, y)| (x, y / y_scale)).collect();
-        let style = colour.stroke_width(2);
+        // A curve lying on an earlier one is drawn wide and translucent over it, so that both show.
+        let style = match under {
+            Some(_) => colour.mix(0.45).stroke_width(7),
+            None if kind.is_reference() => colour.stroke_width(1),
+            None => colour.stroke_width(2),
+        };
+        let name = match under {
+            Some(earlier) => format!("{} (same as {} here)", label(*kind), earlier.as_str()),
+            None => label(*kind).to_owned(),
+        };
         chart
             .draw_series(LineSeries::new(points.iter().copied(), style))?
-            .label(label(*kind))
+            .label(name)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], style));
         chart.draw_series(
             points
@@ -176,6 +216,15 @@ fn draw_panel(
     Ok(())
 }
 
+/// Whether two curves lie on each other at every size, on a panel whose largest value is `top`.
+fn coincide(earlier: &[(f64, f64)], points: &[(f64, f64)], top: f64) -> bool {
+    earlier.len() == points.len()
+        && earlier
+            .iter()
+            .zip(points)
+            .all(|(a, b)| a.0 == b.0 && (a.1 - b.1).abs() <= COINCIDE * top.max(1.0))
+}
+
 /// A policy's name in the legend, with the proxy's `admission.mode` it stands for.
 fn label(kind: PolicyKind) -> &'static str {
     match kind {
@@ -183,6 +232,9 @@ fn label(kind: PolicyKind) -> &'static str {
         PolicyKind::SecondHitExact => "second-hit-exact (nginx min_uses 2)",
         PolicyKind::Bloom => "bloom (mode second-hit)",
         PolicyKind::Probation => "probation (mode probation)",
+        PolicyKind::S3Fifo => "s3-fifo (reference, as libCacheSim)",
+        PolicyKind::WTinyLfu => "w-tinylfu (reference, as libCacheSim)",
+        PolicyKind::Sieve => "sieve (reference, as libCacheSim)",
     }
 }
 
@@ -193,8 +245,13 @@ fn title(report: &SimReport) -> String {
             name.to_string_lossy().into_owned()
         });
     let stats = &report.trace.stats;
+    let sizes = if report.trace.synthesized_sizes.is_some() {
+        "; sizes synthesised"
+    } else {
+        ""
+    };
     format!(
-        "{name}: {} requests, {} objects ({:.0}% requested once), footprint {}",
+        "{name}: {} requests, {} objects ({:.0}% requested once), footprint {}{sizes}",
         stats.requests,
         stats.distinct_objects,
         100.0 * report.trace.one_hit_share,
@@ -245,6 +302,14 @@ mod tests {
         assert_eq!(tick(0.5), "0.5");
         assert_eq!(tick(20.0), "20");
         assert_eq!(tick(1.25), "1.25");
+    }
+
+    #[test]
+    fn curves_coincide_only_when_every_point_matches() {
+        let bloom = [(1.0, 40.0), (5.0, 50.0)];
+        assert!(coincide(&bloom, &[(1.0, 40.0), (5.0, 50.0)], 50.0));
+        assert!(!coincide(&bloom, &[(1.0, 40.0), (5.0, 50.1)], 50.0));
+        assert!(!coincide(&bloom, &[(1.0, 40.0)], 50.0));
     }
 
     #[test]

@@ -9,17 +9,20 @@ use super::doorkeeper::DoorkeeperModel;
 use super::lru::ByteLru;
 use super::prefetch::prefetch;
 use super::ratio::ratio;
+use super::reference::{Access, ReferenceCache, S3Fifo, Sieve, WTinyLfu};
 use super::segmented::{MainEviction, SegmentedCache};
 
 /// What nginx keeps per key for `proxy_cache_min_uses` ("one megabyte zone can store about
 /// 8 thousand keys", the `proxy_cache_path keys_zone` documentation): 128 bytes.
 pub const NGINX_BYTES_PER_KEY: u64 = 128;
 
-/// Which admission policy a cache runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// Which admission policy a cache runs: bloomgate's (admit-all, second-hit, probation) and the
+/// research references ([`super::reference`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum PolicyKind {
-    /// Store every cacheable miss.
+    /// Store every cacheable miss: LRU (`lru` names it too).
+    #[value(alias = "lru")]
     AdmitAll,
     /// Store on the second miss within the window, remembering keys exactly.
     SecondHitExact,
@@ -29,23 +32,49 @@ pub enum PolicyKind {
     /// Store a first miss in a probation FIFO and a second one in main, as the doorkeeper
     /// decides ([`crate::admission::probation`]).
     Probation,
+    /// S3-FIFO as libCacheSim runs it ([`super::reference::S3Fifo`]).
+    #[serde(rename = "s3-fifo")]
+    #[value(name = "s3-fifo")]
+    S3Fifo,
+    /// W-TinyLFU as libCacheSim runs it ([`super::reference::WTinyLfu`]).
+    #[serde(rename = "w-tinylfu")]
+    #[value(name = "w-tinylfu")]
+    WTinyLfu,
+    /// SIEVE as libCacheSim runs it ([`super::reference::Sieve`]).
+    Sieve,
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 4] = [
+    /// Every policy, in the order reports list them.
+    pub const ALL: [PolicyKind; 7] = [
         PolicyKind::AdmitAll,
         PolicyKind::SecondHitExact,
         PolicyKind::Bloom,
         PolicyKind::Probation,
+        PolicyKind::S3Fifo,
+        PolicyKind::WTinyLfu,
+        PolicyKind::Sieve,
     ];
 
+    /// Its name in reports and in `simulate --policies`.
     pub fn as_str(&self) -> &'static str {
         match self {
             PolicyKind::AdmitAll => "admit-all",
             PolicyKind::SecondHitExact => "second-hit-exact",
             PolicyKind::Bloom => "bloom",
             PolicyKind::Probation => "probation",
+            PolicyKind::S3Fifo => "s3-fifo",
+            PolicyKind::WTinyLfu => "w-tinylfu",
+            PolicyKind::Sieve => "sieve",
         }
+    }
+
+    /// Whether it is one of the research references rather than one of bloomgate's modes.
+    pub fn is_reference(&self) -> bool {
+        matches!(
+            self,
+            PolicyKind::S3Fifo | PolicyKind::WTinyLfu | PolicyKind::Sieve
+        )
     }
 }
 
@@ -63,13 +92,15 @@ pub struct PolicyReport {
     pub writes: u64,
     pub written_bytes: u64,
     /// Writes into main and their bytes: every write of the single-segment policies; for
-    /// `probation` the seen-before misses plus the promotions.
+    /// `probation` the seen-before misses plus the promotions; for `s3-fifo` and `w-tinylfu` what
+    /// enters main from their small FIFO or window, plus S3-FIFO's ghost hits.
     pub main_writes: u64,
     pub main_written_bytes: u64,
-    /// `probation` only: first-seen misses stored in probation, and their bytes.
+    /// Misses stored where first copies go (probation's FIFO, S3-FIFO's small FIFO, W-TinyLFU's
+    /// window), and their bytes.
     pub probation_writes: u64,
     pub probation_written_bytes: u64,
-    /// `probation` only: objects moved from probation to main because they were hit there.
+    /// Objects moved from where first copies go to main.
     pub promotions: u64,
     /// Bytes fetched from the origin: every miss.
     pub origin_bytes: u64,
@@ -77,7 +108,8 @@ pub struct PolicyReport {
     /// Misses not stored because admission said first seen (for `probation`: first seen and larger
     /// than the probation segment).
     pub first_hits: u64,
-    /// Misses not stored because the object is larger than the whole cache.
+    /// Misses not stored because the object is larger than the whole cache (for the references,
+    /// than the queue it would enter).
     pub too_large: u64,
     pub rotations: RotationCounts,
     /// Memory of the admission state, in bytes: for `bloom` both filters; for `second-hit-exact`
@@ -169,10 +201,11 @@ enum AdmissionState {
     Bloom(Box<DoorkeeperModel>),
 }
 
-/// The cache model a policy runs: one byte-LRU, or probation and main.
+/// The cache model a policy runs: one byte-LRU, probation and main, or a reference policy's.
 enum CacheModel {
     Lru(ByteLru),
     Segmented(SegmentedCache),
+    Reference(ReferenceCache),
 }
 
 /// How the `probation` policy splits its cache (the proxy's `admission.probation_share`) and
@@ -209,7 +242,10 @@ impl PolicySim {
         seed: u64,
     ) -> PolicySim {
         let admission = match kind {
-            PolicyKind::AdmitAll => AdmissionState::AdmitAll,
+            PolicyKind::AdmitAll
+            | PolicyKind::S3Fifo
+            | PolicyKind::WTinyLfu
+            | PolicyKind::Sieve => AdmissionState::AdmitAll,
             PolicyKind::SecondHitExact => {
                 AdmissionState::Exact(ExactWindow::new(doorkeeper.capacity, doorkeeper.max_age))
             }
@@ -222,7 +258,18 @@ impl PolicySim {
                 Budget::new(cache_bytes, probation.share),
                 probation.main_eviction,
             )),
-            _ => CacheModel::Lru(ByteLru::new(cache_bytes)),
+            PolicyKind::S3Fifo => {
+                CacheModel::Reference(ReferenceCache::S3Fifo(S3Fifo::new(cache_bytes)))
+            }
+            PolicyKind::WTinyLfu => {
+                CacheModel::Reference(ReferenceCache::WTinyLfu(WTinyLfu::new(cache_bytes)))
+            }
+            PolicyKind::Sieve => {
+                CacheModel::Reference(ReferenceCache::Sieve(Sieve::new(cache_bytes)))
+            }
+            PolicyKind::AdmitAll | PolicyKind::SecondHitExact | PolicyKind::Bloom => {
+                CacheModel::Lru(ByteLru::new(cache_bytes))
+            }
         };
         PolicySim {
             cache,
@@ -264,6 +311,7 @@ impl PolicySim {
         match &self.cache {
             CacheModel::Lru(lru) => lru.prefetch(id),
             CacheModel::Segmented(cache) => cache.prefetch(id),
+            CacheModel::Reference(cache) => cache.prefetch(id),
         }
         match &mut self.admission {
             AdmissionState::AdmitAll => {}
@@ -287,6 +335,10 @@ impl PolicySim {
         let hit = match &mut self.cache {
             CacheModel::Lru(lru) => lru.touch(id),
             CacheModel::Segmented(cache) => cache.touch(id),
+            CacheModel::Reference(cache) => {
+                report.accessed(cache.get(id, size), size);
+                return;
+            }
         };
         if hit {
             report.hits += 1;
@@ -330,6 +382,7 @@ impl PolicySim {
                     Placement::TooLarge => report.too_large += 1,
                 }
             }
+            CacheModel::Reference(_) => unreachable!("a reference policy answered above"),
         }
     }
 
@@ -338,6 +391,9 @@ impl PolicySim {
         let report = &mut self.report;
         report.hit_ratio = ratio(report.hits, report.requests);
         report.byte_hit_ratio = ratio(report.hit_bytes, report.requested_bytes);
+        if let CacheModel::Reference(cache) = &self.cache {
+            report.admission_memory_bytes = cache.admission_memory_bytes();
+        }
         match &mut self.admission {
             AdmissionState::AdmitAll => {}
             AdmissionState::Exact(window) => {
@@ -357,6 +413,26 @@ impl PolicySim {
 }
 
 impl PolicyReport {
+    /// Counts one request to a reference policy's cache, of `size` bytes.
+    fn accessed(&mut self, access: Access, size: u64) {
+        if access.hit {
+            self.hits += 1;
+            self.hit_bytes += size;
+            return;
+        }
+        self.origin_bytes += size;
+        self.evictions += access.evictions;
+        self.promotions += access.promotions;
+        self.main_writes += access.promotions;
+        self.main_written_bytes += access.promoted_bytes;
+        if access.refused {
+            self.too_large += 1;
+        }
+        if let Some(segment) = access.stored {
+            self.wrote(segment, size);
+        }
+    }
+
     /// Counts an object of `size` bytes stored from the origin into `segment`.
     fn wrote(&mut self, segment: Segment, size: u64) {
         self.writes += 1;

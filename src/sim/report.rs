@@ -53,9 +53,10 @@ pub struct CacheReport {
     pub cache_percent_of_footprint: f64,
     pub doorkeeper: DoorkeeperSummary,
     pub policies: Vec<PolicyReport>,
-    pub bloom_vs_admit_all: BloomVsAdmitAll,
-    pub bloom_vs_exact: BloomVsExact,
-    pub probation_vs_admit_all: ProbationVsAdmitAll,
+    /// The comparisons: each present when the policies it compares ran.
+    pub bloom_vs_admit_all: Option<BloomVsAdmitAll>,
+    pub bloom_vs_exact: Option<BloomVsExact>,
+    pub probation_vs_admit_all: Option<ProbationVsAdmitAll>,
 }
 
 #[derive(Debug, Clone, Copy, serde::Serialize)]
@@ -66,8 +67,10 @@ pub struct ProbationVsAdmitAll {
     /// Bytes probation wrote into main (seen-before misses and promotions) over admit-all's
     /// written bytes.
     pub main_written_bytes_share: f64,
-    /// The same share for bloom (second-hit), for comparison.
-    pub bloom_written_bytes_share: f64,
+    /// Every byte probation wrote (its FIFO's too) over admit-all's written bytes.
+    pub written_bytes_share: f64,
+    /// The same share for bloom (second-hit), for comparison, when it ran.
+    pub bloom_written_bytes_share: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, serde::Serialize)]
@@ -101,27 +104,25 @@ impl CacheReport {
         policies: Vec<PolicyReport>,
     ) -> CacheReport {
         let find = |kind| policies.iter().find(|p: &&PolicyReport| p.policy == kind);
-        let (bloom_vs_admit_all, bloom_vs_exact, probation_vs_admit_all) = match (
-            find(PolicyKind::AdmitAll),
-            find(PolicyKind::SecondHitExact),
-            find(PolicyKind::Bloom),
-            find(PolicyKind::Probation),
-        ) {
-            (Some(all), Some(exact), Some(bloom), Some(probation)) => (
-                BloomVsAdmitAll {
-                    writes_avoided: 1.0 - ratio(bloom.writes, all.writes),
-                    written_bytes_avoided: 1.0 - ratio(bloom.written_bytes, all.written_bytes),
-                    byte_hit_ratio_change_points: 100.0
-                        * (bloom.byte_hit_ratio - all.byte_hit_ratio),
-                    hit_ratio_change_points: 100.0 * (bloom.hit_ratio - all.hit_ratio),
-                },
-                BloomVsExact {
-                    hit_ratio_difference_points: 100.0 * (bloom.hit_ratio - exact.hit_ratio),
-                    byte_hit_ratio_difference_points: 100.0
-                        * (bloom.byte_hit_ratio - exact.byte_hit_ratio),
-                    memory_ratio: ratio(bloom.admission_memory_bytes, exact.admission_memory_bytes),
-                },
-                ProbationVsAdmitAll {
+        let all = find(PolicyKind::AdmitAll);
+        let bloom = find(PolicyKind::Bloom);
+        let bloom_vs_admit_all = all.zip(bloom).map(|(all, bloom)| BloomVsAdmitAll {
+            writes_avoided: 1.0 - ratio(bloom.writes, all.writes),
+            written_bytes_avoided: 1.0 - ratio(bloom.written_bytes, all.written_bytes),
+            byte_hit_ratio_change_points: 100.0 * (bloom.byte_hit_ratio - all.byte_hit_ratio),
+            hit_ratio_change_points: 100.0 * (bloom.hit_ratio - all.hit_ratio),
+        });
+        let bloom_vs_exact = find(PolicyKind::SecondHitExact)
+            .zip(bloom)
+            .map(|(exact, bloom)| BloomVsExact {
+                hit_ratio_difference_points: 100.0 * (bloom.hit_ratio - exact.hit_ratio),
+                byte_hit_ratio_difference_points: 100.0
+                    * (bloom.byte_hit_ratio - exact.byte_hit_ratio),
+                memory_ratio: ratio(bloom.admission_memory_bytes, exact.admission_memory_bytes),
+            });
+        let probation_vs_admit_all =
+            all.zip(find(PolicyKind::Probation))
+                .map(|(all, probation)| ProbationVsAdmitAll {
                     hit_ratio_change_points: 100.0 * (probation.hit_ratio - all.hit_ratio),
                     byte_hit_ratio_change_points: 100.0
                         * (probation.byte_hit_ratio - all.byte_hit_ratio),
@@ -129,11 +130,10 @@ impl CacheReport {
                         probation.main_written_bytes,
                         all.written_bytes,
                     ),
-                    bloom_written_bytes_share: ratio(bloom.written_bytes, all.written_bytes),
-                },
-            ),
-            _ => unreachable!("every cache runs every policy"),
-        };
+                    written_bytes_share: ratio(probation.written_bytes, all.written_bytes),
+                    bloom_written_bytes_share: bloom
+                        .map(|bloom| ratio(bloom.written_bytes, all.written_bytes)),
+                });
         CacheReport {
             cache_bytes,
             cache_percent_of_footprint: 100.0 * ratio(cache_bytes, footprint_bytes),
@@ -168,118 +168,144 @@ impl fmt::Display for HumanBytes {
 
 impl fmt::Display for SimReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let trace = &self.trace;
-        let stats = &trace.stats;
-        writeln!(
-            f,
-            "trace {} ({:?}, {:?}): {} requests, {} distinct objects, {:.1}% requested once, footprint {}",
-            trace.path,
-            trace.format,
-            trace.compression,
-            stats.requests,
-            stats.distinct_objects,
-            100.0 * trace.one_hit_share,
-            HumanBytes(stats.footprint_bytes),
-        )?;
-        if trace.skipped_lines > 0 {
-            writeln!(f, "skipped {} bad lines", trace.skipped_lines)?;
-        }
-        if trace.ignored_lines > 0 {
-            writeln!(
-                f,
-                "ignored {} lines: methods other than GET and HEAD, or objects of unknown size",
-                trace.ignored_lines
-            )?;
-        }
-        if let Some(rule) = trace.synthesized_sizes {
-            writeln!(f, "sizes missing from the trace were synthesized: {rule}")?;
-        }
-        writeln!(
-            f,
-            "eviction: LRU by bytes for admit-all, second-hit-exact and bloom; probation: a probation FIFO and a main segment (the proxy's store rules); objects larger than the cache are never stored"
-        )?;
+        write_trace(f, &self.trace)?;
         for cache in &self.caches {
-            let door = &cache.doorkeeper;
             writeln!(f)?;
-            writeln!(
-                f,
-                "cache {} ({:.2}% of footprint); doorkeeper capacity {} ({}), target fpr {}, rotate at fpr {}, max age {}",
-                HumanBytes(cache.cache_bytes),
-                cache.cache_percent_of_footprint,
-                door.capacity,
-                door.capacity_source,
-                door.target_fpr,
-                door.rotate_at_fpr,
-                door.max_age_seconds
-                    .map_or("none".to_owned(), |s| format!("{s} s")),
-            )?;
-            writeln!(
-                f,
-                "{:<17} {:>7} {:>7} {:>10} {:>11} {:>11} {:>11} {:>9} {:>11}",
-                "policy",
-                "hit%",
-                "byte%",
-                "writes",
-                "written",
-                "main written",
-                "origin",
-                "rotations",
-                "adm. memory"
-            )?;
-            for p in &cache.policies {
-                let rotations = p.rotations.total();
-                writeln!(
-                    f,
-                    "{:<17} {:>7.2} {:>7.2} {:>10} {:>11} {:>11} {:>11} {:>9} {:>11}",
-                    p.policy.as_str(),
-                    100.0 * p.hit_ratio,
-                    100.0 * p.byte_hit_ratio,
-                    p.writes,
-                    HumanBytes(p.written_bytes).to_string(),
-                    HumanBytes(p.main_written_bytes).to_string(),
-                    HumanBytes(p.origin_bytes).to_string(),
-                    rotations,
-                    HumanBytes(p.admission_memory_bytes).to_string(),
-                )?;
-            }
-            let all = &cache.bloom_vs_admit_all;
-            let exact = &cache.bloom_vs_exact;
-            writeln!(
-                f,
-                "bloom vs admit-all: {:.1}% of writes avoided ({:.1}% of written bytes), byte hit ratio {:+.2} points, hit ratio {:+.2} points",
-                100.0 * all.writes_avoided,
-                100.0 * all.written_bytes_avoided,
-                all.byte_hit_ratio_change_points,
-                all.hit_ratio_change_points,
-            )?;
-            writeln!(
-                f,
-                "bloom vs second-hit-exact: hit ratio {:+.2} points, byte hit ratio {:+.2} points, memory 1/{:.0} (exact at {} B/key, nginx's keys_zone)",
-                exact.hit_ratio_difference_points,
-                exact.byte_hit_ratio_difference_points,
-                1.0 / exact.memory_ratio,
-                super::NGINX_BYTES_PER_KEY,
-            )?;
-            let probation = &cache.probation_vs_admit_all;
-            writeln!(
-                f,
-                "probation vs admit-all: hit ratio {:+.2} points, byte hit ratio {:+.2} points, main written bytes {:.2}x admit-all's (bloom {:.2}x)",
-                probation.hit_ratio_change_points,
-                probation.byte_hit_ratio_change_points,
-                probation.main_written_bytes_share,
-                probation.bloom_written_bytes_share,
-            )?;
+            write_policies(f, cache)?;
+            write_comparisons(f, cache)?;
         }
+        let stats = &self.trace.stats;
         writeln!(f)?;
         writeln!(
             f,
             "simulated {} requests x {} policies in {:.2} s: {:.2} million requests/s",
             stats.requests,
-            self.caches.len() * PolicyKind::ALL.len(),
+            self.caches.iter().map(|c| c.policies.len()).sum::<usize>(),
             self.elapsed_seconds,
             self.requests_per_second / 1e6,
         )
     }
+}
+
+/// The trace's line: its size, what was skipped or synthesised, and how each policy evicts.
+fn write_trace(f: &mut fmt::Formatter<'_>, trace: &TraceSummary) -> fmt::Result {
+    let stats = &trace.stats;
+    writeln!(
+        f,
+        "trace {} ({:?}, {:?}): {} requests, {} distinct objects, {:.1}% requested once, footprint {}",
+        trace.path,
+        trace.format,
+        trace.compression,
+        stats.requests,
+        stats.distinct_objects,
+        100.0 * trace.one_hit_share,
+        HumanBytes(stats.footprint_bytes),
+    )?;
+    if trace.skipped_lines > 0 {
+        writeln!(f, "skipped {} bad lines", trace.skipped_lines)?;
+    }
+    if trace.ignored_lines > 0 {
+        writeln!(
+            f,
+            "ignored {} lines: methods other than GET and HEAD, or objects of unknown size",
+            trace.ignored_lines
+        )?;
+    }
+    if let Some(rule) = trace.synthesized_sizes {
+        writeln!(f, "sizes missing from the trace were synthesized: {rule}")?;
+    }
+    writeln!(
+        f,
+        "eviction: LRU by bytes for admit-all, second-hit-exact and bloom; probation: a probation FIFO and a main segment (the proxy's store rules); s3-fifo, w-tinylfu and sieve as libCacheSim runs them; objects larger than the cache are never stored"
+    )?;
+    Ok(())
+}
+
+/// One cache size: its doorkeeper's settings and a row per policy.
+fn write_policies(f: &mut fmt::Formatter<'_>, cache: &CacheReport) -> fmt::Result {
+    let door = &cache.doorkeeper;
+    writeln!(f)?;
+    writeln!(
+        f,
+        "cache {} ({:.2}% of footprint); doorkeeper capacity {} ({}), target fpr {}, rotate at fpr {}, max age {}",
+        HumanBytes(cache.cache_bytes),
+        cache.cache_percent_of_footprint,
+        door.capacity,
+        door.capacity_source,
+        door.target_fpr,
+        door.rotate_at_fpr,
+        door.max_age_seconds
+            .map_or("none".to_owned(), |s| format!("{s} s")),
+    )?;
+    writeln!(
+        f,
+        "{:<17} {:>7} {:>7} {:>10} {:>11} {:>11} {:>11} {:>9} {:>11}",
+        "policy",
+        "hit%",
+        "byte%",
+        "writes",
+        "written",
+        "main written",
+        "origin",
+        "rotations",
+        "adm. memory"
+    )?;
+    for p in &cache.policies {
+        let rotations = p.rotations.total();
+        writeln!(
+            f,
+            "{:<17} {:>7.2} {:>7.2} {:>10} {:>11} {:>11} {:>11} {:>9} {:>11}",
+            p.policy.as_str(),
+            100.0 * p.hit_ratio,
+            100.0 * p.byte_hit_ratio,
+            p.writes,
+            HumanBytes(p.written_bytes).to_string(),
+            HumanBytes(p.main_written_bytes).to_string(),
+            HumanBytes(p.origin_bytes).to_string(),
+            rotations,
+            HumanBytes(p.admission_memory_bytes).to_string(),
+        )?;
+    }
+    Ok(())
+}
+
+/// One cache size's comparisons, each present when both of its policies ran.
+fn write_comparisons(f: &mut fmt::Formatter<'_>, cache: &CacheReport) -> fmt::Result {
+    if let Some(all) = &cache.bloom_vs_admit_all {
+        writeln!(
+            f,
+            "bloom vs admit-all: {:.1}% of writes avoided ({:.1}% of written bytes), byte hit ratio {:+.2} points, hit ratio {:+.2} points",
+            100.0 * all.writes_avoided,
+            100.0 * all.written_bytes_avoided,
+            all.byte_hit_ratio_change_points,
+            all.hit_ratio_change_points,
+        )?;
+    }
+    if let Some(exact) = &cache.bloom_vs_exact {
+        writeln!(
+            f,
+            "bloom vs second-hit-exact: hit ratio {:+.2} points, byte hit ratio {:+.2} points, memory 1/{:.0} (exact at {} B/key, nginx's keys_zone)",
+            exact.hit_ratio_difference_points,
+            exact.byte_hit_ratio_difference_points,
+            1.0 / exact.memory_ratio,
+            super::NGINX_BYTES_PER_KEY,
+        )?;
+    }
+    if let Some(probation) = &cache.probation_vs_admit_all {
+        write!(
+            f,
+            "probation vs admit-all: hit ratio {:+.2} points, byte hit ratio {:+.2} points, main written bytes {:.2}x admit-all's (all written bytes {:.2}x",
+            probation.hit_ratio_change_points,
+            probation.byte_hit_ratio_change_points,
+            probation.main_written_bytes_share,
+            probation.written_bytes_share,
+        )?;
+        match probation.bloom_written_bytes_share {
+            Some(bloom) => writeln!(f, "; bloom {bloom:.2}x)")?,
+            None => writeln!(f, ")")?,
+        }
+    }
+    Ok(())
 }
 
 /// The two-tier model's run: RAM over disk, one report per disk rule.

@@ -152,3 +152,19 @@ mod tests {
         distinct(PurgeLabel::ALL.map(PurgeLabel::as_str).to_vec());
     }
 }
+
+label_values! {
+    /// The labels of `bloomgate_slices_total{event}`.
+    pub enum SliceEvent {
+        Stored = "stored",
+        Hit = "hit",
+        /// Refused by admission: the slice's first request.
+        FirstHit = "first_hit",
+        /// The origin answered a slice's range with the whole object.
+        NotRanged = "not_ranged",
+        /// The origin's `Content-Range` was not the slice's.
+        WrongRange = "wrong_range",
+        /// The slice was of another version of the object.
+        Changed = "changed",
+    }
+}

@@ -14,7 +14,7 @@ pub mod table;
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 
 pub use exporter::{DoorkeeperState, ScrapeState, recorder, render};
-pub use labels::{CachedError, DecisionLabel, OriginOutcome, Outcome, PurgeLabel};
+pub use labels::{CachedError, DecisionLabel, OriginOutcome, Outcome, PurgeLabel, SliceEvent};
 pub use series::{RouteSeries, Series, UNROUTED, series};
 pub use table::*;
 

@@ -10,11 +10,11 @@ use std::sync::OnceLock;
 
 use metrics::{Counter, Histogram, counter, histogram};
 
-use super::labels::{CachedError, DecisionLabel, OriginOutcome, Outcome, PurgeLabel};
+use super::labels::{CachedError, DecisionLabel, OriginOutcome, Outcome, PurgeLabel, SliceEvent};
 use super::{
     ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CACHED_ERRORS_TOTAL, ORIGIN_BYTES_TOTAL,
     ORIGIN_REQUESTS_TOTAL, PURGED_ENTRIES_TOTAL, PURGES_TOTAL, REQUEST_DURATION_SECONDS,
-    REQUESTS_TOTAL, recorder,
+    REQUESTS_TOTAL, SLICE_ORIGIN_BYTES_TOTAL, SLICES_TOTAL, recorder,
 };
 
 /// The series of one route (the `route` label): its requests by outcome, and the body bytes it
@@ -69,6 +69,9 @@ pub struct Series {
     purges: [Counter; PurgeLabel::ALL.len()],
     /// `bloomgate_purged_entries_total{kind}`, in the order of [`PurgeLabel::ALL`].
     purged_entries: [Counter; PurgeLabel::ALL.len()],
+    /// `bloomgate_slices_total{event}`, in the order of [`SliceEvent::ALL`].
+    slices: [Counter; SliceEvent::ALL.len()],
+    pub slice_origin_bytes: Counter,
 }
 
 impl Series {
@@ -91,6 +94,10 @@ impl Series {
     pub fn purged_entry(&self, kind: PurgeLabel) -> &Counter {
         &self.purged_entries[kind as usize]
     }
+
+    pub fn slice(&self, event: SliceEvent) -> &Counter {
+        &self.slices[event as usize]
+    }
 }
 
 /// The handles, made on first use. The recorder is installed first: a handle made before it would
@@ -110,6 +117,8 @@ pub fn series() -> &'static Series {
             purges: PurgeLabel::ALL.map(|kind| counter!(PURGES_TOTAL, "kind" => kind.as_str())),
             purged_entries: PurgeLabel::ALL
                 .map(|kind| counter!(PURGED_ENTRIES_TOTAL, "kind" => kind.as_str())),
+            slices: SliceEvent::ALL.map(|event| counter!(SLICES_TOTAL, "event" => event.as_str())),
+            slice_origin_bytes: counter!(SLICE_ORIGIN_BYTES_TOTAL),
         }
     })
 }

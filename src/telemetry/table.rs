@@ -7,7 +7,7 @@
 
 use metrics::Unit;
 
-use super::labels::{CachedError, DecisionLabel, OriginOutcome, Outcome, PurgeLabel};
+use super::labels::{CachedError, DecisionLabel, OriginOutcome, Outcome, PurgeLabel, SliceEvent};
 use crate::admission::RotationReason;
 use crate::admission::probation::Segment;
 use crate::cache::disk::{Rejection, WriteReason};
@@ -238,6 +238,12 @@ metrics_table! {
         [];
     DISK_SYNC_SECONDS: Gauge(Seconds), "bloomgate_disk_sync_seconds", AtScrape,
         "Time the disk engine's writer has spent in fdatasync since the tier opened.",
+        [];
+    SLICES_TOTAL: Counter, "bloomgate_slices_total", AtStart,
+        "Slices of large objects, by event: stored, hit, first_hit (refused by admission), and the answers that were not used (not_ranged: the origin sent the whole object; wrong_range: a Content-Range that is not the slice's; changed: another version of the object).",
+        [event = listed!(SliceEvent)];
+    SLICE_ORIGIN_BYTES_TOTAL: Counter(Bytes), "bloomgate_slice_origin_bytes_total", AtStart,
+        "Body bytes of slices received from the origin.",
         [];
     ORIGIN_REQUESTS_TOTAL: Counter, "bloomgate_origin_requests_total", AtStart,
         "Requests sent to the origin, by outcome.",

@@ -6,7 +6,9 @@
 //!   `Last-Modified` ([`LAST_MODIFIED`]), `Content-Length`, and `X-Origin-Count` (how many requests
 //!   for this key the origin has seen, this one included). A request whose `If-None-Match` matches
 //!   the ETag, or (without `If-None-Match`) whose `If-Modified-Since` is not earlier than
-//!   `Last-Modified`, gets `304 Not Modified` with no body.
+//!   `Last-Modified`, gets `304 Not Modified` with no body. A GET with one `Range: bytes=a-b`
+//!   (or `a-`, `-n`) within the object, and no `If-Range` other than its ETag, gets a 206 of
+//!   those bytes (RFC 9110 section 14), as a file server or object store answers it.
 //! - Any other path (not under `/_origin/`) is an object whose key is the whole path and query,
 //!   of `default_size` bytes.
 //! - `GET /_origin/stats`: `{"requests": n, "bytes": b}`, objects requested and body bytes sent.
@@ -397,8 +399,27 @@ impl ObjectRequest {
             return response;
         }
 
-        let chunks = ObjectChunks::new(&content_key, self.size);
         let is_head = request.method() == Method::HEAD;
+        if self.status == StatusCode::OK
+            && self.fault.is_none()
+            && !is_head
+            && let Some(range) = single_range(request.headers(), self.size, &etag)
+        {
+            let mut headers = headers;
+            let length = range.end - range.start;
+            let content_range = format!("bytes {}-{}/{}", range.start, range.end - 1, self.size);
+            if let Ok(value) = HeaderValue::from_str(&content_range) {
+                headers.insert(header::CONTENT_RANGE, value);
+            }
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+            state.stats.bytes.fetch_add(length, Ordering::Relaxed);
+            let mut response =
+                Response::new(OriginBody::Object(ObjectChunks::range(&content_key, range)));
+            *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+            *response.headers_mut() = headers;
+            return response;
+        }
+        let chunks = ObjectChunks::new(&content_key, self.size);
         let (body, sent) = match self.fault {
             Some(fault @ (Fault::ResetMidBody | Fault::ShortBody | Fault::BadChunked)) => {
                 let (raw, sent) = self.raw_response(fault, &headers, chunks, is_head);
@@ -524,6 +545,29 @@ impl ObjectRequest {
 }
 
 /// RFC 9110 section 13.1: If-None-Match (weak comparison) wins over If-Modified-Since.
+/// The one byte range a request's `Range` names within an object of `size` bytes, when it names
+/// exactly one and its `If-Range`, if any, is this `etag`; `None`: the whole object is the answer.
+fn single_range(headers: &HeaderMap, size: u64, etag: &str) -> Option<std::ops::Range<u64>> {
+    if let Some(if_range) = headers.get(header::IF_RANGE)
+        && if_range.as_bytes() != etag.as_bytes()
+    {
+        return None;
+    }
+    let set = headers
+        .get(header::RANGE)?
+        .to_str()
+        .ok()?
+        .strip_prefix("bytes=")?;
+    let (first, last) = set.trim().split_once('-')?;
+    let range = match (first.parse::<u64>(), last.parse::<u64>()) {
+        (Ok(first), Ok(last)) if first <= last => first..(last + 1).min(size),
+        (Ok(first), Err(_)) if last.is_empty() => first..size,
+        (Err(_), Ok(suffix)) if first.is_empty() && suffix > 0 => size.saturating_sub(suffix)..size,
+        _ => return None,
+    };
+    (range.start < range.end).then_some(range)
+}
+
 fn is_not_modified(headers: &HeaderMap, etag: &str) -> bool {
     if let Some(if_none_match) = headers.get(header::IF_NONE_MATCH) {
         let Ok(if_none_match) = if_none_match.to_str() else {
@@ -581,6 +625,40 @@ fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<OriginBody> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_range_is_served_and_anything_else_is_the_whole_object() {
+        let ranged = |range: &str, if_range: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::RANGE, HeaderValue::from_str(range).unwrap());
+            if let Some(tag) = if_range {
+                headers.insert(header::IF_RANGE, HeaderValue::from_str(tag).unwrap());
+            }
+            single_range(&headers, 1000, "\"e\"")
+        };
+        assert_eq!(ranged("bytes=0-99", None), Some(0..100));
+        assert_eq!(ranged("bytes=900-2000", None), Some(900..1000));
+        assert_eq!(ranged("bytes=990-", None), Some(990..1000));
+        assert_eq!(ranged("bytes=-10", None), Some(990..1000));
+        assert_eq!(ranged("bytes=0-9", Some("\"e\"")), Some(0..10));
+        assert_eq!(ranged("bytes=0-9", Some("\"other\"")), None);
+        assert_eq!(ranged("bytes=0-9,20-29", None), None);
+        assert_eq!(ranged("bytes=1000-", None), None);
+    }
+
+    #[test]
+    fn a_range_of_an_object_is_those_bytes_of_it() {
+        let whole = crate::traffic::pattern::object_bytes("k", 300_000);
+        for range in [0..10u64, 65_530..65_560, 131_072..300_000, 299_999..300_000] {
+            let part: Vec<u8> = ObjectChunks::range("k", range.clone())
+                .flat_map(|chunk| chunk.to_vec())
+                .collect();
+            assert!(
+                part[..] == whole[range.start as usize..range.end as usize],
+                "{range:?}"
+            );
+        }
+    }
 
     #[test]
     fn the_last_modified_constants_agree() {

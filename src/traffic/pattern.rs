@@ -69,6 +69,17 @@ impl ObjectChunks {
         }
     }
 
+    /// The chunks of bytes `range` of the object: the pattern repeats every `PERIOD` bytes, so
+    /// the range starts at its offset within one period.
+    pub fn range(key: &str, range: std::ops::Range<u64>) -> Self {
+        let whole = ObjectChunks::new(key, 0);
+        let within = (range.start % PERIOD as u64) as usize;
+        ObjectChunks {
+            offset: (whole.offset + within) % PERIOD,
+            remaining: range.end.saturating_sub(range.start),
+        }
+    }
+
     pub fn remaining(&self) -> u64 {
         self.remaining
     }

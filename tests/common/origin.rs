@@ -41,6 +41,9 @@ pub struct Reply {
     /// Answer a request's single `Range: bytes=first-last` (or `first-`) with a 206 of those
     /// bytes, as an origin that serves ranges itself does.
     pub serves_ranges: bool,
+    /// With `serves_ranges`: the 206's `Content-Range` names a range one byte later than the
+    /// bytes it sends, as a broken origin might.
+    pub misnames_ranges: bool,
     /// The fields of the 304 sent, whatever its validators, to any request carrying
     /// `If-None-Match` or `If-Modified-Since` (an origin whose 304 may name nothing stored).
     pub conditional_304: Option<Vec<(String, String)>>,
@@ -61,6 +64,7 @@ impl Reply {
             echo_first: false,
             raw: None,
             serves_ranges: false,
+            misnames_ranges: false,
             conditional_304: None,
         }
     }
@@ -146,6 +150,11 @@ impl Reply {
         self
     }
 
+    pub fn misnames_ranges(mut self) -> Reply {
+        self.misnames_ranges = true;
+        self
+    }
+
     /// This reply as the 206 answering `range` (`bytes=first-last` or `bytes=first-`), when it
     /// serves ranges and the range is one it can name.
     fn for_range(mut self, range: Option<&str>) -> Reply {
@@ -168,7 +177,8 @@ impl Reply {
         self.body = self.body[first..=last].to_vec();
         self.status = 206;
         self.chunked = false;
-        self.header("content-range", &format!("bytes {first}-{last}/{length}"))
+        let named = first + usize::from(self.misnames_ranges);
+        self.header("content-range", &format!("bytes {named}-{last}/{length}"))
     }
 
     fn header_value(&self, name: &str) -> Option<&str> {

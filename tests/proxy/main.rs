@@ -30,6 +30,7 @@ mod reload;
 mod rfc9111;
 mod security;
 mod service_unit;
+mod slices;
 mod status_page;
 mod stderr_log;
 mod tags;

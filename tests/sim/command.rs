@@ -18,6 +18,7 @@ fn args(trace: PathBuf) -> SimulateArgs {
         target_fpr: 0.01,
         rotate_at_fpr: 0.02,
         max_age: None,
+        policies: Vec::new(),
         probation_share: 0.1,
         probation_main: MainEviction::Fifo,
         ram_bytes: None,
@@ -57,7 +58,8 @@ fn cache_percent_is_of_the_footprint_of_distinct_objects() {
     let bloom = whole.policy(PolicyKind::Bloom).unwrap();
     assert_eq!((all.hits, all.writes), (2, 3));
     assert_eq!((bloom.hits, bloom.writes), (1, 1));
-    assert!((whole.bloom_vs_admit_all.writes_avoided - 2.0 / 3.0).abs() < 1e-12);
+    let versus = whole.bloom_vs_admit_all.expect("admit-all and bloom ran");
+    assert!((versus.writes_avoided - 2.0 / 3.0).abs() < 1e-12);
     let json = serde_json::to_string(&report).unwrap();
     assert!(json.contains("\"second-hit-exact\""));
 }
@@ -113,11 +115,15 @@ fn probation_reports_its_writes_by_segment_and_against_admit_all() {
         (2, 2, 0)
     );
     assert_eq!(probation.probation_written_bytes, 400);
-    let versus = &whole.probation_vs_admit_all;
+    let versus = whole
+        .probation_vs_admit_all
+        .expect("admit-all and probation ran");
     assert_eq!(versus.main_written_bytes_share, 0.0);
     assert_eq!(versus.hit_ratio_change_points, 0.0);
+    assert_eq!(versus.written_bytes_share, 1.0);
+    let bloom = versus.bloom_written_bytes_share.expect("bloom ran");
     assert!(
-        (versus.bloom_written_bytes_share - 100.0 / 400.0).abs() < 1e-12,
+        (bloom - 100.0 / 400.0).abs() < 1e-12,
         "bloom stores a on its second request: {versus:?}"
     );
     // At the default 10%, neither fits probation: both first requests are first hits, and a's
@@ -286,6 +292,59 @@ fn jobs_share_out_the_work_and_change_nothing_in_the_report() {
     assert_eq!(sequential["policies"].as_array().unwrap().len(), 3);
     let parallel = simulate_json(&path, &[&tiers[..], &["--jobs", "3"]].concat());
     assert_eq!(parallel, sequential);
+}
+
+#[test]
+fn policies_are_picked_by_their_report_names_and_run_as_they_would_among_all() {
+    let trace = SyntheticTrace {
+        requests: 20_000,
+        objects: 3_000,
+        ..SyntheticTrace::default()
+    };
+    let path = crate::synthetic_trace_file("policies.csv", &trace);
+    let sizes = ["--cache-percent", "5"];
+    let all = simulate_json(&path, &sizes);
+    let names = |report: &serde_json::Value| -> Vec<String> {
+        report["caches"][0]["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["policy"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        names(&all),
+        [
+            "admit-all",
+            "second-hit-exact",
+            "bloom",
+            "probation",
+            "s3-fifo",
+            "w-tinylfu",
+            "sieve"
+        ]
+    );
+    // `lru` names admit-all; the order is the report's whatever the order asked.
+    let some = simulate_json(
+        &path,
+        &[&sizes[..], &["--policies", "sieve,lru,s3-fifo"]].concat(),
+    );
+    assert_eq!(names(&some), ["admit-all", "s3-fifo", "sieve"]);
+    for (index, policy) in [(0, 0), (1, 4), (2, 6)] {
+        assert_eq!(
+            some["caches"][0]["policies"][index], all["caches"][0]["policies"][policy],
+            "a policy's report does not depend on the others run beside it"
+        );
+    }
+    assert!(some["caches"][0]["bloom_vs_admit_all"].is_null());
+    let output = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+        .args(["simulate", "--cache-percent", "5", "--policies", "arc"])
+        .arg("--trace")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("arc"));
 }
 
 #[test]

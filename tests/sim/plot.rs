@@ -8,10 +8,18 @@ use std::process::Command;
 use bloomgate::trace::SyntheticTrace;
 
 /// The policies the picture draws, by their legend's first word.
-const POLICIES: [&str; 4] = ["admit-all", "second-hit-exact", "bloom", "probation"];
+const POLICIES: [&str; 7] = [
+    "admit-all",
+    "second-hit-exact",
+    "bloom",
+    "probation",
+    "s3-fifo",
+    "w-tinylfu",
+    "sieve",
+];
 const SIZES: [&str; 4] = ["1", "5", "10", "20"];
-/// Object hit ratio, byte hit ratio, bytes written into main.
-const PANELS: usize = 3;
+/// Object hit ratio, byte hit ratio, bytes written into main, all bytes written.
+const PANELS: usize = 4;
 
 fn synthetic_trace(name: &str) -> PathBuf {
     let trace = SyntheticTrace {
@@ -23,14 +31,12 @@ fn synthetic_trace(name: &str) -> PathBuf {
 }
 
 fn simulate_plot(trace: &Path, plot: &Path) -> String {
+    simulate_plot_sizes(trace, plot, &SIZES.join(","))
+}
+
+fn simulate_plot_sizes(trace: &Path, plot: &Path, sizes: &str) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
-        .args([
-            "simulate",
-            "--jobs",
-            "2",
-            "--cache-percent",
-            &SIZES.join(","),
-        ])
+        .args(["simulate", "--jobs", "2", "--cache-percent", sizes])
         .arg("--trace")
         .arg(trace)
         .arg("--plot")
@@ -115,6 +121,48 @@ fn plot_draws_one_curve_per_policy_with_a_point_per_size_in_each_panel() {
     for colour in curves.keys() {
         assert_eq!(dots.get(colour), Some(&(PANELS * SIZES.len())), "{dots:?}");
     }
+}
+
+/// The texts of an SVG document.
+fn texts(svg: &str) -> Vec<String> {
+    let document = roxmltree::Document::parse(svg).expect("the SVG is well-formed XML");
+    document
+        .descendants()
+        .filter(|node| node.has_tag_name("text"))
+        .filter_map(|node| node.text())
+        .map(|text| text.trim().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_single_cache_size_still_gets_its_tick() {
+    let trace = synthetic_trace("single.csv");
+    let svg = simulate_plot_sizes(&trace, &trace.with_extension("svg"), "7");
+    let texts = texts(&svg);
+    let ticks = texts.iter().filter(|text| *text == "7").count();
+    assert_eq!(ticks, PANELS, "an x tick of 7% per panel in {texts:?}");
+}
+
+#[test]
+fn synthesised_sizes_and_all_bytes_written_are_shown() {
+    let path =
+        std::env::temp_dir().join(format!("bloomgate-plot-{}-unsized.csv", std::process::id()));
+    let mut csv = String::from("time,key,size\n");
+    for request in 0..2_000 {
+        csv.push_str(&format!("{request},k{},\n", request % 300));
+    }
+    std::fs::write(&path, csv).unwrap();
+    let texts = texts(&simulate_plot(&path, &path.with_extension("svg")));
+    assert!(
+        texts.iter().any(|text| text.contains("sizes synthesised")),
+        "{texts:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|text| text.starts_with("All bytes written")),
+        "{texts:?}"
+    );
 }
 
 #[test]

@@ -15,12 +15,13 @@ use crate::telemetry::{
     DISK_HITS_TOTAL, DISK_LIVE_BYTES, DISK_MAX_BYTES, DISK_RECOVERING, DISK_WRITTEN_BYTES_TOTAL,
     FILTER_BYTES, FILTER_CAPACITY, FILTER_ESTIMATED_FPR, FILTER_ESTIMATED_ITEMS, FILTER_FILL_RATIO,
     FILTER_GENERATION, FILTER_MAX_AGE_REMAINING_SECONDS, FILTER_ROTATE_AT_FPR,
-    FILTER_ROTATIONS_TOTAL, ORIGIN_BYTES_TOTAL, REQUESTS_TOTAL, UPSTREAM_HEALTHY,
+    FILTER_ROTATIONS_TOTAL, ORIGIN_BYTES_TOTAL, REQUESTS_TOTAL, SLICE_ORIGIN_BYTES_TOTAL,
+    SLICES_TOTAL, UPSTREAM_HEALTHY,
 };
 
 use crate::proxy::Proxy;
 use crate::proxy::upstream::label;
-use crate::telemetry::{DecisionLabel, Outcome};
+use crate::telemetry::{DecisionLabel, Outcome, SliceEvent};
 
 /// The page at `GET /`: HTML with its style and script inline, polling `/status.json`.
 pub const PAGE: &str = include_str!("status.html");
@@ -53,6 +54,11 @@ pub struct Status {
     pub origins: Vec<OriginStatus>,
     /// Each route of the configuration, in order, with its requests and hit ratio.
     pub routes: Vec<RouteStatus>,
+    /// `bloomgate_slices_total` by `event`: slices of large objects stored, hit, refused by
+    /// admission, and origin answers not used.
+    pub slices: BTreeMap<&'static str, u64>,
+    /// `bloomgate_slice_origin_bytes_total`.
+    pub slice_origin_bytes: u64,
     /// The last ten minutes in intervals of [`SAMPLE_EVERY`], oldest first; the last one ends now.
     pub history: Vec<Interval>,
 }
@@ -323,6 +329,12 @@ pub fn status(proxy: &Proxy, history: &History) -> Status {
         }),
         origins: origins(&config, &series),
         routes: routes(&config, &series),
+        slices: series.by_label(
+            SLICES_TOTAL,
+            "event",
+            SliceEvent::ALL.map(SliceEvent::as_str),
+        ),
+        slice_origin_bytes: series.count(SLICE_ORIGIN_BYTES_TOTAL, None),
         history: history.intervals(totals),
     }
 }

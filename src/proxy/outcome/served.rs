@@ -9,7 +9,7 @@ use http::{HeaderName, HeaderValue, Response, StatusCode};
 use crate::admission::probation::Segment;
 use crate::cache::NotStored;
 use crate::cache::policy::PolicyRule;
-use crate::proxy::request::decision::Decision;
+use crate::proxy::outcome::decision::Decision;
 use crate::proxy::upstream::origin::{AnsweredBy, OriginFailure};
 use crate::telemetry::{CachedError, Outcome};
 
@@ -70,6 +70,8 @@ pub enum Detail {
     Purge,
     /// A rule of the route's cache policy decided (`bypass-cookie`, `policy-override`, ...).
     Policy(PolicyRule),
+    /// Answered from a large object's slices (`Cache-Status` adds how many were hits).
+    Slice,
 }
 
 impl Detail {
@@ -86,6 +88,7 @@ impl Detail {
             Detail::UpstreamDown => "upstream-down",
             Detail::Purge => "purge",
             Detail::Policy(rule) => rule.as_str(),
+            Detail::Slice => "slice",
         }
     }
 
@@ -173,6 +176,9 @@ pub enum Served {
     /// Not answered by the cache: passed to the origin as it is (another method, a range the
     /// cache will not cut, `detail` saying why), or a PURGE.
     Bypass { fwd: Fwd, detail: Option<Detail> },
+    /// A large object's answer assembled from the `of` slices it touches, `hits` of them found
+    /// stored when its head was sent (the others fetched, each admitted on its own).
+    Sliced { hits: u64, of: u64 },
     /// Refused by the proxy itself: no valid host or target.
     Refused,
     /// The proxy's own 502 or 504: the origin failed.
@@ -286,6 +292,12 @@ impl Served {
                 detail,
                 ..Parameters::default()
             },
+            Served::Sliced { hits, of } => Parameters {
+                hit: hits == of,
+                fwd: (hits < of).then_some(Fwd::Miss),
+                detail: Some(Detail::Slice),
+                ..Parameters::default()
+            },
             Served::Refused => Parameters {
                 fwd: Some(Fwd::Request),
                 ..Parameters::default()
@@ -307,6 +319,8 @@ impl Served {
             Served::StaleWhileRevalidate { .. } | Served::StaleIfError { .. } => Outcome::Stale,
             Served::Revalidated { .. } => Outcome::Revalidated,
             Served::Stored { .. } | Served::NotStored { .. } => Outcome::Miss,
+            Served::Sliced { hits, of } if hits == of => Outcome::Hit,
+            Served::Sliced { .. } => Outcome::Miss,
             Served::Collapsed { .. } => Outcome::Collapsed,
             Served::Bypass { .. } | Served::Refused => Outcome::Pass,
             Served::Error { .. } => Outcome::Error,
@@ -394,13 +408,23 @@ impl Served {
             }
             _ => None,
         };
+        let slice_hits = match self {
+            // A HEAD, a 304 or a 416 touches no slice: `detail=slice` alone.
+            Served::Sliced { hits, of } if *of > 0 => Some(format!("hits-{hits}-of-{of}")),
+            _ => None,
+        };
         let details = [
             parameters.detail.map(Detail::as_str),
+            slice_hits.as_deref(),
             decided_by.map(DecidedBy::as_str),
             self.cached_error(status).map(|_| "cached-error"),
         ];
         for (index, part) in details.into_iter().flatten().enumerate() {
-            value.push_str(if index == 0 { "; detail=" } else { "/" });
+            value.push_str(match (index, slice_hits.is_some()) {
+                (0, _) => "; detail=",
+                (1, true) => "-",
+                _ => "/",
+            });
             value.push_str(part);
         }
         HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(CACHE_NAME))
@@ -490,6 +514,29 @@ mod tests {
         assert_eq!(
             hit.cache_status(StatusCode::NOT_FOUND),
             "bloomgate; hit; ttl=5; detail=cached-error"
+        );
+    }
+
+    #[test]
+    fn an_answer_from_slices_says_how_many_were_hits() {
+        let partly = Served::Sliced { hits: 3, of: 8 };
+        assert_eq!(
+            partly.cache_status(OK),
+            "bloomgate; fwd=miss; detail=slice-hits-3-of-8"
+        );
+        assert_eq!(partly.outcome(), Outcome::Miss);
+        let all = Served::Sliced { hits: 8, of: 8 };
+        assert_eq!(
+            all.cache_status(OK),
+            "bloomgate; hit; detail=slice-hits-8-of-8"
+        );
+        assert_eq!(all.outcome(), Outcome::Hit);
+        let head = Served::Sliced { hits: 0, of: 0 };
+        assert_eq!(head.cache_status(OK), "bloomgate; hit; detail=slice");
+        let error = Served::Sliced { hits: 1, of: 1 };
+        assert_eq!(
+            error.cache_status(StatusCode::NOT_FOUND),
+            "bloomgate; hit; detail=slice-hits-1-of-1/cached-error"
         );
     }
 

@@ -6,28 +6,9 @@ use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 use tokio::sync::watch;
 
-use crate::cache::{CacheKey, StoredResponse};
-use crate::proxy::outcome::served::Detail;
+use crate::cache::CacheKey;
+pub use crate::proxy::response::shared::SharedResponse;
 use crate::proxy::upstream::origin::OriginFailure;
-
-/// A complete response the leader of a flight hands to the requests that waited for it: the entry
-/// built from it (stored or not), which also says which `Vary` selection it answers.
-#[derive(Debug)]
-pub struct SharedResponse {
-    pub entry: Arc<StoredResponse>,
-    pub stored: bool,
-    pub detail: Option<Detail>,
-}
-
-impl SharedResponse {
-    pub fn new(entry: Arc<StoredResponse>, stored: bool, detail: Option<Detail>) -> Arc<Self> {
-        Arc::new(SharedResponse {
-            entry,
-            stored,
-            detail,
-        })
-    }
-}
 
 /// How a flight ended, as its waiters see it.
 #[derive(Clone, Debug)]
@@ -125,6 +106,7 @@ mod tests {
     use http::{HeaderMap, StatusCode};
 
     use super::*;
+    use crate::cache::StoredResponse;
 
     #[tokio::test]
     async fn followers_get_the_leaders_outcome_and_the_key_is_released() {

@@ -12,8 +12,8 @@ use crate::admission::Doorkeeper;
 use crate::admission::probation::{Budget, Mode, Placement, Segment};
 use crate::cache::{CacheKey, NotStored, ResponseControl, storability};
 use crate::config::CachePolicy;
+pub use crate::proxy::outcome::decision::Decision;
 use crate::proxy::response::headers::{ResponseFraming, content_length};
-use crate::telemetry::DecisionLabel;
 
 /// A response a shared cache may store.
 pub struct Storable {
@@ -47,67 +47,6 @@ pub fn storable(
         content_length,
         control: control.clone(),
     })
-}
-
-/// What became of an origin response: the label of `bloomgate_admission_total{decision}`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// Stored in main: seen before, a refetch of a stored object, or admission off.
-    Admitted,
-    /// First seen, stored in probation.
-    Probation,
-    /// Storable, but first seen and kept out (mode second-hit, or larger than probation): served
-    /// and shared, not stored.
-    FirstHit,
-    /// Not storable, for this reason.
-    NotStorable(NotStored),
-}
-
-impl Decision {
-    pub fn label(self) -> DecisionLabel {
-        match self {
-            Decision::Admitted => DecisionLabel::Admitted,
-            Decision::Probation => DecisionLabel::Probation,
-            Decision::FirstHit => DecisionLabel::FirstHit,
-            Decision::NotStorable(NotStored::TooLarge) => DecisionLabel::TooLarge,
-            Decision::NotStorable(_) => DecisionLabel::NotStorable,
-        }
-    }
-
-    /// The segment the response is stored in, if it is stored.
-    pub fn segment(self) -> Option<Segment> {
-        match self {
-            Decision::Admitted => Some(Segment::Main),
-            Decision::Probation => Some(Segment::Probation),
-            _ => None,
-        }
-    }
-
-    /// Why the response is not stored, if it is not.
-    pub fn not_stored(self) -> Option<NotStored> {
-        match self {
-            Decision::Admitted | Decision::Probation => None,
-            Decision::FirstHit => Some(NotStored::FirstHit),
-            Decision::NotStorable(reason) => Some(reason),
-        }
-    }
-
-    /// The largest body this decision stores, given the largest object the cache takes.
-    pub fn size_limit(self, max_object_bytes: u64, budget: Budget) -> u64 {
-        match self {
-            Decision::Probation => max_object_bytes.min(budget.probation()),
-            _ => max_object_bytes,
-        }
-    }
-
-    /// The decision for a stored-to-be response whose body turned out larger than
-    /// [`Self::size_limit`]: a first copy too large for probation is a first hit.
-    pub fn too_large(self) -> Decision {
-        match self {
-            Decision::Probation => Decision::FirstHit,
-            _ => Decision::NotStorable(NotStored::TooLarge),
-        }
-    }
 }
 
 /// The admission mode for a storable response on a route: the route's own, or `[admission]`'s;

@@ -88,6 +88,13 @@ impl Proxy {
         let targeted = control.targeted_field().cloned().map(DecidedBy::Targeted);
         let (control, rule) =
             cache_policy::read_control(policy, head.status, &head.headers, control);
+        if let Some(object) = self.slice_instead(&fetch, &head, &control, framing) {
+            // The origin is asked again for the slices this request touches.
+            drop(body);
+            let mut fetch = fetch;
+            fetch.abandon_flight();
+            return Step::Slices(fetch.exchange, object);
+        }
         let (decision, storable) = self.decide(&fetch, &head, &control, framing);
         let limit = decision.size_limit(config.cache.max_object_bytes, self.store.budget());
         // Conditionals come before the range (RFC 9110 section 13.2.2): a 304 stands for it all.

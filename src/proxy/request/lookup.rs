@@ -1,4 +1,5 @@
-//! The lookup phase: the request's key in RAM, then on disk; a fresh hit is served, a stale one
+//! The lookup phase: the request's key in RAM, then on disk (a known sliced object goes to the
+//! slices phase); a fresh hit is served, a stale one
 //! served while it revalidates or sent to be revalidated, a miss sent to be fetched. An entry
 //! found is first checked against the purges of its tags.
 
@@ -23,6 +24,11 @@ impl Proxy {
     /// the boxes every hit would copy the miss path's several KiB of state.
     pub(super) async fn lookup(self: &Arc<Self>, exchange: Exchange) -> Step {
         let mut variants = self.store.get(&exchange.key);
+        if variants.is_none()
+            && let Some(object) = self.sliced_object(&exchange)
+        {
+            return Step::Slices(exchange, object);
+        }
         let mut tier = Tier::Ram;
         let targeted = &exchange.config().cache.targeted_fields;
         if variants.is_none()

@@ -8,6 +8,8 @@
 //! 5. response (`forward.rs`): storable by RFC 9111 (`decision.rs`), then admission; streamed
 //!    to the client while it is captured;
 //! 6. store (`store.rs`): the captured body written, and the waiting requests answered;
+//! 7. slices (`slices.rs`): a large object answered from aligned slices, each fetched, coalesced
+//!    and admitted on its own;
 //!
 //! and beside them the pass (`pass.rs`): what the cache does not answer goes to the origin and
 //! streams back. Purges live in `purge.rs`. Each request loads the live configuration once, into
@@ -21,6 +23,7 @@ pub(crate) mod forward;
 mod lookup;
 mod pass;
 mod purge;
+pub(crate) mod slices;
 mod store;
 
 use std::net::SocketAddr;
@@ -35,6 +38,7 @@ use crate::proxy::outcome::logged::{Entry, Logged};
 use crate::proxy::outcome::served::{Detail, Fwd, OriginHead, Served};
 use crate::proxy::request::exchange::{Exchange, Route};
 use crate::proxy::request::fetch::Fetch;
+use crate::proxy::request::slices::SlicedObject;
 use crate::proxy::response::respond::{self, Answer, ProxyBody};
 use crate::proxy::{Live, Proxy};
 use crate::telemetry::{RouteSeries, series};
@@ -55,6 +59,8 @@ pub(crate) enum Step {
     /// A GET's range the cache will not cut from a whole object (`Some` says why): the origin
     /// answers it.
     PassRange(Exchange, Option<NotStored>),
+    /// A large object, answered from its slices.
+    Slices(Exchange, Arc<SlicedObject>),
     /// The answer.
     Done(Answer),
 }
@@ -128,6 +134,9 @@ impl Proxy {
                 }
                 Step::PassRange(exchange, reason) => {
                     Box::pin(self.pass_range(exchange, reason)).await
+                }
+                Step::Slices(exchange, object) => {
+                    Box::pin(self.serve_slices(exchange, object)).await
                 }
                 Step::Done(answer) => return answer,
             };

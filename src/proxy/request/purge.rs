@@ -118,7 +118,8 @@ impl Proxy {
         let in_ram = self.store.purge(key);
         // After the store's purge: a write of this key queued by an eviction before it is dropped.
         let on_disk = self.disk.as_ref().is_some_and(|disk| disk.remove(key));
-        in_ram || on_disk
+        let sliced = self.forget_slices(key);
+        in_ram || on_disk || sliced
     }
 
     /// Purges every entry carrying `tag`: answers `POST /purge/tag/<tag>[?soft=1]`.

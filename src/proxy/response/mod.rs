@@ -1,8 +1,11 @@
 //! Building the client's response: from a stored entry or the origin's, its header fields, the
-//! ranges cut from a whole body, and the origin body streamed through.
+//! ranges cut from a whole body, the origin body streamed through, and a body assembled from
+//! slices.
 
+pub(crate) mod assembled;
 pub(crate) mod headers;
 pub(crate) mod range;
 pub(crate) mod respond;
+pub(crate) mod shared;
 pub(crate) mod slice;
 pub(crate) mod stream;

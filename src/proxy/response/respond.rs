@@ -12,16 +12,17 @@ use http_body_util::{Either, Full};
 
 use crate::cache::StoredResponse;
 use crate::proxy::outcome::served::{Fwd, OriginHead, Served, Tier};
-use crate::proxy::request::coalesce::SharedResponse;
+use crate::proxy::response::assembled::AssembledBody;
 use crate::proxy::response::headers::{not_modified, not_modified_headers};
 use crate::proxy::response::range::{self, Ranges, Selection};
+use crate::proxy::response::shared::SharedResponse;
 use crate::proxy::response::slice::SlicedStream;
 use crate::proxy::response::stream::OriginStream;
 use crate::proxy::upstream::origin::OriginFailure;
 
 /// The body of every response the proxy sends: a body at hand (stored, or read whole), an origin
-/// body on its way, or the parts of one that a range asks for.
-pub type ProxyBody = Either<Full<Bytes>, Either<OriginStream, SlicedStream>>;
+/// body on its way, the parts of one that a range asks for, or a large object's slices.
+pub type ProxyBody = Either<Full<Bytes>, Either<OriginStream, Either<SlicedStream, AssembledBody>>>;
 
 /// A response, what the cache served with it, and the origin's response head when the origin
 /// was asked and answered.
@@ -59,6 +60,10 @@ pub fn full(body: Bytes) -> ProxyBody {
 
 pub fn streamed(body: OriginStream) -> ProxyBody {
     Either::Right(Either::Left(body))
+}
+
+pub fn assembled(body: AssembledBody) -> ProxyBody {
+    Either::Right(Either::Right(Either::Right(body)))
 }
 
 /// A whole 200 body, at hand or still coming from the origin.
@@ -105,9 +110,9 @@ pub fn ranged(
     partial.describe(&mut head.headers);
     let body = match body {
         WholeBody::Whole(bytes) => full(partial.cut(&bytes)),
-        WholeBody::Streaming(stream) => {
-            Either::Right(Either::Right(SlicedStream::new(stream, partial)))
-        }
+        WholeBody::Streaming(stream) => Either::Right(Either::Right(Either::Left(
+            SlicedStream::new(stream, partial),
+        ))),
     };
     Response::from_parts(head, body)
 }

@@ -1,0 +1,608 @@
+//! End to end: large objects cached in slices (`cache.slice_above`, `cache.slice_bytes`). Each
+//! slice is fetched with `Range`, admitted on its own second request, and the client's answer,
+//! whole or ranged, is assembled from the slices in order; an answer never mixes two versions of
+//! the object. Against the real binary and a test origin that serves ranges.
+
+use crate::common;
+
+use common::{Client, ClientReply, Origin, ProxyConfig, ProxyProcess, Reply, metric};
+use http::{Method, StatusCode};
+
+/// 64 KiB slices (the smallest allowed), objects above 100 KiB sliced.
+const SLICE: usize = 64 << 10;
+
+/// Five slices, the last one short.
+const LENGTH: usize = 4 * SLICE + 1000;
+
+/// `n` bytes of `version` in which every offset below 251 * 256 holds a different pair of
+/// neighbours, so that a slice taken at the wrong offset never passes for the right one.
+fn object(n: usize, version: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i % 251) as u8 ^ (i / 251) as u8 ^ version.wrapping_mul(85))
+        .collect()
+}
+
+/// An origin's reply: these bytes, storable, with a strong ETag, ranges served.
+fn ranged(body: &[u8], etag: &str) -> Reply {
+    Reply::bytes(body)
+        .header("cache-control", "max-age=600")
+        .header("etag", etag)
+        .serves_ranges()
+}
+
+struct Setup {
+    origin: Origin,
+    proxy: ProxyProcess,
+    client: Client,
+}
+
+impl Setup {
+    /// A proxy slicing objects above 100 KiB in 64 KiB slices, admitting as `mode` says.
+    fn slicing(mode: &str) -> Setup {
+        let origin = Origin::start();
+        let mut config = ProxyConfig::new(&origin.url());
+        config
+            .mode(mode)
+            .set("cache", "slice_above", "\"100KiB\"")
+            .set("cache", "slice_bytes", "\"64KiB\"");
+        Setup {
+            proxy: config.start(),
+            origin,
+            client: Client::new(),
+        }
+    }
+
+    async fn get(&self, path: &str, headers: &[(&str, &str)]) -> ClientReply {
+        self.client.get_with(&self.proxy.url(path), headers).await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<ClientReply, String> {
+        self.client
+            .send(method, &self.proxy.url(path), headers)
+            .await
+    }
+
+    async fn scrape(&self) -> String {
+        self.client
+            .get(&self.proxy.admin_url("/metrics"))
+            .await
+            .text()
+    }
+
+    /// The `Range` fields the origin received for `path`, in order (`-` for none).
+    fn ranges_asked(&self, path: &str) -> Vec<String> {
+        self.origin
+            .received(path)
+            .iter()
+            .map(|request| request.header("range").unwrap_or("-").to_owned())
+            .collect()
+    }
+}
+
+fn slice_hits(reply: &ClientReply, hits: usize, of: usize) -> bool {
+    reply
+        .cache_status()
+        .contains(&format!("detail=slice-hits-{hits}-of-{of}"))
+}
+
+/// Panics unless `reply` is a 206 of `body[first..=last]`.
+fn assert_part(reply: &ClientReply, body: &[u8], first: usize, last: usize) {
+    assert_eq!(
+        reply.status,
+        StatusCode::PARTIAL_CONTENT,
+        "{:?}",
+        reply.headers
+    );
+    assert_eq!(
+        reply.header("content-range"),
+        Some(format!("bytes {first}-{last}/{}", body.len()).as_str())
+    );
+    assert!(
+        reply.body[..] == body[first..=last],
+        "the bytes of the range"
+    );
+}
+
+#[tokio::test]
+async fn a_large_object_is_fetched_in_aligned_slices_each_stored_on_its_second_request() {
+    let setup = Setup::slicing("second-hit");
+    let body = object(LENGTH, 1);
+    setup.origin.set("/big", ranged(&body, "\"v1\""));
+
+    let first = setup.get("/big", &[]).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert!(first.body[..] == body[..], "the whole object, in order");
+    assert_eq!(first.header("content-length"), Some("263144"));
+    assert!(slice_hits(&first, 0, 5), "{}", first.cache_status());
+    let slices: Vec<String> = (0..5)
+        .map(|i| {
+            let last = ((i + 1) * SLICE).min(LENGTH) - 1;
+            format!("bytes={}-{last}", i * SLICE)
+        })
+        .collect();
+    let mut asked = vec!["-".to_owned()];
+    asked.extend(slices.iter().cloned());
+    assert_eq!(
+        setup.ranges_asked("/big"),
+        asked,
+        "the whole GET that found it large, then each slice"
+    );
+
+    let second = setup.get("/big", &[]).await;
+    assert!(second.body[..] == body[..]);
+    assert!(slice_hits(&second, 0, 5), "{}", second.cache_status());
+    assert_eq!(
+        setup.origin.count("/big"),
+        11,
+        "first requests of slices are not stored"
+    );
+
+    let third = setup.get("/big", &[]).await;
+    assert!(third.body[..] == body[..]);
+    assert!(third.is_hit(), "{}", third.cache_status());
+    assert!(slice_hits(&third, 5, 5), "{}", third.cache_status());
+    let ranged = setup.get("/big", &[("range", "bytes=70000-140000")]).await;
+    assert_part(&ranged, &body, 70000, 140000);
+    assert!(slice_hits(&ranged, 2, 2), "{}", ranged.cache_status());
+    assert_eq!(setup.origin.count("/big"), 11, "every slice from the cache");
+
+    let scrape = setup.scrape().await;
+    assert_eq!(
+        metric(&scrape, "bloomgate_slices_total{event=\"stored\"}"),
+        5.0
+    );
+    assert_eq!(
+        metric(&scrape, "bloomgate_slices_total{event=\"first_hit\"}"),
+        5.0
+    );
+    assert_eq!(
+        metric(&scrape, "bloomgate_slice_origin_bytes_total"),
+        2.0 * LENGTH as f64
+    );
+    let status = setup
+        .client
+        .get(&setup.proxy.admin_url("/status.json"))
+        .await;
+    let status: serde_json::Value = serde_json::from_slice(&status.body).expect("JSON");
+    assert_eq!(
+        status["slices"]["stored"], 5,
+        "the status page counts slices"
+    );
+    assert_eq!(status["slice_origin_bytes"], 2 * LENGTH);
+}
+
+#[tokio::test]
+async fn only_the_slices_asked_for_again_take_space() {
+    let setup = Setup::slicing("second-hit");
+    let body = object(LENGTH, 1);
+    setup.origin.set("/video", ranged(&body, "\"v1\""));
+    // Everyone watches the start; the rest is asked for once.
+    for _ in 0..2 {
+        let start = setup.get("/video", &[("range", "bytes=0-999")]).await;
+        assert_part(&start, &body, 0, 999);
+    }
+    let whole = setup.get("/video", &[]).await;
+    assert!(whole.body[..] == body[..]);
+    assert!(slice_hits(&whole, 1, 5), "{}", whole.cache_status());
+}
+
+#[tokio::test]
+async fn an_object_changed_between_slices_is_never_answered_with_two_versions() {
+    let setup = Setup::slicing("off");
+    let v1 = object(LENGTH, 1);
+    let v2 = object(LENGTH, 2);
+    setup.origin.set("/disk.img", ranged(&v1, "\"v1\""));
+    let start = setup.get("/disk.img", &[("range", "bytes=0-99")]).await;
+    assert_part(&start, &v1, 0, 99);
+
+    setup.origin.set("/disk.img", ranged(&v2, "\"v2\""));
+    // Slice 0 is stored (v1): the head goes out for v1, and slice 1 comes back as v2.
+    match setup.send(Method::GET, "/disk.img", &[]).await {
+        Ok(reply) => panic!(
+            "a whole answer of {} bytes where the object changed under it",
+            reply.body.len()
+        ),
+        Err(error) => assert!(error.contains("body failed"), "{error}"),
+    }
+    // The stale slices were dropped: the next answer is the new version, whole.
+    let again = setup.get("/disk.img", &[]).await;
+    assert!(again.body[..] == v2[..], "the new version, whole");
+    assert_eq!(again.header("etag"), Some("\"v2\""));
+
+    // A change found on the first slice an answer needs is answered from the new version.
+    setup
+        .origin
+        .set("/disk.img", ranged(&object(LENGTH, 3), "\"v3\""));
+    let part = setup
+        .get("/disk.img", &[("range", "bytes=200000-200009")])
+        .await;
+    let stored = setup.get("/disk.img", &[("range", "bytes=0-9")]).await;
+    assert_part(&stored, &v2, 0, 9);
+    assert_part(&part, &v2, 200000, 200009);
+    let scrape = setup.scrape().await;
+    assert!(metric(&scrape, "bloomgate_slices_total{event=\"changed\"}") >= 1.0);
+}
+
+#[tokio::test]
+async fn a_change_met_on_the_first_slice_is_refetched_consistently() {
+    let setup = Setup::slicing("off");
+    let v1 = object(LENGTH, 1);
+    let v2 = object(LENGTH, 2);
+    setup.origin.set("/iso", ranged(&v1, "\"v1\""));
+    let tail = setup.get("/iso", &[("range", "bytes=-10")]).await;
+    assert_part(&tail, &v1, LENGTH - 10, LENGTH - 1);
+
+    setup.origin.set("/iso", ranged(&v2, "\"v2\""));
+    let start = setup.get("/iso", &[("range", "bytes=0-99")]).await;
+    assert_part(&start, &v2, 0, 99);
+    assert_eq!(start.header("etag"), Some("\"v2\""));
+    let tail = setup.get("/iso", &[("range", "bytes=-10")]).await;
+    assert_part(&tail, &v2, LENGTH - 10, LENGTH - 1);
+}
+
+#[tokio::test]
+async fn an_origin_that_ignores_range_is_streamed_whole_and_counted() {
+    let setup = Setup::slicing("off");
+    let body = object(LENGTH, 1);
+    let whole_only = Reply::bytes(&body)
+        .header("cache-control", "max-age=600")
+        .header("etag", "\"v1\"");
+    setup.origin.set("/plain", whole_only);
+    for _ in 0..2 {
+        let reply = setup.get("/plain", &[]).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert!(reply.body[..] == body[..]);
+    }
+    let scrape = setup.scrape().await;
+    assert_eq!(
+        metric(&scrape, "bloomgate_slices_total{event=\"not_ranged\"}"),
+        1.0,
+        "found once, then streamed as any large object"
+    );
+    assert_eq!(
+        metric(&scrape, "bloomgate_slices_total{event=\"stored\"}"),
+        0.0
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_content_range_is_an_error_and_nothing_is_stored() {
+    let setup = Setup::slicing("off");
+    let body = object(LENGTH, 1);
+    setup
+        .origin
+        .set("/broken", ranged(&body, "\"v1\"").misnames_ranges());
+    let reply = setup.get("/broken", &[]).await;
+    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+    let scrape = setup.scrape().await;
+    assert!(metric(&scrape, "bloomgate_slices_total{event=\"wrong_range\"}") >= 1.0);
+    assert_eq!(
+        metric(&scrape, "bloomgate_slices_total{event=\"stored\"}"),
+        0.0
+    );
+}
+
+#[tokio::test]
+async fn a_purge_by_key_removes_every_slice() {
+    let setup = Setup::slicing("off");
+    let body = object(LENGTH, 1);
+    setup.origin.set("/purged", ranged(&body, "\"v1\""));
+    setup.get("/purged", &[]).await;
+    let hit = setup.get("/purged", &[]).await;
+    assert!(slice_hits(&hit, 5, 5), "{}", hit.cache_status());
+    let purge = Method::from_bytes(b"PURGE").expect("PURGE is a valid method");
+    let host = setup.proxy.addr.to_string();
+    let purged = setup
+        .client
+        .send(purge, &setup.proxy.admin_url("/purged"), &[("host", &host)])
+        .await;
+    let purged = match purged {
+        Ok(reply) => reply,
+        Err(error) => panic!("PURGE: {error}"),
+    };
+    assert_eq!(purged.status, StatusCode::OK, "{}", purged.text());
+    let after = setup.get("/purged", &[]).await;
+    assert!(after.body[..] == body[..]);
+    assert!(slice_hits(&after, 0, 5), "{}", after.cache_status());
+}
+
+#[tokio::test]
+async fn head_conditionals_if_range_and_multiple_ranges_follow_rfc_9110() {
+    let setup = Setup::slicing("off");
+    let body = object(LENGTH, 1);
+    setup.origin.set("/obj", ranged(&body, "\"v1\""));
+    setup.get("/obj", &[]).await;
+
+    let head = setup.send(Method::HEAD, "/obj", &[]).await.expect("HEAD");
+    assert_eq!(head.status, StatusCode::OK);
+    assert_eq!(head.header("content-length"), Some("263144"));
+    assert!(head.body.is_empty());
+
+    let not_modified = setup.get("/obj", &[("if-none-match", "\"v1\"")]).await;
+    assert_eq!(not_modified.status, StatusCode::NOT_MODIFIED);
+
+    let other_version = setup
+        .get("/obj", &[("range", "bytes=0-9"), ("if-range", "\"v0\"")])
+        .await;
+    assert_eq!(
+        other_version.status,
+        StatusCode::OK,
+        "If-Range fails: whole"
+    );
+    assert!(other_version.body[..] == body[..]);
+    let same_version = setup
+        .get("/obj", &[("range", "bytes=0-9"), ("if-range", "\"v1\"")])
+        .await;
+    assert_part(&same_version, &body, 0, 9);
+
+    let outside = setup.get("/obj", &[("range", "bytes=300000-")]).await;
+    assert_eq!(outside.status, StatusCode::RANGE_NOT_SATISFIABLE);
+
+    let two = setup
+        .get("/obj", &[("range", "bytes=10-19,70000-70009")])
+        .await;
+    assert_eq!(two.status, StatusCode::PARTIAL_CONTENT);
+    let text = two.body.clone();
+    for (first, last) in [(10usize, 19usize), (70000, 70009)] {
+        let named = format!("content-range: bytes {first}-{last}/{LENGTH}\r\n\r\n");
+        let at = text
+            .windows(named.len())
+            .position(|w| w == named.as_bytes())
+            .unwrap_or_else(|| panic!("part {first}-{last} missing"));
+        let start = at + named.len();
+        assert!(text[start..start + 10] == body[first..=last]);
+    }
+}
+
+/// A number from the environment, for a run by hand at full size; `default` otherwise.
+fn from_env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Whether `body` is exactly bytes `range` of the synthetic origin's object `key`, compared
+/// chunk by chunk (no second copy of a large object).
+fn is_part_of(body: &[u8], key: &str, range: std::ops::Range<u64>) -> bool {
+    let mut at = 0;
+    for chunk in bloomgate::traffic::pattern::ObjectChunks::range(key, range.clone()) {
+        if body.get(at..at + chunk.len()) != Some(&chunk[..]) {
+            return false;
+        }
+        at += chunk.len();
+    }
+    at == body.len() && at as u64 == range.end - range.start
+}
+
+/// The correctness run of issue 35 at test size: an object of the synthetic origin (which serves
+/// ranges as a file server does) fetched whole, then in random ranges, then whole again, through
+/// 1 MiB slices under the default admission; every byte compared with the origin's. At full
+/// size by hand: `BIG_OBJECT_BYTES=1073741824 BIG_OBJECT_RANGES=500 cargo test --release --test
+/// proxy every_byte_of_a_big_object`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_byte_of_a_big_object_fetched_whole_and_in_random_ranges_is_the_origins() {
+    let size = from_env("BIG_OBJECT_BYTES", (24 << 20) + 12_345);
+    let ranges = from_env("BIG_OBJECT_RANGES", 100);
+    let origin = bloomgate::traffic::start_origin(bloomgate::traffic::OriginOptions::default())
+        .await
+        .expect("the synthetic origin");
+    let mut config = ProxyConfig::new(&origin.url());
+    config
+        .set("cache", "slice_above", "\"8MiB\"")
+        .set("cache", "slice_bytes", "\"1MiB\"")
+        .set("origin", "idle_timeout", "\"10s\"");
+    let proxy = config.start();
+    let client = Client::new();
+    let path = format!("/obj/big?size={size}");
+    let url = proxy.url(&path);
+
+    let whole = client.get(&url).await;
+    assert_eq!(whole.status, StatusCode::OK);
+    assert!(is_part_of(&whole.body, "big", 0..size), "the whole object");
+    drop(whole);
+    // splitmix64, seeded: the same ranges every run.
+    let mut state: u64 = 0x35;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    for _ in 0..ranges {
+        let first = next() % size;
+        let last = (first + next() % (3 << 20)).min(size - 1);
+        let reply = client
+            .get_with(&url, &[("range", &format!("bytes={first}-{last}"))])
+            .await;
+        assert_eq!(reply.status, StatusCode::PARTIAL_CONTENT, "{first}-{last}");
+        assert!(
+            is_part_of(&reply.body, "big", first..last + 1),
+            "bytes {first}-{last}"
+        );
+    }
+    let again = client.get(&url).await;
+    assert!(
+        is_part_of(&again.body, "big", 0..size),
+        "the whole object again"
+    );
+    assert!(
+        again.cache_status().contains("detail=slice-hits-"),
+        "{}",
+        again.cache_status()
+    );
+}
+
+/// `bloomgate_disk_writes_total` for every reason.
+fn disk_writes(scrape: &str) -> f64 {
+    ["ram_hit", "seen_before", "revalidated"]
+        .iter()
+        .map(|reason| {
+            metric(
+                scrape,
+                &format!("bloomgate_disk_writes_total{{reason=\"{reason}\"}}"),
+            )
+        })
+        .sum()
+}
+
+/// The disk tier's rules hold for slices: a slice asked for once is never written; a slice asked
+/// for again is written when RAM evicts it and served from disk; a purge of the object removes
+/// its slices from disk too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slices_reach_the_disk_only_when_asked_for_again_and_a_purge_removes_them_there() {
+    let origin = bloomgate::traffic::start_origin(bloomgate::traffic::OriginOptions::default())
+        .await
+        .expect("the synthetic origin");
+    let dir = common::TempDir::new("slices-disk");
+    let mut config = ProxyConfig::new(&origin.url());
+    // RAM holds four of the object's sixteen 64 KiB slices; probation two.
+    config
+        .mode("probation")
+        .probation_share(0.5)
+        .set("cache", "max_bytes", "\"320KiB\"")
+        .set("cache", "max_object_bytes", "\"128KiB\"")
+        .set("cache", "slice_above", "\"128KiB\"")
+        .set("cache", "slice_bytes", "\"64KiB\"")
+        .set("cache.key", "include_host", "false")
+        .set(
+            "disk",
+            "path",
+            &format!("{:?}", dir.path().display().to_string()),
+        )
+        .set("disk", "max_bytes", "\"16MiB\"")
+        .set("disk", "block_bytes", "\"1MiB\"")
+        .set("disk", "write_buffer", "\"4MiB\"");
+    let proxy = config.start();
+    let client = Client::new();
+    let size: u64 = 1 << 20;
+    let path = format!("/obj/film?size={size}");
+    let url = proxy.url(&path);
+    let scrape = |ready: fn(&str) -> bool| common::scrape_until(&client, &proxy, ready);
+
+    let first = client.get(&url).await;
+    assert!(is_part_of(&first.body, "film", 0..size));
+    let after_first =
+        scrape(|s| metric(s, "bloomgate_disk_rejected_total{reason=\"first_hit\"}") >= 10.0).await;
+    assert_eq!(
+        disk_writes(&after_first),
+        0.0,
+        "first requests of slices are never written"
+    );
+
+    let second = client.get(&url).await;
+    assert!(is_part_of(&second.body, "film", 0..size));
+    let after_second = scrape(|s| disk_writes(s) >= 10.0).await;
+    assert!(
+        disk_writes(&after_second) >= 10.0,
+        "slices asked for again reach the disk"
+    );
+
+    let third = client.get(&url).await;
+    assert!(is_part_of(&third.body, "film", 0..size));
+    let after_third = scrape(|s| metric(s, "bloomgate_disk_hits_total") >= 1.0).await;
+    assert!(
+        metric(&after_third, "bloomgate_disk_hits_total") >= 1.0,
+        "slices read back from disk"
+    );
+
+    let purge = Method::from_bytes(b"PURGE").expect("PURGE is a valid method");
+    let purged = client.send(purge, &proxy.admin_url(&path), &[]).await;
+    assert_eq!(purged.map(|reply| reply.status), Ok(StatusCode::OK));
+    let removed = scrape(|s| metric(s, "bloomgate_disk_removed_total") >= 10.0).await;
+    assert!(
+        metric(&removed, "bloomgate_disk_removed_total") >= 10.0,
+        "the purge reached the disk"
+    );
+    let disk_hits = metric(&removed, "bloomgate_disk_hits_total");
+    let after = client.get(&url).await;
+    assert!(is_part_of(&after.body, "film", 0..size));
+    assert!(slice_hits(&after, 0, 16), "{}", after.cache_status());
+    let last = scrape(|_| true).await;
+    assert_eq!(
+        metric(&last, "bloomgate_disk_hits_total"),
+        disk_hits,
+        "no slice from disk after the purge"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_for_a_slice_share_one_origin_fetch() {
+    let setup = Setup::slicing("off");
+    let body = object(LENGTH, 1);
+    // Slow enough that the clients' requests for each slice meet in flight.
+    let slow = ranged(&body, "\"v1\"").delay(std::time::Duration::from_millis(200));
+    setup.origin.set("/popular", slow);
+    let clients: Vec<_> = (0..4).map(|_| setup.get("/popular", &[])).collect();
+    for reply in futures_util::future::join_all(clients).await {
+        assert!(reply.body[..] == body[..]);
+    }
+    let asked = setup.ranges_asked("/popular");
+    for index in 0..5 {
+        let last = ((index + 1) * SLICE).min(LENGTH) - 1;
+        let range = format!("bytes={}-{last}", index * SLICE);
+        let times = asked.iter().filter(|asked| **asked == range).count();
+        assert_eq!(times, 1, "slice {index} fetched {times} times: {asked:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_purge_of_a_tag_removes_the_slices_that_carry_it() {
+    let setup = Setup::slicing("off");
+    let body = object(LENGTH, 1);
+    setup.origin.set(
+        "/tagged",
+        ranged(&body, "\"v1\"").header("surrogate-key", "films"),
+    );
+    setup.get("/tagged", &[]).await;
+    let hit = setup.get("/tagged", &[]).await;
+    assert!(slice_hits(&hit, 5, 5), "{}", hit.cache_status());
+    let url = setup.proxy.admin_url("/purge/tag/films");
+    let reply = setup
+        .client
+        .send(Method::POST, &url, &[])
+        .await
+        .expect("POST /purge/tag");
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let before = setup.origin.count("/tagged");
+    let after = setup.get("/tagged", &[]).await;
+    assert!(after.body[..] == body[..]);
+    assert_eq!(
+        setup.origin.count("/tagged"),
+        before + 5,
+        "every slice fetched again"
+    );
+}
+
+#[tokio::test]
+async fn a_route_slices_its_large_objects_and_another_route_stores_them_whole() {
+    let origin = Origin::start();
+    let upstreams = format!(
+        "[upstreams.o]\nservers = [\"{}\"]\n\n\
+         [[routes]]\nname = \"video\"\npath_prefix = \"/video/\"\nupstream = \"o\"\n\
+         [routes.cache]\nslice_above = \"100KiB\"\nslice_bytes = \"64KiB\"\n\n\
+         [[routes]]\nname = \"rest\"\nupstream = \"o\"\n",
+        origin.url()
+    );
+    let mut config = ProxyConfig::with_upstreams(&upstreams);
+    config.mode("off");
+    let proxy = config.start();
+    let client = Client::new();
+    let body = object(LENGTH, 1);
+    for path in ["/video/a", "/files/a"] {
+        origin.set(path, ranged(&body, "\"v1\""));
+    }
+    let video = client.get(&proxy.url("/video/a")).await;
+    assert!(video.body[..] == body[..]);
+    assert!(slice_hits(&video, 0, 5), "{}", video.cache_status());
+    let file = client.get(&proxy.url("/files/a")).await;
+    assert!(file.body[..] == body[..]);
+    assert!(file.is_stored(), "{}", file.cache_status());
+    assert!(!file.cache_status().contains("slice"));
+}
