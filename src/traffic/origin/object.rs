@@ -93,17 +93,7 @@ impl ObjectRequest {
         count: u64,
         takeover: &Takeover,
     ) -> Response<OriginBody> {
-        // A variant is a different object: its own bytes and ETag.
-        let content_key = match &self.vary {
-            Some(name) => {
-                let value = request
-                    .headers()
-                    .get(name)
-                    .map_or(&b""[..], HeaderValue::as_bytes);
-                format!("{}|{}", self.key, String::from_utf8_lossy(value))
-            }
-            None => self.key.clone(),
-        };
+        let content_key = self.content_key(request);
         let etag = self.etag.clone().unwrap_or_else(|| {
             format!(
                 "\"{:016x}\"",
@@ -167,6 +157,21 @@ impl ObjectRequest {
         *response.status_mut() = self.status;
         *response.headers_mut() = headers;
         response
+    }
+
+    /// The key its bytes and ETag come from: a variant is a different object, keyed with the
+    /// value of the header it varies on.
+    fn content_key(&self, request: &Request<Incoming>) -> String {
+        match &self.vary {
+            Some(name) => {
+                let value = request
+                    .headers()
+                    .get(name)
+                    .map_or(&b""[..], HeaderValue::as_bytes);
+                format!("{}|{}", self.key, String::from_utf8_lossy(value))
+            }
+            None => self.key.clone(),
+        }
     }
 
     fn headers(&self, state: &OriginState, etag: &str, count: u64) -> HeaderMap {
