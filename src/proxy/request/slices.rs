@@ -565,36 +565,8 @@ impl Proxy {
         if content_range.bytes() != bounds {
             return Err(wrong_range(&head.headers));
         }
-        let length = bounds.end - bounds.start;
-        let idle_timeout = exchange.config().origin.idle_timeout;
-        let bytes = exchange.series.origin_bytes.clone();
-        let body = match OriginStream::new(body, idle_timeout, None, bytes)
-            .read_up_to(length)
-            .await
-        {
-            Ok(Prefix::Whole(body)) if body.len() as u64 == length => body,
-            Ok(Prefix::Whole(body)) => {
-                return Err(SliceError::WrongLength {
-                    index,
-                    expected: bounds,
-                    got: body.len() as u64,
-                });
-            }
-            Ok(Prefix::TooLarge(_)) => {
-                return Err(SliceError::WrongLength {
-                    index,
-                    expected: bounds,
-                    got: length + 1,
-                });
-            }
-            Err(error) => {
-                return Err(SliceError::Origin {
-                    index,
-                    failure: error.failure(),
-                });
-            }
-        };
-        series().slice_origin_bytes.increment(length);
+        let body = read_slice(exchange, body, index, bounds).await?;
+        series().slice_origin_bytes.increment(body.len() as u64);
         self.admit_slice(exchange, key, head.headers, body)
     }
 
@@ -648,6 +620,38 @@ impl Proxy {
                 Ok((Arc::new(entry), false))
             }
         }
+    }
+}
+
+/// The body of slice `index` read whole from the origin: exactly as many bytes as `bounds` holds.
+async fn read_slice(
+    exchange: &Exchange,
+    body: hyper::body::Incoming,
+    index: u64,
+    bounds: Range<u64>,
+) -> Result<Bytes, SliceError> {
+    let length = bounds.end - bounds.start;
+    let idle_timeout = exchange.config().origin.idle_timeout;
+    let bytes = exchange.series.origin_bytes.clone();
+    match OriginStream::new(body, idle_timeout, None, bytes)
+        .read_up_to(length)
+        .await
+    {
+        Ok(Prefix::Whole(body)) if body.len() as u64 == length => Ok(body),
+        Ok(Prefix::Whole(body)) => Err(SliceError::WrongLength {
+            index,
+            expected: bounds,
+            got: body.len() as u64,
+        }),
+        Ok(Prefix::TooLarge(_)) => Err(SliceError::WrongLength {
+            index,
+            expected: bounds,
+            got: length + 1,
+        }),
+        Err(error) => Err(SliceError::Origin {
+            index,
+            failure: error.failure(),
+        }),
     }
 }
 
