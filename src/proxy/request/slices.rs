@@ -8,9 +8,13 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use dashmap::DashMap;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode, response};
+
+mod known;
+
+use known::Known;
+pub(crate) use known::{SlicedObject, SlicedObjects};
 
 use super::Step;
 use super::coalesce::{self, FlightOutcome, Role, SharedResponse};
@@ -31,95 +35,6 @@ use crate::proxy::response::respond::{self, Answer};
 use crate::proxy::response::stream::{OriginStream, Prefix};
 use crate::proxy::upstream::origin::OriginFailure;
 use crate::telemetry::{PurgeLabel, SliceEvent, series};
-
-/// The most objects whose slicing is remembered: past it the memory starts again, and each
-/// object's next request learns it again from its origin's answer (about 200 bytes an object).
-const MAX_KNOWN: usize = 1 << 16;
-
-/// A large object as its slices answer it: the version they must all be of, the header fields of
-/// its whole 200, and the size of its slices.
-#[derive(Debug)]
-pub(crate) struct SlicedObject {
-    version: Version,
-    headers: HeaderMap,
-    slice_bytes: u64,
-}
-
-impl SlicedObject {
-    /// The object an origin response's `headers` describe (a 200's, or a slice's 206's with the
-    /// `total` of its `Content-Range`); `None` without a validator to tell its versions apart.
-    fn of(headers: &HeaderMap, total: u64, slice_bytes: u64) -> Option<SlicedObject> {
-        let version = Version::of(headers, total)?;
-        let mut headers = headers.clone();
-        headers.remove(header::CONTENT_RANGE);
-        // Served to every client: one client's cookie never is (RFC 9111 section 3).
-        headers.remove(header::SET_COOKIE);
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(total));
-        headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-        Some(SlicedObject {
-            version,
-            headers,
-            slice_bytes,
-        })
-    }
-
-    fn total(&self) -> u64 {
-        self.version.total
-    }
-
-    /// Whether a stored or shared slice `entry` is slice `bounds` of this version.
-    fn holds(&self, entry: &StoredResponse, bounds: &Range<u64>) -> bool {
-        let headers = entry.headers();
-        let Some(range) = ContentRange::of(&headers) else {
-            return false;
-        };
-        entry.status == StatusCode::PARTIAL_CONTENT
-            && range.bytes() == *bounds
-            && entry.body.len() as u64 == bounds.end - bounds.start
-            && Version::of(&headers, range.total).as_ref() == Some(&self.version)
-    }
-}
-
-/// What the cache knows of large objects: which are sliced, and which an origin answered with the
-/// whole object when asked for a slice (streamed as any large object from then on).
-#[derive(Default)]
-pub(crate) struct SlicedObjects {
-    known: DashMap<CacheKey, Known>,
-}
-
-#[derive(Clone)]
-enum Known {
-    Sliced(Arc<SlicedObject>),
-    Whole,
-}
-
-impl SlicedObjects {
-    fn sliced(&self, key: &CacheKey) -> Option<Arc<SlicedObject>> {
-        match self.known.get(key).as_deref() {
-            Some(Known::Sliced(object)) => Some(Arc::clone(object)),
-            _ => None,
-        }
-    }
-
-    fn is_whole(&self, key: &CacheKey) -> bool {
-        matches!(self.known.get(key).as_deref(), Some(Known::Whole))
-    }
-
-    fn remember(&self, key: CacheKey, known: Known) {
-        if self.known.len() >= MAX_KNOWN {
-            self.known.clear();
-        }
-        self.known.insert(key, known);
-    }
-
-    /// Forgets what is known of `key`; the object, if it was sliced.
-    fn forget(&self, key: &CacheKey) -> Option<Arc<SlicedObject>> {
-        match self.known.remove(key) {
-            Some((_, Known::Sliced(object))) => Some(object),
-            _ => None,
-        }
-    }
-}
 
 /// Why a slice could not be had.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,101 @@
+//! What the cache knows of large objects: which are sliced, with the version their slices must
+//! be of, and which an origin answers whole.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use http::StatusCode;
+use http::header::{self, HeaderMap, HeaderValue};
+
+use crate::cache::slice::{ContentRange, Version};
+use crate::cache::{CacheKey, StoredResponse};
+
+/// The most objects whose slicing is remembered: past it the memory starts again, and each
+/// object's next request learns it again from its origin's answer (about 200 bytes an object).
+const MAX_KNOWN: usize = 1 << 16;
+
+/// A large object as its slices answer it: the version they must all be of, the header fields of
+/// its whole 200, and the size of its slices.
+#[derive(Debug)]
+pub(crate) struct SlicedObject {
+    pub(super) version: Version,
+    pub(super) headers: HeaderMap,
+    pub(super) slice_bytes: u64,
+}
+
+impl SlicedObject {
+    /// The object an origin response's `headers` describe (a 200's, or a slice's 206's with the
+    /// `total` of its `Content-Range`); `None` without a validator to tell its versions apart.
+    pub(super) fn of(headers: &HeaderMap, total: u64, slice_bytes: u64) -> Option<SlicedObject> {
+        let version = Version::of(headers, total)?;
+        let mut headers = headers.clone();
+        headers.remove(header::CONTENT_RANGE);
+        // Served to every client: one client's cookie never is (RFC 9111 section 3).
+        headers.remove(header::SET_COOKIE);
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(total));
+        headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        Some(SlicedObject {
+            version,
+            headers,
+            slice_bytes,
+        })
+    }
+
+    pub(super) fn total(&self) -> u64 {
+        self.version.total
+    }
+
+    /// Whether a stored or shared slice `entry` is slice `bounds` of this version.
+    pub(super) fn holds(&self, entry: &StoredResponse, bounds: &Range<u64>) -> bool {
+        let headers = entry.headers();
+        let Some(range) = ContentRange::of(&headers) else {
+            return false;
+        };
+        entry.status == StatusCode::PARTIAL_CONTENT
+            && range.bytes() == *bounds
+            && entry.body.len() as u64 == bounds.end - bounds.start
+            && Version::of(&headers, range.total).as_ref() == Some(&self.version)
+    }
+}
+
+/// What the cache knows of large objects: which are sliced, and which an origin answered with the
+/// whole object when asked for a slice (streamed as any large object from then on).
+#[derive(Default)]
+pub(crate) struct SlicedObjects {
+    known: DashMap<CacheKey, Known>,
+}
+
+#[derive(Clone)]
+pub(super) enum Known {
+    Sliced(Arc<SlicedObject>),
+    Whole,
+}
+
+impl SlicedObjects {
+    pub(super) fn sliced(&self, key: &CacheKey) -> Option<Arc<SlicedObject>> {
+        match self.known.get(key).as_deref() {
+            Some(Known::Sliced(object)) => Some(Arc::clone(object)),
+            _ => None,
+        }
+    }
+
+    pub(super) fn is_whole(&self, key: &CacheKey) -> bool {
+        matches!(self.known.get(key).as_deref(), Some(Known::Whole))
+    }
+
+    pub(super) fn remember(&self, key: CacheKey, known: Known) {
+        if self.known.len() >= MAX_KNOWN {
+            self.known.clear();
+        }
+        self.known.insert(key, known);
+    }
+
+    /// Forgets what is known of `key`; the object, if it was sliced.
+    pub(super) fn forget(&self, key: &CacheKey) -> Option<Arc<SlicedObject>> {
+        match self.known.remove(key) {
+            Some((_, Known::Sliced(object))) => Some(object),
+            _ => None,
+        }
+    }
+}
