@@ -182,6 +182,26 @@ fn keyed_fields(key: &mut String, parts: &Parts, config: &CacheKeyConfig) {
     }
 }
 
+/// Decodes `%XX` escapes (a `+` stays a `+`); `None` if an escape is malformed or the result is
+/// not UTF-8.
+pub fn percent_decoded(encoded: &str) -> Option<String> {
+    let bytes = encoded.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 fn push_encoded(key: &mut String, bytes: &[u8]) {
     for &byte in bytes {
         match byte {
@@ -239,6 +259,16 @@ mod tests {
     #[test]
     fn request_without_host_has_no_key() {
         assert_eq!(key("/a", None, &config()), None);
+    }
+
+    #[test]
+    fn a_url_is_percent_decoded_and_a_bad_escape_refused() {
+        assert_eq!(
+            percent_decoded("http%3A%2F%2Fa.example%2Fp%3Fq%3D1%26page%3D2").as_deref(),
+            Some("http://a.example/p?q=1&page=2")
+        );
+        assert_eq!(percent_decoded("a%2").as_deref(), None);
+        assert_eq!(percent_decoded("a%zz").as_deref(), None);
     }
 
     #[test]

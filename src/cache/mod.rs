@@ -20,7 +20,7 @@ pub use authority::{Authority, AuthorityError};
 pub use control::{RequestDirectives, ResponseControl};
 pub use entry::{Freshness, NotStored, StoredResponse, storability, varied_request_fields};
 pub use head::Head;
-pub use key::{CacheKey, ClientTls, KeyError, keyed_query, scheme};
+pub use key::{CacheKey, ClientTls, KeyError, keyed_query, percent_decoded, scheme};
 pub use store::{Evicted, EvictionListener, Proof, Store, StoreCounters, Usage};
 pub use tags::{PurgeKind, TagPurge, TagPurgeFileError, TagPurges};
 pub use variants::Variants;

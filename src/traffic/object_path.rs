@@ -51,23 +51,7 @@ pub fn encode_key(key: &str) -> String {
 }
 
 /// Decodes `%XX` escapes; returns None if an escape is malformed or the result is not UTF-8.
-pub fn decode_key(encoded: &str) -> Option<String> {
-    let bytes = encoded.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3)?;
-            let hex = std::str::from_utf8(hex).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
+pub use crate::cache::percent_decoded as decode_key;
 
 fn encode_into(out: &mut String, key: &str, keep_slash: bool) {
     for byte in key.bytes() {

@@ -60,7 +60,7 @@ impl Proxy {
             .split('&')
             .find_map(|pair| pair.strip_prefix("url="))
             .ok_or_else(|| bad("no url parameter"))?;
-        let url = percent_decoded(url).ok_or_else(|| bad("bad percent-encoding"))?;
+        let url = crate::cache::percent_decoded(url).ok_or_else(|| bad("bad percent-encoding"))?;
         let uri: Uri = url.parse().map_err(|_| bad("not a URL"))?;
         let authority = uri.authority().ok_or_else(|| bad("no host"))?.clone();
         let host = HeaderValue::from_str(authority.as_str()).map_err(|_| bad("bad host"))?;
@@ -192,41 +192,4 @@ fn policy_summary(policy: &CachePolicy, global_mode: &str) -> Value {
         "ignores_client_cache_control": policy.ignore_client_cache_control,
         "rfc": *policy == *policy::rfc(),
     })
-}
-
-/// `%XX` escapes decoded (a `+` stays a `+`); `None` for a bad escape or bytes that are not
-/// UTF-8.
-fn percent_decoded(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        match bytes[index] {
-            b'%' => {
-                let hex = std::str::from_utf8(bytes.get(index + 1..index + 3)?).ok()?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                index += 3;
-            }
-            byte => {
-                out.push(byte);
-                index += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::percent_decoded;
-
-    #[test]
-    fn a_url_is_percent_decoded_and_a_bad_escape_refused() {
-        assert_eq!(
-            percent_decoded("http%3A%2F%2Fa.example%2Fp%3Fq%3D1%26page%3D2").as_deref(),
-            Some("http://a.example/p?q=1&page=2")
-        );
-        assert_eq!(percent_decoded("a%2").as_deref(), None);
-        assert_eq!(percent_decoded("a%zz").as_deref(), None);
-    }
 }

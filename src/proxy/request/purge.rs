@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use http::StatusCode;
 
-use crate::cache::{CacheKey, PurgeKind};
+use crate::cache::{CacheKey, PurgeKind, TagPurgeFileError};
 use crate::proxy::outcome::served::{Detail, Fwd, Served};
 use crate::proxy::response::respond::{self, Answer};
 use crate::proxy::{Live, Proxy};
@@ -96,20 +96,7 @@ impl Proxy {
             .tag_purges
             .purge_prefix(&prefix, kind, SystemTime::now(), keep);
         series().purge(PurgeLabel::of_tag(kind)).increment(1);
-        match saved {
-            Ok(()) => (
-                StatusCode::OK,
-                format!("purged prefix {prefix} ({})\n", kind.as_str()),
-            ),
-            Err(error) => {
-                tracing::error!(%error, "a purge by prefix holds until a restart only");
-                let body = format!(
-                    "purged prefix {prefix} ({}) until a restart only: {error}\n",
-                    kind.as_str()
-                );
-                (StatusCode::INTERNAL_SERVER_ERROR, body)
-            }
-        }
+        recorded("prefix", &prefix, kind, saved)
     }
 
     /// Removes every variant stored under `key`, in RAM and on disk; returns whether either tier
@@ -134,19 +121,30 @@ impl Proxy {
         let keep = self.live().config.cache.tag_purge_keep;
         let saved = self.tag_purges.purge(&[tag], kind, SystemTime::now(), keep);
         series().purge(PurgeLabel::of_tag(kind)).increment(1);
-        match saved {
-            Ok(()) => (
-                StatusCode::OK,
-                format!("purged tag {tag} ({})\n", kind.as_str()),
-            ),
-            Err(error) => {
-                tracing::error!(%error, "a purge by tag holds until a restart only");
-                let body = format!(
-                    "purged tag {tag} ({}) until a restart only: {error}\n",
-                    kind.as_str()
-                );
-                (StatusCode::INTERNAL_SERVER_ERROR, body)
-            }
+        recorded("tag", tag, kind, saved)
+    }
+}
+
+/// The answer to a purge by `what` (`tag`, `prefix`) of `name`, recorded as `saved` says: a 500
+/// when its file could not be written, since it then holds until a restart only.
+fn recorded(
+    what: &str,
+    name: &str,
+    kind: PurgeKind,
+    saved: Result<(), TagPurgeFileError>,
+) -> (StatusCode, String) {
+    match saved {
+        Ok(()) => (
+            StatusCode::OK,
+            format!("purged {what} {name} ({})\n", kind.as_str()),
+        ),
+        Err(error) => {
+            tracing::error!(%error, "a purge by {what} holds until a restart only");
+            let body = format!(
+                "purged {what} {name} ({}) until a restart only: {error}\n",
+                kind.as_str()
+            );
+            (StatusCode::INTERNAL_SERVER_ERROR, body)
         }
     }
 }
