@@ -93,7 +93,7 @@ impl Proxy {
             && let Some(disk) = &self.disk
         {
             let targeted = &exchange.config().cache.targeted_fields;
-            if let Some(read) = disk.load(key, targeted, &exchange.policy).await {
+            if let Some(read) = disk.load(key, targeted, &exchange.routed.policy).await {
                 found = Some((Place::Disk, read.into_iter().map(Arc::new).collect()));
             }
         }
@@ -124,9 +124,9 @@ impl Proxy {
         json!({
             "url": url,
             "key": key.as_str(),
-            "route": &*exchange.route_name,
-            "upstream": &*exchange.group.name,
-            "policy": policy_summary(&exchange.policy, exchange.config().admission.mode.as_str()),
+            "route": &*exchange.routed.name,
+            "upstream": &*exchange.routed.group.name,
+            "policy": policy_summary(&exchange.routed.policy, exchange.config().admission.mode.as_str()),
             "bypassed_by": bypassed,
             "stored": selected.is_some(),
             "where": found.as_ref().map(|(place, _)| place.as_str()),

@@ -15,14 +15,12 @@ use hyper::body::Incoming;
 
 use crate::cache::policy::{self, PolicyRule};
 use crate::cache::{Authority, CacheKey, ClientTls, KeyError, StoredResponse, keyed_query};
-use crate::config::CachePolicy;
 use crate::config::Config;
 use crate::proxy::Live;
 use crate::proxy::outcome::served::Fwd;
 use crate::proxy::response::headers::{Forwarding, OriginBody, to_origin};
 use crate::proxy::upstream::origin::OutgoingBody;
-use crate::proxy::upstream::{Group, Server};
-use crate::telemetry::RouteSeries;
+use crate::proxy::upstream::{Routed, Server};
 
 /// A request the proxy has accepted: its parts, validated authority and cache key, and the `Live`
 /// configuration loaded once when it arrived.
@@ -33,14 +31,8 @@ pub struct Exchange {
     pub authority: Authority,
     pub key: CacheKey,
     route: Route,
-    /// The name of the route it took (the `route` label of its metrics).
-    pub route_name: Arc<str>,
-    /// The upstream group its route picks.
-    pub group: Arc<Group>,
-    /// Its route's cache policy.
-    pub policy: Arc<CachePolicy>,
-    /// Its route's metric series.
-    pub series: Arc<RouteSeries>,
+    /// The route it took: its name, upstream group, cache policy and metric series.
+    pub routed: Arc<Routed>,
     /// The path and query it is sent to a server with.
     target: PathAndQuery,
 }
@@ -64,19 +56,14 @@ impl Exchange {
         live: Arc<Live>,
     ) -> Result<Exchange, TranslateError> {
         let authority = Authority::of_request(&parts).map_err(KeyError::from)?;
-        let routed = live.routing.routed(authority.as_str(), parts.uri.path());
-        let (route_name, group, policy, series) = (
-            Arc::clone(&routed.name),
-            Arc::clone(&routed.group),
-            Arc::clone(&routed.policy),
-            Arc::clone(&routed.series),
-        );
-        let route = match policy::bypass(&policy, &parts) {
+        let routed = Arc::clone(live.routing.routed(authority.as_str(), parts.uri.path()));
+        let policy = &routed.policy;
+        let route = match policy::bypass(policy, &parts) {
             Some(rule) if is_cacheable(&parts) => Route::Pass(Fwd::Bypass, Some(rule)),
             _ => route(&parts),
         };
         if route == Route::Cache {
-            policy::prepare_request(&policy, &mut parts.headers);
+            policy::prepare_request(policy, &mut parts.headers);
         }
         let key_config = policy.key.as_ref().unwrap_or(&live.config.cache.key);
         if route == Route::Cache && key_config.normalize_accept_encoding {
@@ -105,7 +92,7 @@ impl Exchange {
         };
         // Every server's URL has a scheme and an authority, so a target that makes a URI with one
         // makes a URI with each.
-        group.servers[0].uri_for(target.clone())?;
+        routed.group.servers[0].uri_for(target.clone())?;
         Ok(Exchange {
             parts,
             peer,
@@ -113,10 +100,7 @@ impl Exchange {
             authority,
             key,
             route,
-            route_name,
-            group,
-            policy,
-            series,
+            routed,
             target,
         })
     }
@@ -160,10 +144,7 @@ impl Exchange {
             authority: self.authority.clone(),
             key: self.key.clone(),
             route: self.route,
-            route_name: Arc::clone(&self.route_name),
-            group: Arc::clone(&self.group),
-            policy: Arc::clone(&self.policy),
-            series: Arc::clone(&self.series),
+            routed: Arc::clone(&self.routed),
             target: self.target.clone(),
         }
     }
@@ -294,7 +275,7 @@ pub fn translate(
         Route::Pass(..) => OriginBody::Forwarded(body_length),
     };
     // A request goes to one server of its group; any one shows what each gets.
-    let head = exchange.origin_head(body, &exchange.group.servers[0]);
+    let head = exchange.origin_head(body, &exchange.routed.group.servers[0]);
     Ok((exchange.key, route, head))
 }
 

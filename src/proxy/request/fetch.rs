@@ -49,7 +49,7 @@ impl Fetch {
         exchange
             .live
             .origin
-            .send_idempotent(&exchange.group, exchange.key.as_str(), |server| {
+            .send_idempotent(&exchange.routed.group, exchange.key.as_str(), |server| {
                 exchange.fetch_request(stale, server)
             })
             .await
@@ -267,12 +267,12 @@ impl Proxy {
         // as `storability` applies it), and the route's policy reads the 304's fields as it read
         // the response's.
         not_modified.remove(http::header::SET_COOKIE);
-        cache_policy::prepare_response(&exchange.policy, &mut not_modified);
+        cache_policy::prepare_response(&exchange.routed.policy, &mut not_modified);
         let refreshed = entry.refreshed(
             &not_modified,
             &exchange.parts.headers,
             &exchange.config().cache.targeted_fields,
-            &exchange.policy,
+            &exchange.routed.policy,
             SystemTime::now(),
         );
         let refreshed = self.store.refresh(exchange.key.clone(), refreshed);

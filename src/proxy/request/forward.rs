@@ -54,7 +54,7 @@ impl Fetched {
 
     /// Its route's count of origin bytes.
     fn origin_bytes(&self) -> metrics::Counter {
-        self.fetch.exchange.series.origin_bytes.clone()
+        self.fetch.exchange.routed.series.origin_bytes.clone()
     }
 }
 
@@ -82,7 +82,7 @@ impl Proxy {
         };
         strip_hop_by_hop(&mut head.headers);
         let config = fetch.exchange.config();
-        let policy = &fetch.exchange.policy;
+        let policy = &fetch.exchange.routed.policy;
         cache_policy::prepare_response(policy, &mut head.headers);
         let control = ResponseControl::of(&head.headers, &config.cache.targeted_fields);
         let targeted = control.targeted_field().cloned().map(DecidedBy::Targeted);
@@ -128,7 +128,7 @@ impl Proxy {
         let exchange = &fetch.exchange;
         let revalidating = fetch.stale.is_some();
         let max_object = exchange.config().cache.max_object_bytes;
-        let policy = &exchange.policy;
+        let policy = &exchange.routed.policy;
         let request_headers =
             cache_policy::storing_request_headers(policy, &exchange.parts.headers);
         let storable = decision::storable(&request_headers, head, control, framing, max_object)

@@ -34,7 +34,7 @@ impl Proxy {
         if variants.is_none()
             && let Some(disk) = &self.disk
             && let Some(restored) =
-                Box::pin(disk.load(&exchange.key, targeted, &exchange.policy)).await
+                Box::pin(disk.load(&exchange.key, targeted, &exchange.routed.policy)).await
         {
             // A disk hit goes back into RAM (main: it has been asked for again).
             variants = self.store.restore(&exchange.key, restored);

@@ -40,6 +40,7 @@ use crate::proxy::request::exchange::{Exchange, Route};
 use crate::proxy::request::fetch::Fetch;
 use crate::proxy::request::slices::SlicedObject;
 use crate::proxy::response::respond::{self, Answer, ProxyBody};
+use crate::proxy::upstream::Routed;
 use crate::proxy::{Live, Proxy};
 use crate::telemetry::{RouteSeries, series};
 
@@ -79,14 +80,17 @@ impl Proxy {
             .access_log
             .as_ref()
             .map(|log| Entry::begin(log, &request, peer, started));
-        let (first, route) = self.accept(Arc::clone(&live), request, peer);
+        let (first, routed) = self.accept(Arc::clone(&live), request, peer);
         let Answer {
             mut response,
             served,
             origin,
         } = self.drive(first).await;
         let series = series();
-        let route = route.as_deref().unwrap_or_else(|| RouteSeries::unrouted());
+        let route = match &routed {
+            Some(routed) => &routed.series,
+            None => RouteSeries::unrouted(),
+        };
         if served.served_stored_entry() {
             let sent = response.body().size_hint().exact().unwrap_or(0);
             route.hit_bytes.increment(sent);
@@ -150,7 +154,7 @@ impl Proxy {
         live: Arc<Live>,
         request: Request<Incoming>,
         peer: SocketAddr,
-    ) -> (Step, Option<Arc<RouteSeries>>) {
+    ) -> (Step, Option<Arc<Routed>>) {
         let (parts, body) = request.into_parts();
         if parts.method.as_str() == "PURGE" {
             return (
@@ -170,7 +174,7 @@ impl Proxy {
                 return (Step::Done(refused), None);
             }
         };
-        let series = Some(Arc::clone(&exchange.series));
+        let routed = Some(Arc::clone(&exchange.routed));
         let step = match exchange.route() {
             Route::Pass(fwd, rule) => Step::Pass(exchange, body, fwd, rule.map(Detail::Policy)),
             Route::Cache => {
@@ -179,6 +183,6 @@ impl Proxy {
                 Step::Lookup(exchange)
             }
         };
-        (step, series)
+        (step, routed)
     }
 }

@@ -29,7 +29,7 @@ impl Proxy {
         let response = exchange
             .live
             .origin
-            .send_once(&exchange.group, exchange.key.as_str(), |server| {
+            .send_once(&exchange.routed.group, exchange.key.as_str(), |server| {
                 exchange.pass_request(body, server)
             })
             .await;
@@ -44,7 +44,7 @@ impl Proxy {
         let response = exchange
             .live
             .origin
-            .send_idempotent(&exchange.group, exchange.key.as_str(), |server| {
+            .send_idempotent(&exchange.routed.group, exchange.key.as_str(), |server| {
                 exchange.range_request(server)
             })
             .await;
@@ -82,7 +82,7 @@ impl Proxy {
         }
         strip_hop_by_hop(&mut head.headers);
         let idle_timeout = exchange.config().origin.idle_timeout;
-        let bytes = exchange.series.origin_bytes.clone();
+        let bytes = exchange.routed.series.origin_bytes.clone();
         let body = OriginStream::new(incoming, idle_timeout, None, bytes);
         let response = Response::from_parts(head, respond::streamed(body));
         Answer::new(response, Served::Bypass { fwd, detail }).answered_by(origin)

@@ -69,7 +69,7 @@ pub(crate) enum SliceError {
 /// nothing is sliced.
 fn slicing(exchange: &Exchange) -> Option<(u64, u64)> {
     let cache = &exchange.config().cache;
-    let policy = &exchange.policy;
+    let policy = &exchange.routed.policy;
     let above = policy.slice_above.or(cache.slice_above)?;
     Some((above, policy.slice_bytes.unwrap_or(cache.slice_bytes)))
 }
@@ -168,7 +168,7 @@ impl Proxy {
         {
             return None;
         }
-        let policy = &exchange.policy;
+        let policy = &exchange.routed.policy;
         let request_headers =
             cache_policy::storing_request_headers(policy, &exchange.parts.headers);
         storability(&request_headers, head.status, &head.headers, control).ok()?;
@@ -390,7 +390,9 @@ impl Proxy {
             && let Some(disk) = &self.disk
         {
             let targeted = &exchange.config().cache.targeted_fields;
-            if let Some(restored) = Box::pin(disk.load(key, targeted, &exchange.policy)).await {
+            if let Some(restored) =
+                Box::pin(disk.load(key, targeted, &exchange.routed.policy)).await
+            {
                 variants = self.store.restore(key, restored);
             }
         }
@@ -434,7 +436,7 @@ impl Proxy {
         // Keyed by the object: every slice of it goes to the same server of the group.
         let sent = live
             .origin
-            .send_idempotent(&exchange.group, exchange.key.as_str(), |server| {
+            .send_idempotent(&exchange.routed.group, exchange.key.as_str(), |server| {
                 let mut request = exchange.fetch_request(None, server);
                 if let Some(range) = &range {
                     request.headers_mut().insert(header::RANGE, range.clone());
@@ -456,7 +458,7 @@ impl Proxy {
             status => return Err(SliceError::Status { index, status }),
         }
         crate::proxy::response::headers::strip_hop_by_hop(&mut head.headers);
-        let policy = &exchange.policy;
+        let policy = &exchange.routed.policy;
         cache_policy::prepare_response(policy, &mut head.headers);
         let wrong_range = |headers: &HeaderMap| {
             series().slice(SliceEvent::WrongRange).increment(1);
@@ -495,7 +497,7 @@ impl Proxy {
         body: Bytes,
     ) -> Result<(Arc<StoredResponse>, bool), SliceError> {
         let live = &exchange.live;
-        let policy = &exchange.policy;
+        let policy = &exchange.routed.policy;
         let targeted = &live.config.cache.targeted_fields;
         let control = ResponseControl::of(&headers, targeted);
         let (control, _) = cache_policy::read_control(policy, StatusCode::OK, &headers, control);
@@ -547,7 +549,7 @@ async fn read_slice(
 ) -> Result<Bytes, SliceError> {
     let length = bounds.end - bounds.start;
     let idle_timeout = exchange.config().origin.idle_timeout;
-    let bytes = exchange.series.origin_bytes.clone();
+    let bytes = exchange.routed.series.origin_bytes.clone();
     match OriginStream::new(body, idle_timeout, None, bytes)
         .read_up_to(length)
         .await

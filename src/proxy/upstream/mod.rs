@@ -26,17 +26,17 @@ pub struct Routed {
     pub group: Arc<Group>,
     pub policy: Arc<CachePolicy>,
     /// Its requests and bytes (the `route` label).
-    pub series: Arc<RouteSeries>,
+    pub series: RouteSeries,
 }
 
 /// The groups and routes of one configuration.
 pub struct Routing {
     groups: Vec<Arc<Group>>,
     /// Each route's host, path prefix, and where it leads.
-    routes: Vec<(Option<HostPattern>, String, Routed)>,
+    routes: Vec<(Option<HostPattern>, String, Arc<Routed>)>,
     /// What a request no route matches gets (never, in a valid configuration): the first group
     /// and the RFC's policy.
-    fallback: Routed,
+    fallback: Arc<Routed>,
     /// Each group's health settings, in the order of `groups`, for its probes.
     health: Vec<HealthConfig>,
     /// The probe tasks of this configuration, stopped when another replaces it.
@@ -73,34 +73,29 @@ impl Routing {
                 Arc::new(Group::new(&group.name, servers, group.balance))
             })
             .collect();
-        let routes: Vec<(Option<HostPattern>, String, Routed)> = upstreams
+        let routes: Vec<(Option<HostPattern>, String, Arc<Routed>)> = upstreams
             .routes
             .iter()
             .filter_map(|route| {
                 let group = groups.iter().find(|g| *g.name == route.upstream)?;
-                let routed = Routed {
+                let routed = Arc::new(Routed {
                     name: Arc::from(route.name.as_str()),
                     group: Arc::clone(group),
                     policy: Arc::clone(&route.cache),
-                    series: Arc::new(RouteSeries::new(&route.name)),
-                };
+                    series: RouteSeries::new(&route.name),
+                });
                 Some((route.host.clone(), route.path_prefix.clone(), routed))
             })
             .collect();
         // A valid configuration's last route takes every request; this stands in for it otherwise.
         let fallback = match routes.last() {
-            Some((_, _, last)) => Routed {
-                name: Arc::clone(&last.name),
-                group: Arc::clone(&last.group),
-                policy: Arc::clone(&last.policy),
-                series: Arc::clone(&last.series),
-            },
-            None => Routed {
+            Some((_, _, last)) => Arc::clone(last),
+            None => Arc::new(Routed {
                 name: Arc::from("default"),
                 group: Arc::clone(&groups[0]),
                 policy: Arc::new(CachePolicy::rfc()),
-                series: Arc::new(RouteSeries::new("default")),
-            },
+                series: RouteSeries::new("default"),
+            }),
         };
         Routing {
             groups,
@@ -119,7 +114,7 @@ impl Routing {
 
     /// The route a request for `authority` and `path` takes: the first that matches (the last
     /// route of a valid configuration matches every request).
-    pub fn routed(&self, authority: &str, path: &str) -> &Routed {
+    pub fn routed(&self, authority: &str, path: &str) -> &Arc<Routed> {
         let host = host_of(authority);
         let found = self.routes.iter().find(|(pattern, prefix, _)| {
             pattern.as_ref().is_none_or(|p| p.matches(host)) && path.starts_with(prefix.as_str())
