@@ -314,17 +314,30 @@ async fn the_hit_ratio_chart_draws_an_interval_that_is_alone_with_traffic() {
     let origin = Origin::start();
     let proxy = ProxyConfig::new(&origin.url()).start();
     traffic(&origin, &proxy).await;
-    let status = status_json(&Client::new(), &proxy).await;
-    let with_traffic = status["history"]
-        .as_array()
-        .expect("a history")
-        .iter()
-        .filter(|i| i["hit_ratio"].is_number())
-        .count();
-    assert!(with_traffic >= 1, "{status}");
-    let dom = rendered(chromium, &proxy).await;
-    for field in ["hit_ratio", "byte_hit_ratio"] {
-        let drawn = dom.matches(&format!("<circle class=\"{field}\"")).count();
-        assert_eq!(drawn, with_traffic, "{field}: {status}\n{dom}");
+    // The history gains an interval every 5 s: a render is compared with the intervals that
+    // were there both before and after it (a sample taken in between means another try).
+    let intervals_with_traffic = |status: &serde_json::Value| {
+        status["history"]
+            .as_array()
+            .expect("a history")
+            .iter()
+            .filter(|i| i["hit_ratio"].is_number())
+            .count()
+    };
+    for _ in 0..5 {
+        let before = status_json(&Client::new(), &proxy).await;
+        let dom = rendered(chromium, &proxy).await;
+        let after = status_json(&Client::new(), &proxy).await;
+        let with_traffic = intervals_with_traffic(&before);
+        if with_traffic != intervals_with_traffic(&after) {
+            continue;
+        }
+        assert!(with_traffic >= 1, "{before}");
+        for field in ["hit_ratio", "byte_hit_ratio"] {
+            let drawn = dom.matches(&format!("<circle class=\"{field}\"")).count();
+            assert_eq!(drawn, with_traffic, "{field}: {before}\n{dom}");
+        }
+        return;
     }
+    panic!("the history changed during every one of 5 renders");
 }
