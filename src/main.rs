@@ -66,6 +66,10 @@ enum Command {
     /// Replay a trace offline through admit-all, exact second-hit and Bloom admission side by side.
     #[cfg(feature = "tools")]
     Simulate(bloomgate::sim::SimulateArgs),
+    /// Replay a trace of byte ranges offline: whole-object caching against slices, every slice
+    /// admitted or each on its second request.
+    #[cfg(feature = "tools")]
+    SimulateSlices(bloomgate::sim::SliceArgs),
     /// Work with request traces.
     #[cfg(feature = "tools")]
     #[command(subcommand)]
@@ -75,7 +79,8 @@ enum Command {
 #[cfg(feature = "tools")]
 #[derive(Subcommand)]
 enum TraceCommand {
-    /// Write a synthetic trace (Zipf popularity, one-hit wonders, log-normal sizes) as CSV.
+    /// Write a synthetic trace (Zipf popularity, one-hit wonders, log-normal sizes) as CSV, or
+    /// video sessions asking for byte ranges (`--video`).
     Generate(bloomgate::trace::GenerateArgs),
 }
 
@@ -107,6 +112,8 @@ fn main() -> ExitCode {
         }
         #[cfg(feature = "tools")]
         Command::Simulate(args) => bloomgate::sim::run(&args).map_err(Into::into),
+        #[cfg(feature = "tools")]
+        Command::SimulateSlices(args) => bloomgate::sim::run_slices(&args).map_err(Into::into),
         #[cfg(feature = "tools")]
         Command::Trace(TraceCommand::Generate(args)) => {
             bloomgate::trace::generate(&args).map_err(Into::into)

@@ -24,6 +24,7 @@ mod reference;
 mod report;
 mod request;
 mod segmented;
+mod slices;
 mod tiers;
 
 pub use cli::{SimulateArgs, run, simulate, simulate_tiers};
@@ -41,6 +42,10 @@ pub use report::{
 };
 pub use request::{SimRequest, TraceStats, key_fingerprint};
 pub use segmented::{Evicted, MainEviction, SegmentedCache};
+pub use slices::{
+    Layout, SLICE_RUNS, SliceArgs, SliceReport, SliceRun, SliceRunReport, SliceSetup, SliceSim,
+    SliceTraceStats, run_slices, simulate_slices, slice_fingerprint,
+};
 pub use tiers::{DiskPolicy, TierReport, TierSim};
 
 /// Why a simulation could not run.

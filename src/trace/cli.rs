@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
-use super::{Compression, SyntheticTrace, TraceError, TraceWriter};
+use super::{Compression, Request, SyntheticTrace, TraceError, TraceWriter, VideoTrace};
 
-/// Write a synthetic trace (Zipf popularity, one-hit wonders, log-normal sizes) as CSV.
+/// Write a synthetic trace (Zipf popularity, one-hit wonders, log-normal sizes) as CSV; with
+/// `--video`, video sessions asking for byte ranges (a `range` column).
 #[derive(Debug, Clone, clap::Args)]
 pub struct GenerateArgs {
     /// Output file; compressed with zstd if it ends in `.zst`, gzip if `.gz`.
@@ -32,6 +33,34 @@ pub struct GenerateArgs {
     pub size_sigma: f64,
     #[arg(long, default_value_t = SyntheticTrace::default().seed)]
     pub seed: u64,
+    /// Video sessions instead: large objects asked for in byte ranges, every session from the
+    /// first byte, then seeks to places mostly asked for once (`--alpha` and `--seed` apply).
+    #[arg(long)]
+    pub video: bool,
+    /// `--video`: viewing sessions.
+    #[arg(long, default_value_t = VideoTrace::default().sessions)]
+    pub sessions: u64,
+    /// `--video`: distinct videos.
+    #[arg(long, default_value_t = VideoTrace::default().videos)]
+    pub videos: u64,
+    /// `--video`: the smallest video (sizes are log-uniform between the two).
+    #[arg(long, default_value_t = VideoTrace::default().min_bytes, value_parser = crate::config::parse_size)]
+    pub video_min: u64,
+    /// `--video`: the largest video.
+    #[arg(long, default_value_t = VideoTrace::default().max_bytes, value_parser = crate::config::parse_size)]
+    pub video_max: u64,
+    /// `--video`: bytes a player asks for at a time.
+    #[arg(long, default_value_t = VideoTrace::default().chunk_bytes, value_parser = crate::config::parse_size)]
+    pub chunk: u64,
+    /// `--video`: mean chunks played from the start.
+    #[arg(long, default_value_t = VideoTrace::default().watch_chunks)]
+    pub watch_chunks: f64,
+    /// `--video`: mean seeks per session.
+    #[arg(long, default_value_t = VideoTrace::default().seeks)]
+    pub seeks: f64,
+    /// `--video`: mean chunks played after a seek.
+    #[arg(long, default_value_t = VideoTrace::default().seek_chunks)]
+    pub seek_chunks: f64,
 }
 
 impl GenerateArgs {
@@ -49,6 +78,24 @@ impl GenerateArgs {
     }
 }
 
+impl GenerateArgs {
+    /// The video-session trace these arguments describe (`--video`).
+    pub fn video_trace(&self) -> VideoTrace {
+        VideoTrace {
+            sessions: self.sessions,
+            videos: self.videos,
+            alpha: self.alpha,
+            min_bytes: self.video_min,
+            max_bytes: self.video_max,
+            chunk_bytes: self.chunk,
+            watch_chunks: self.watch_chunks,
+            seeks: self.seeks,
+            seek_chunks: self.seek_chunks,
+            seed: self.seed,
+        }
+    }
+}
+
 /// Writes the synthetic trace that `args` describe to `args.out`.
 pub fn generate(args: &GenerateArgs) -> Result<(), TraceError> {
     let name = args.out.to_string_lossy();
@@ -59,8 +106,20 @@ pub fn generate(args: &GenerateArgs) -> Result<(), TraceError> {
     } else {
         Compression::None
     };
-    let mut writer = TraceWriter::create(&args.out, compression)?;
-    for request in args.trace().iter() {
+    if args.video {
+        let writer = TraceWriter::create_with_ranges(&args.out, compression)?;
+        write_all(writer, args.video_trace().iter())
+    } else {
+        let writer = TraceWriter::create(&args.out, compression)?;
+        write_all(writer, args.trace().iter())
+    }
+}
+
+fn write_all(
+    mut writer: TraceWriter,
+    requests: impl Iterator<Item = Request>,
+) -> Result<(), TraceError> {
+    for request in requests {
         writer.write(&request)?;
     }
     writer.finish()

@@ -5,6 +5,7 @@ use std::ops::Range;
 
 use super::access_log::{self, Logged};
 use super::error::LineError;
+use super::range::RangeSpec;
 use super::time_local::parse_nginx_time;
 
 /// The line format a trace file was found to have, from its first line.
@@ -29,6 +30,8 @@ pub(super) enum Layout {
         time: Option<usize>,
         key: usize,
         size: Option<usize>,
+        /// A `range` column: the byte range the request asked for, empty for the whole object.
+        range: Option<usize>,
     },
     NginxCombined,
     BloomgateCombined,
@@ -40,6 +43,8 @@ pub(super) struct Parsed {
     pub time: Option<f64>,
     pub key: Key,
     pub size: Option<u64>,
+    /// The byte range asked for; `None` for the whole object.
+    pub range: Option<RangeSpec>,
 }
 
 /// Where a parsed line's key is.
@@ -91,10 +96,16 @@ impl Layout {
                 time: Some(time),
                 key: Key::Built,
                 size: Some(size),
+                range: None,
             })
         };
         match self {
-            Layout::Csv { time, key, size } => parse_csv(line, *time, *key, *size).map(Some),
+            Layout::Csv {
+                time,
+                key,
+                size,
+                range,
+            } => parse_csv(line, *time, *key, *size, *range).map(Some),
             Layout::NginxCombined => parse_nginx_combined(line).map(Some),
             Layout::BloomgateCombined => access_log::read_combined(line, key).map(logged),
             Layout::BloomgateJson => access_log::read_json(line, key).map(logged),
@@ -153,6 +164,7 @@ fn csv_layout(header: &str) -> Option<Layout> {
     let mut time = None;
     let mut key = None;
     let mut size = None;
+    let mut range = None;
     for (index, name) in header.split(',').enumerate() {
         let name = name.trim().to_ascii_lowercase();
         match name.as_str() {
@@ -163,6 +175,7 @@ fn csv_layout(header: &str) -> Option<Layout> {
                 key = Some(index)
             }
             "size" | "obj_size" | "object_size" | "bytes" if size.is_none() => size = Some(index),
+            "range" if range.is_none() => range = Some(index),
             _ => {}
         }
     }
@@ -170,6 +183,7 @@ fn csv_layout(header: &str) -> Option<Layout> {
         time,
         key: key?,
         size,
+        range,
     })
 }
 
@@ -178,17 +192,20 @@ fn parse_csv(
     time_column: Option<usize>,
     key_column: usize,
     size_column: Option<usize>,
+    range_column: Option<usize>,
 ) -> Result<Parsed, LineError> {
     let mut parsed = Parsed {
         time: None,
         key: Key::InLine(0..0),
         size: None,
+        range: None,
     };
     let mut key_found = false;
     // Columns after the last one read are never looked at.
     let last_column = key_column
         .max(time_column.unwrap_or(0))
-        .max(size_column.unwrap_or(0));
+        .max(size_column.unwrap_or(0))
+        .max(range_column.unwrap_or(0));
     let bytes = line.as_bytes();
     let mut start = 0;
     for index in 0..=last_column {
@@ -216,6 +233,11 @@ fn parse_csv(
             if !field.is_empty() {
                 let size = field.parse::<u64>().map_err(|e| ("size", e.to_string()))?;
                 parsed.size = Some(size);
+            }
+        } else if Some(index) == range_column {
+            let field = trimmed(field);
+            if !field.is_empty() {
+                parsed.range = Some(RangeSpec::parse(field).map_err(|e| ("range", e))?);
             }
         }
         if end == line.len() {
@@ -270,6 +292,7 @@ fn parse_nginx_combined(line: &str) -> Result<Parsed, LineError> {
         time: Some(time),
         key: Key::InLine(uri_start..uri_start + uri.len()),
         size: Some(size),
+        range: None,
     })
 }
 
@@ -357,11 +380,20 @@ mod tests {
 
     #[test]
     fn csv_header_names_columns_in_any_order() {
-        let Some(Layout::Csv { time, key, size }) = csv_layout("# time, object, size, next_vtime")
+        let Some(Layout::Csv {
+            time,
+            key,
+            size,
+            range,
+        }) = csv_layout("# time, object, size, next_vtime")
         else {
             panic!("no layout");
         };
-        assert_eq!((time, key, size), (Some(0), 1, Some(2)));
+        assert_eq!((time, key, size, range), (Some(0), 1, Some(2), None));
+        let Some(Layout::Csv { range, .. }) = csv_layout("range,time,key") else {
+            panic!("no layout");
+        };
+        assert_eq!(range, Some(0));
         assert!(csv_layout("a,b,c").is_none());
     }
 }

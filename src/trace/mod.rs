@@ -4,8 +4,9 @@
 //! (`time,key,size`, or libCacheSim / Twitter-style `# time, object, size, ...`), nginx `combined`
 //! access logs and bloomgate's own access logs ([`AccessLine`], combined or JSON), plain or gzip or
 //! zstd compressed (chosen from the file's magic bytes).
-//! [`SyntheticTrace`] generates Zipf-popular traces with one-hit wonders and log-normal sizes, and
-//! [`TraceWriter`] saves any trace as CSV.
+//! [`SyntheticTrace`] generates Zipf-popular traces with one-hit wonders and log-normal sizes,
+//! [`VideoTrace`] video sessions asking for byte ranges of large objects, and [`TraceWriter`]
+//! saves any trace as CSV.
 
 //!
 //! Without the `tools` feature only [`AccessLine`] is built: the proxy writes its access log with
@@ -19,12 +20,16 @@ mod error;
 #[cfg(feature = "tools")]
 mod line;
 #[cfg(feature = "tools")]
+mod range;
+#[cfg(feature = "tools")]
 mod reader;
 #[cfg(feature = "tools")]
 mod size;
 #[cfg(feature = "tools")]
 mod synthetic;
 mod time_local;
+#[cfg(feature = "tools")]
+mod video;
 #[cfg(feature = "tools")]
 mod writer;
 
@@ -36,11 +41,15 @@ pub use error::TraceError;
 #[cfg(feature = "tools")]
 pub use line::TraceFormat;
 #[cfg(feature = "tools")]
+pub use range::ByteRange;
+#[cfg(feature = "tools")]
 pub use reader::{Compression, ReadOptions, RequestRef, TraceInfo, TraceReader};
 #[cfg(feature = "tools")]
 pub use size::{SYNTHESIZED_SIZE_RULE, synthesized_size};
 #[cfg(feature = "tools")]
 pub use synthetic::SyntheticTrace;
+#[cfg(feature = "tools")]
+pub use video::VideoTrace;
 #[cfg(feature = "tools")]
 pub use writer::TraceWriter;
 
@@ -55,4 +64,6 @@ pub struct Request {
     /// The object's size in bytes: as recorded, or [`synthesized_size`] where the trace has none
     /// ([`TraceReader::sizes_synthesized`] says which).
     pub size: u64,
+    /// The byte range asked for, within `size`; `None` for the whole object.
+    pub range: Option<ByteRange>,
 }

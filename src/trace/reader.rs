@@ -6,8 +6,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use super::line::{Key, Layout, TraceFormat, is_blank_or_comment};
-use super::{Request, TraceError, synthesized_size};
+use super::line::{Key, Layout, Parsed, TraceFormat, is_blank_or_comment};
+use super::{ByteRange, Request, TraceError, synthesized_size};
 
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
@@ -51,6 +51,8 @@ pub struct RequestRef<'a> {
     pub time: f64,
     pub key: &'a str,
     pub size: u64,
+    /// The byte range asked for (a CSV trace's `range` column); `None` for the whole object.
+    pub range: Option<ByteRange>,
 }
 
 impl RequestRef<'_> {
@@ -60,6 +62,7 @@ impl RequestRef<'_> {
             time: self.time,
             key: self.key.to_owned(),
             size: self.size,
+            range: self.range,
         }
     }
 }
@@ -186,7 +189,7 @@ impl TraceReader {
     ///
     /// After an I/O or decompression error the reader returns `None`.
     pub fn next_ref(&mut self) -> Option<Result<RequestRef<'_>, TraceError>> {
-        let parsed = loop {
+        let (parsed, range) = loop {
             if self.finished {
                 return None;
             }
@@ -214,24 +217,19 @@ impl TraceReader {
                 continue;
             }
             match self.layout.parse(line, &mut self.key) {
-                Ok(Some(parsed)) => break parsed,
+                Ok(Some(parsed)) => match self.range_of(&parsed) {
+                    Ok(range) => break (parsed, range),
+                    Err(_) if self.options.skip_bad_lines => self.info.skipped_lines += 1,
+                    Err(message) => return Some(Err(self.field_error("range", message))),
+                },
                 Ok(None) => self.info.ignored_lines += 1,
                 Err(_) if self.options.skip_bad_lines => self.info.skipped_lines += 1,
                 Err((field, message)) => return Some(Err(self.field_error(field, message))),
             }
         };
-        let key = match parsed.key {
-            Key::InLine(range) => {
-                let start = self.line.start;
-                // A slice of the line checked above, on character boundaries: it is text.
-                match std::str::from_utf8(
-                    &self.input.buffer[start + range.start..start + range.end],
-                ) {
-                    Ok(key) => key,
-                    Err(_) => return Some(Err(self.field_error("key", "not valid UTF-8".into()))),
-                }
-            }
-            Key::Built => &self.key,
+        let key = match key_of(&self.input.buffer, self.line.start, &self.key, &parsed) {
+            Ok(key) => key,
+            Err(_) => return Some(Err(self.field_error("key", "not valid UTF-8".into()))),
         };
         let size = match parsed.size {
             Some(size) => size,
@@ -242,7 +240,27 @@ impl TraceReader {
         };
         let time = parsed.time.unwrap_or(self.info.requests as f64);
         self.info.requests += 1;
-        Some(Ok(RequestRef { time, key, size }))
+        Some(Ok(RequestRef {
+            time,
+            key,
+            size,
+            range,
+        }))
+    }
+
+    /// The bytes the current line asks for, read against its object's size; `None` for all.
+    fn range_of(&self, parsed: &Parsed) -> Result<Option<ByteRange>, String> {
+        let Some(spec) = parsed.range else {
+            return Ok(None);
+        };
+        let size = match parsed.size {
+            Some(size) => size,
+            None => synthesized_size(
+                key_of(&self.input.buffer, self.line.start, &self.key, parsed)
+                    .map_err(|e| e.to_string())?,
+            ),
+        };
+        spec.resolve(size).map(Some)
     }
 
     /// Makes the next line, without its line ending, the current one; `false` at the end of input.
@@ -312,6 +330,23 @@ impl TraceReader {
             field,
             message,
         }
+    }
+}
+
+/// The key of the line that starts at `line_start` in `buffer`, as `parsed` found it (`built`
+/// where the parser built it).
+fn key_of<'a>(
+    buffer: &'a [u8],
+    line_start: usize,
+    built: &'a str,
+    parsed: &Parsed,
+) -> Result<&'a str, std::str::Utf8Error> {
+    match &parsed.key {
+        // A slice of a line checked to be text, on character boundaries: it is text.
+        Key::InLine(range) => {
+            std::str::from_utf8(&buffer[line_start + range.start..line_start + range.end])
+        }
+        Key::Built => Ok(built),
     }
 }
 

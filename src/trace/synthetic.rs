@@ -105,6 +105,7 @@ impl SyntheticTrace {
                 time: index as f64 / REQUESTS_PER_SECOND,
                 key,
                 size: lognormal_from_bits(bits, median, sigma),
+                range: None,
             }
         })
     }

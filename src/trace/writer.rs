@@ -14,15 +14,34 @@ enum Sink {
     Zstd(zstd::stream::write::Encoder<'static, BufWriter<File>>),
 }
 
-/// Writes requests as CSV with the header `time,key,size`, which [`super::TraceReader`] reads back.
+/// Writes requests as CSV with the header `time,key,size` (and `range` for a trace of ranges),
+/// which [`super::TraceReader`] reads back.
 pub struct TraceWriter {
     path: PathBuf,
     sink: Sink,
+    ranges: bool,
 }
 
 impl TraceWriter {
-    /// Creates (or truncates) `path` and writes the header.
+    /// Creates (or truncates) `path` and writes the header `time,key,size`.
     pub fn create(path: &Path, compression: Compression) -> Result<TraceWriter, TraceError> {
+        TraceWriter::open(path, compression, false)
+    }
+
+    /// Creates (or truncates) `path` and writes the header `time,key,size,range`: each line says
+    /// the bytes its request asked for (`bytes=first-last`), or nothing for the whole object.
+    pub fn create_with_ranges(
+        path: &Path,
+        compression: Compression,
+    ) -> Result<TraceWriter, TraceError> {
+        TraceWriter::open(path, compression, true)
+    }
+
+    fn open(
+        path: &Path,
+        compression: Compression,
+        ranges: bool,
+    ) -> Result<TraceWriter, TraceError> {
         let open_error = |source| TraceError::Open {
             path: path.to_path_buf(),
             source,
@@ -41,17 +60,29 @@ impl TraceWriter {
         let mut writer = TraceWriter {
             path: path.to_path_buf(),
             sink,
+            ranges,
         };
-        writer.write_line(format_args!("time,key,size\n"))?;
+        let header = if ranges {
+            "time,key,size,range"
+        } else {
+            "time,key,size"
+        };
+        writer.write_line(format_args!("{header}\n"))?;
         Ok(writer)
     }
 
-    /// Appends one request. Keys must not contain commas or line breaks.
+    /// Appends one request. Keys must not contain commas or line breaks. A writer made by
+    /// [`Self::create`] leaves out the request's range.
     pub fn write(&mut self, request: &Request) -> Result<(), TraceError> {
-        self.write_line(format_args!(
-            "{},{},{}\n",
-            request.time, request.key, request.size
-        ))
+        let (time, key, size) = (request.time, &request.key, request.size);
+        match request.range.filter(|_| self.ranges) {
+            Some(range) => self.write_line(format_args!(
+                "{time},{key},{size},{}\n",
+                range.header_value()
+            )),
+            None if self.ranges => self.write_line(format_args!("{time},{key},{size},\n")),
+            None => self.write_line(format_args!("{time},{key},{size}\n")),
+        }
     }
 
     /// Flushes and finishes the compressed stream; without it a compressed file is truncated.

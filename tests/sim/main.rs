@@ -5,6 +5,7 @@
 mod command;
 mod plot;
 mod policies;
+mod slices;
 mod trace_reader;
 mod trace_synthetic;
 

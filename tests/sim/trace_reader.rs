@@ -33,6 +33,7 @@ fn request(time: f64, key: &str, size: u64) -> Request {
         time,
         key: key.to_owned(),
         size,
+        range: None,
     }
 }
 

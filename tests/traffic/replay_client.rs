@@ -21,6 +21,7 @@ fn requests(keys: &[(&str, u64)]) -> Vec<Request> {
             time: i as f64,
             key: (*key).to_owned(),
             size: *size,
+            range: None,
         })
         .collect()
 }
