@@ -1,7 +1,8 @@
 //! The live replay client: sends a trace's requests to a running proxy and reports what it saw.
 //!
 //! Each request becomes `GET <target>/obj/<key>?size=<bytes>` (or `<target>/<key>`, see
-//! [`PathMode`]) on a pooled HTTP/1.1 keep-alive client, from `concurrency` workers that take
+//! [`PathMode`]), with `Range: bytes=first-last` where the trace gives a range, on a pooled
+//! HTTP/1.1 keep-alive client, from `concurrency` workers that take
 //! requests in trace order. With a rate, request `i` is not sent before `i / rate` seconds (an
 //! open schedule: latency is measured from the send, so a late schedule is not hidden). The
 //! latency of a request runs from sending it to the end of its body.
@@ -365,8 +366,9 @@ async fn worker(shared: Arc<Shared>) -> Tally {
         match shared.target.uri_for(shared.path_mode, &request) {
             Some(uri) => {
                 let started = Instant::now();
-                let outcome =
-                    tokio::time::timeout(shared.timeout, fetch(&shared.client, uri)).await;
+                let range = request.range.map(|range| range.header_value());
+                let fetching = fetch(&shared.client, uri, range);
+                let outcome = tokio::time::timeout(shared.timeout, fetching).await;
                 match outcome {
                     Ok(Ok(fetched)) => tally.record(&fetched, started.elapsed()),
                     Ok(Err(_)) => tally.errors.transport += 1,
@@ -389,8 +391,13 @@ struct Fetched {
 async fn fetch(
     client: &Client<HttpConnector, Empty<Bytes>>,
     uri: Uri,
+    range: Option<String>,
 ) -> Result<Fetched, Box<dyn std::error::Error + Send + Sync>> {
-    let response = client.get(uri).await?;
+    let mut request = http::Request::get(uri);
+    if let Some(range) = range {
+        request = request.header(http::header::RANGE, range);
+    }
+    let response = client.request(request.body(Empty::new())?).await?;
     let cache_status = CacheStatus::from_header_values(
         response
             .headers()

@@ -4,7 +4,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use bloomgate::trace::{Request, SyntheticTrace};
+use bloomgate::trace::{ByteRange, Request, SyntheticTrace};
 use bloomgate::traffic::object_path::PathMode;
 use bloomgate::traffic::replay::{ReplayArgs, run};
 use bloomgate::traffic::{OriginOptions, ReplayOptions, TrafficError, replay, start_origin};
@@ -60,6 +60,26 @@ async fn replay_against_the_origin_counts_every_request_and_no_hits() {
         report.latency_ms.p50 <= report.latency_ms.p99
             && report.latency_ms.p99 <= report.latency_ms.max
     );
+}
+
+#[tokio::test]
+async fn a_request_with_a_range_asks_for_those_bytes_only() {
+    let origin = start_origin(OriginOptions::default()).await.unwrap();
+    let mut trace = requests(&[("video", 10_000), ("video", 10_000), ("whole", 500)]);
+    trace[0].range = Some(ByteRange {
+        first: 0,
+        last: 999,
+    });
+    trace[1].range = Some(ByteRange {
+        first: 9_900,
+        last: 9_999,
+    });
+    let report = replay(trace.into_iter(), options(origin.url()))
+        .await
+        .unwrap();
+    assert_eq!(report.responses, 3);
+    assert_eq!(report.bytes, 1000 + 100 + 500);
+    assert_eq!(origin.stats.bytes(), 1000 + 100 + 500);
 }
 
 #[tokio::test]
