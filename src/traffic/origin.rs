@@ -11,7 +11,9 @@
 //!   those bytes (RFC 9110 section 14), as a file server or object store answers it.
 //! - Any other path (not under `/_origin/`) is an object whose key is the whole path and query,
 //!   of `default_size` bytes.
-//! - `GET /_origin/stats`: `{"requests": n, "bytes": b}`, objects requested and body bytes sent.
+//! - `GET /_origin/stats`: `{"requests": n, "bytes": b, "taken_bytes": t}`: objects requested,
+//!   body bytes answered (counted when the answer starts) and body bytes the connections took
+//!   (counted chunk by chunk: less than `bytes` when a client hangs up before the end).
 //! - `GET /_origin/count/<key>`: the number of requests for `<key>`.
 //!
 //! # Query parameters of `/obj/<key>` that change the response
@@ -88,6 +90,7 @@ impl Default for OriginOptions {
 pub struct OriginStats {
     requests: AtomicU64,
     bytes: AtomicU64,
+    taken: Arc<AtomicU64>,
     per_key: DashMap<String, u64>,
 }
 
@@ -105,6 +108,18 @@ impl OriginStats {
     /// Body bytes the origin has sent (or started to send, for faults).
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Object body bytes the connections took, chunk by chunk: as [`Self::bytes`] for answers
+    /// read to their end, and only what was taken of one whose client hung up early (a proxy
+    /// that drops a large 200 to fetch it in slices instead).
+    pub fn taken_bytes(&self) -> u64 {
+        self.taken.load(Ordering::Relaxed)
+    }
+
+    /// The counter of [`Self::taken_bytes`], for a body to count into.
+    fn taken(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.taken)
     }
 
     /// Counts one request for `key`; returns the count for `key` including it.
@@ -297,7 +312,11 @@ async fn respond(
 
 fn stats_endpoint(endpoint: &str, stats: &OriginStats) -> Response<OriginBody> {
     if endpoint == "stats" {
-        let json = serde_json::json!({ "requests": stats.requests(), "bytes": stats.bytes() });
+        let json = serde_json::json!({
+            "requests": stats.requests(),
+            "bytes": stats.bytes(),
+            "taken_bytes": stats.taken_bytes(),
+        });
         let mut response = plain(StatusCode::OK, format!("{json}\n"));
         response.headers_mut().insert(
             header::CONTENT_TYPE,

@@ -7,7 +7,8 @@
 
 use std::hash::Hasher;
 use std::pin::Pin;
-use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -58,6 +59,8 @@ pub fn object_bytes(key: &str, size: usize) -> Vec<u8> {
 pub struct ObjectChunks {
     offset: usize,
     remaining: u64,
+    /// Counts the bytes of each chunk as it is taken.
+    taken: Option<Arc<AtomicU64>>,
 }
 
 impl ObjectChunks {
@@ -66,6 +69,7 @@ impl ObjectChunks {
         ObjectChunks {
             offset,
             remaining: size,
+            taken: None,
         }
     }
 
@@ -77,6 +81,16 @@ impl ObjectChunks {
         ObjectChunks {
             offset: (whole.offset + within) % PERIOD,
             remaining: range.end.saturating_sub(range.start),
+            taken: None,
+        }
+    }
+
+    /// The same chunks, each adding its length to `taken` when it is taken: what a connection
+    /// actually took of a body, which a client that hangs up early cuts short.
+    pub fn counted(self, taken: Arc<AtomicU64>) -> Self {
+        ObjectChunks {
+            taken: Some(taken),
+            ..self
         }
     }
 
@@ -94,6 +108,9 @@ impl Iterator for ObjectChunks {
         }
         let len = self.remaining.min(PERIOD as u64) as usize;
         self.remaining -= len as u64;
+        if let Some(taken) = &self.taken {
+            taken.fetch_add(len as u64, Ordering::Relaxed);
+        }
         // Every chunk but the last is a whole period, so each one starts at the same offset.
         Some(PATTERN.slice(self.offset..self.offset + len))
     }

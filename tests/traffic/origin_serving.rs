@@ -142,7 +142,10 @@ async fn requests_are_counted_per_key_and_exposed() {
     assert_eq!(String::from_utf8(count.body).unwrap().trim(), "3");
     let stats = connection.request("GET", "/_origin/stats", &[], wait).await;
     let stats: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
-    assert_eq!(stats, serde_json::json!({ "requests": 4, "bytes": 350 }));
+    assert_eq!(
+        stats,
+        serde_json::json!({ "requests": 4, "bytes": 350, "taken_bytes": 350 })
+    );
     // Asking for the counts is not itself counted.
     assert_eq!(origin.stats.requests(), 4);
 }
@@ -310,4 +313,46 @@ fn the_origin_command_logs_what_rust_log_asks_for() {
         }
     }
     panic!("no tracing line on stderr within 10 s; stderr so far: {seen:?}");
+}
+
+#[tokio::test]
+async fn a_body_the_client_hangs_up_on_counts_only_what_the_connection_took() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let origin = start_origin(OriginOptions::default()).await.unwrap();
+    let size: u64 = 256 << 20;
+    let mut stream = tokio::net::TcpStream::connect(origin.addr).await.unwrap();
+    let request = format!("GET /obj/big?size={size} HTTP/1.1\r\nHost: origin\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = [0u8; 4096];
+    let read = stream.read(&mut head).await.unwrap();
+    assert!(head[..read].starts_with(b"HTTP/1.1 200"));
+    drop(stream);
+    // Wait for the origin to notice: the count stops moving once its writes fail.
+    let mut last = u64::MAX;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = origin.stats.taken_bytes();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    assert_eq!(origin.stats.bytes(), size);
+    assert!(
+        origin.stats.taken_bytes() < size / 2,
+        "{}",
+        origin.stats.taken_bytes()
+    );
+
+    // A range counts its own bytes, read to the end.
+    let before = origin.stats.taken_bytes();
+    let range = get(
+        origin.addr,
+        "/obj/big?size=1000",
+        &[("range", "bytes=0-99")],
+    )
+    .await;
+    assert_eq!(range.status, 206);
+    assert_eq!(origin.stats.taken_bytes(), before + 100);
 }

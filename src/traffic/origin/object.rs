@@ -126,8 +126,9 @@ impl ObjectRequest {
             }
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
             state.stats.bytes.fetch_add(length, Ordering::Relaxed);
-            let mut response =
-                Response::new(OriginBody::Object(ObjectChunks::range(&content_key, range)));
+            let mut response = Response::new(OriginBody::Object(
+                ObjectChunks::range(&content_key, range).counted(state.stats.taken()),
+            ));
             *response.status_mut() = StatusCode::PARTIAL_CONTENT;
             *response.headers_mut() = headers;
             return response;
@@ -150,7 +151,10 @@ impl ObjectRequest {
                 (OriginBody::Stall(first), sent)
             }
             _ if is_head => (OriginBody::empty(), 0),
-            _ => (OriginBody::Object(chunks), self.size),
+            _ => (
+                OriginBody::Object(chunks.counted(state.stats.taken())),
+                self.size,
+            ),
         };
         state.stats.bytes.fetch_add(sent, Ordering::Relaxed);
         let mut response = Response::new(body);
