@@ -166,5 +166,8 @@ label_values! {
         WrongRange = "wrong_range",
         /// The slice was of another version of the object.
         Changed = "changed",
+        /// A stale slice refreshed by the origin's 304 to a conditional request for the object
+        /// (its own, or one made for another of its slices).
+        Revalidated = "revalidated",
     }
 }

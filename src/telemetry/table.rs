@@ -240,7 +240,7 @@ metrics_table! {
         "Time the disk engine's writer has spent in fdatasync since the tier opened.",
         [];
     SLICES_TOTAL: Counter, "bloomgate_slices_total", AtStart,
-        "Slices of large objects, by event: stored, hit, first_hit (refused by admission), and the answers that were not used (not_ranged: the origin sent the whole object; wrong_range: a Content-Range that is not the slice's; changed: another version of the object).",
+        "Slices of large objects, by event: stored, hit, first_hit (refused by admission), and the answers that were not used (not_ranged: the origin sent the whole object; wrong_range: a Content-Range that is not the slice's; changed: another version of the object); revalidated: a stale slice refreshed by a 304 to a conditional request for its object.",
         [event = listed!(SliceEvent)];
     SLICE_ORIGIN_BYTES_TOTAL: Counter(Bytes), "bloomgate_slice_origin_bytes_total", AtStart,
         "Body bytes of slices received from the origin.",

@@ -245,6 +245,78 @@ async fn a_change_met_on_the_first_slice_is_refetched_consistently() {
     assert_part(&tail, &v2, LENGTH - 10, LENGTH - 1);
 }
 
+/// `ranged`, fresh for `seconds`, answering a matching `If-None-Match` with a 304.
+fn revalidating(body: &[u8], etag: &str, seconds: u64) -> Reply {
+    Reply::bytes(body)
+        .header("cache-control", &format!("max-age={seconds}"))
+        .header("etag", etag)
+        .serves_ranges()
+        .answers_304()
+}
+
+/// Whether the origin's request `received` asked for a slice on condition.
+fn conditional(received: &common::origin::Received) -> bool {
+    received.header("if-none-match").is_some()
+}
+
+#[tokio::test]
+async fn stale_slices_are_revalidated_by_one_conditional_request_not_refetched() {
+    let setup = Setup::slicing("off");
+    let body = object(LENGTH, 1);
+    setup.origin.set("/film", revalidating(&body, "\"v1\"", 2));
+    let first = setup.get("/film", &[]).await;
+    assert!(first.body[..] == body[..]);
+    let fetched = setup.origin.received("/film").len();
+    // Stale: every slice is past its max-age.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+
+    let again = setup.get("/film", &[]).await;
+    assert!(again.body[..] == body[..], "the same bytes, refreshed");
+    assert!(slice_hits(&again, 5, 5), "{}", again.cache_status());
+    let received = setup.origin.received("/film");
+    let since: Vec<_> = received[fetched..].iter().collect();
+    assert_eq!(since.len(), 1, "one request for the stale object");
+    assert!(conditional(since[0]), "{:?}", since[0].headers);
+    assert_eq!(since[0].header("if-none-match"), Some("\"v1\""));
+    assert_eq!(since[0].header("range"), Some("bytes=0-65535"));
+    let scrape = setup.scrape().await;
+    assert_eq!(
+        metric(&scrape, "bloomgate_slices_total{event=\"revalidated\"}"),
+        5.0,
+        "the 304 refreshed every slice as it was met"
+    );
+
+    // Refreshed: fresh again, asked of nobody.
+    let fresh = setup
+        .get("/film", &[("range", "bytes=100000-100009")])
+        .await;
+    assert_part(&fresh, &body, 100000, 100009);
+    assert_eq!(setup.origin.received("/film").len(), fetched + 1);
+}
+
+#[tokio::test]
+async fn a_stale_object_found_changed_on_revalidation_drops_its_slices() {
+    let setup = Setup::slicing("off");
+    let v1 = object(LENGTH, 1);
+    let v2 = object(LENGTH, 2);
+    setup.origin.set("/show", revalidating(&v1, "\"v1\"", 1));
+    setup.get("/show", &[]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    setup.origin.set("/show", revalidating(&v2, "\"v2\"", 600));
+
+    let changed = setup.get("/show", &[]).await;
+    assert!(changed.body[..] == v2[..], "the new version, whole");
+    assert_eq!(changed.header("etag"), Some("\"v2\""));
+    let received = setup.origin.received("/show");
+    assert!(received.iter().any(conditional), "asked on condition first");
+    let scrape = setup.scrape().await;
+    assert!(metric(&scrape, "bloomgate_slices_total{event=\"changed\"}") >= 1.0);
+    assert_eq!(
+        metric(&scrape, "bloomgate_slices_total{event=\"revalidated\"}"),
+        0.0
+    );
+}
+
 #[tokio::test]
 async fn an_origin_that_ignores_range_is_streamed_whole_and_counted() {
     let setup = Setup::slicing("off");

@@ -13,7 +13,7 @@ use http::{Response, StatusCode, response};
 
 mod known;
 
-use known::Known;
+use known::{Known, Validated};
 pub(crate) use known::{SlicedObject, SlicedObjects};
 
 use super::Step;
@@ -344,15 +344,28 @@ impl Proxy {
     ) -> Result<Bytes, SliceError> {
         let key = slice_key(&exchange.key, index);
         let bounds = slice_bounds(index, object.slice_bytes, object.total());
-        if let Some(entry) = self.stored_slice(exchange, &key).await
-            && object.holds(&entry, &bounds)
-        {
-            series().slice(SliceEvent::Hit).increment(1);
-            return Ok(entry.body.clone());
-        }
+        let stored = self
+            .stored_slice(exchange, &key)
+            .await
+            .filter(|entry| object.holds(entry, &bounds));
+        let stale = match stored {
+            Some(entry) if is_fresh(&entry) => {
+                series().slice(SliceEvent::Hit).increment(1);
+                return Ok(entry.body.clone());
+            }
+            Some(entry) => match self.refreshed_as_validated(exchange, object, &key, &entry) {
+                Some(refreshed) => {
+                    series().slice(SliceEvent::Hit).increment(1);
+                    return Ok(refreshed.body.clone());
+                }
+                None => Some(entry),
+            },
+            None => None,
+        };
+        let stale = stale.as_deref();
         let slot = match self.flights.join(&key) {
             Role::Leader(flight) => {
-                let fetched = self.fetch_slice(exchange, object, index, &key).await;
+                let fetched = self.fetch_slice(exchange, object, index, &key, stale).await;
                 match &fetched {
                     Ok((entry, stored)) => {
                         let shared = SharedResponse::new(Arc::clone(entry), *stored, None);
@@ -374,12 +387,88 @@ impl Proxy {
         {
             return Ok(shared.entry.body.clone());
         }
-        let (entry, _) = self.fetch_slice(exchange, object, index, &key).await?;
+        let (entry, _) = self
+            .fetch_slice(exchange, object, index, &key, stale)
+            .await?;
         Ok(entry.body.clone())
     }
 
-    /// The fresh stored slice under `key`, from RAM or (copied back into RAM) from disk, unless a
-    /// purge of one of its tags removed it.
+    /// A stale slice `entry` refreshed by the origin's last 304 for its object, when that leaves
+    /// it fresh: stored so, in RAM and on disk. One conditional request refreshes an object's
+    /// slices as they are met, not all at once.
+    fn refreshed_as_validated(
+        &self,
+        exchange: &Exchange,
+        object: &SlicedObject,
+        key: &CacheKey,
+        entry: &StoredResponse,
+    ) -> Option<Arc<StoredResponse>> {
+        let validated = object.validated()?;
+        let refreshed = self.refreshed(exchange, entry, &validated);
+        is_fresh(&refreshed).then(|| self.store_refreshed(key, refreshed))
+    }
+
+    /// Slice `entry` with the fields of the origin's 304 `validated` applied as of its time.
+    fn refreshed(
+        &self,
+        exchange: &Exchange,
+        entry: &StoredResponse,
+        validated: &Validated,
+    ) -> StoredResponse {
+        entry.refreshed(
+            &validated.fields,
+            &exchange.parts.headers,
+            &exchange.config().cache.targeted_fields,
+            &exchange.routed.policy,
+            validated.at,
+        )
+    }
+
+    /// Replaces the slice under `key` with its `refreshed` self, in RAM and on disk.
+    fn store_refreshed(&self, key: &CacheKey, refreshed: StoredResponse) -> Arc<StoredResponse> {
+        let refreshed = self.store.refresh(key.clone(), refreshed);
+        if let Some(disk) = &self.disk
+            && let Some(variants) = self.store.peek(key)
+        {
+            disk.refreshed(key, variants);
+        }
+        series().slice(SliceEvent::Revalidated).increment(1);
+        refreshed
+    }
+
+    /// The origin's 304 to the conditional request for stale slice `entry` of `object`: it
+    /// stands for the object, so it is kept with it (for its other slices) and refreshes this
+    /// one. A 304 whose validators are not the object's is an error for the slice.
+    fn slice_not_modified(
+        &self,
+        exchange: &Exchange,
+        object: &SlicedObject,
+        key: &CacheKey,
+        entry: &StoredResponse,
+        mut fields: HeaderMap,
+        index: u64,
+    ) -> Result<(Arc<StoredResponse>, bool), SliceError> {
+        if !entry.validated_by(&fields, true) {
+            return Err(SliceError::Status {
+                index,
+                status: StatusCode::NOT_MODIFIED,
+            });
+        }
+        crate::proxy::response::headers::strip_hop_by_hop(&mut fields);
+        // Kept for every client: one client's cookie never is (RFC 9111 section 3).
+        fields.remove(header::SET_COOKIE);
+        cache_policy::prepare_response(&exchange.routed.policy, &mut fields);
+        let validated = Validated {
+            at: SystemTime::now(),
+            fields,
+        };
+        let refreshed = self.refreshed(exchange, entry, &validated);
+        object.validate(validated);
+        Ok((self.store_refreshed(key, refreshed), true))
+    }
+
+    /// The stored slice under `key`, fresh or not, from RAM or (copied back into RAM) from disk,
+    /// unless a purge of one of its tags removed it.
     async fn stored_slice(
         &self,
         exchange: &Exchange,
@@ -413,17 +502,19 @@ impl Proxy {
             series().purged_entry(PurgeLabel::TagHard).increment(1);
             return None;
         }
-        (entry.freshness(&none, SystemTime::now()) == Freshness::Fresh).then_some(entry)
+        Some(entry)
     }
 
     /// Slice `index` of `object` from the origin, checked to be that slice of that version, and
-    /// stored where the doorkeeper places it: with whether it was stored.
+    /// stored where the doorkeeper places it: with whether it was stored. With the `stale` slice
+    /// stored, the request is conditional on the object's validator, and a 304 refreshes it.
     async fn fetch_slice(
         &self,
         exchange: &Exchange,
         object: &SlicedObject,
         index: u64,
         key: &CacheKey,
+        stale: Option<&StoredResponse>,
     ) -> Result<(Arc<StoredResponse>, bool), SliceError> {
         let bounds = slice_bounds(index, object.slice_bytes, object.total());
         let range = HeaderValue::from_maybe_shared(Bytes::from(format!(
@@ -432,6 +523,7 @@ impl Proxy {
             bounds.end - 1
         )))
         .ok();
+        let condition = stale.map(|_| object.condition());
         let live = &exchange.live;
         // Keyed by the object: every slice of it goes to the same server of the group.
         let sent = live
@@ -441,6 +533,9 @@ impl Proxy {
                 if let Some(range) = &range {
                     request.headers_mut().insert(header::RANGE, range.clone());
                 }
+                if let Some((name, value)) = &condition {
+                    request.headers_mut().insert(name.clone(), value.clone());
+                }
                 request
             })
             .await
@@ -449,13 +544,16 @@ impl Proxy {
                 failure: error.failure(),
             })?;
         let (mut head, body) = sent.into_parts();
-        match head.status {
-            StatusCode::PARTIAL_CONTENT => {}
-            StatusCode::OK => {
+        match (head.status, stale) {
+            (StatusCode::PARTIAL_CONTENT, _) => {}
+            (StatusCode::NOT_MODIFIED, Some(entry)) => {
+                return self.slice_not_modified(exchange, object, key, entry, head.headers, index);
+            }
+            (StatusCode::OK, _) => {
                 series().slice(SliceEvent::NotRanged).increment(1);
                 return Err(SliceError::NotRanged { index });
             }
-            status => return Err(SliceError::Status { index, status }),
+            (status, _) => return Err(SliceError::Status { index, status }),
         }
         crate::proxy::response::headers::strip_hop_by_hop(&mut head.headers);
         let policy = &exchange.routed.policy;
@@ -570,6 +668,12 @@ async fn read_slice(
             failure: error.failure(),
         }),
     }
+}
+
+/// Whether a stored slice is fresh: a slice is fetched for the object, not for one client, so no
+/// request directive takes part.
+fn is_fresh(entry: &StoredResponse) -> bool {
+    entry.freshness(&HeaderMap::new(), SystemTime::now()) == Freshness::Fresh
 }
 
 /// An offset within a slice, which is in memory and so fits a `usize`.

@@ -2,13 +2,14 @@
 //! be of, and which an origin answers whole.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 use dashmap::DashMap;
 use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderValue};
 
-use crate::cache::slice::{ContentRange, Version};
+use crate::cache::slice::{ContentRange, Validator, Version};
 use crate::cache::{CacheKey, StoredResponse};
 
 /// The most objects whose slicing is remembered: past it the memory starts again, and each
@@ -16,12 +17,22 @@ use crate::cache::{CacheKey, StoredResponse};
 const MAX_KNOWN: usize = 1 << 16;
 
 /// A large object as its slices answer it: the version they must all be of, the header fields of
-/// its whole 200, and the size of its slices.
+/// its whole 200, the size of its slices, and the origin's last 304 for it.
 #[derive(Debug)]
 pub(crate) struct SlicedObject {
     pub(super) version: Version,
     pub(super) headers: HeaderMap,
     pub(super) slice_bytes: u64,
+    validated: Mutex<Option<Validated>>,
+}
+
+/// The origin's 304 to a conditional request for one of an object's slices: when it came, and
+/// its fields (prepared as a stored response's), which refresh the object's other stale slices as
+/// they are met.
+#[derive(Debug, Clone)]
+pub(super) struct Validated {
+    pub(super) at: SystemTime,
+    pub(super) fields: HeaderMap,
 }
 
 impl SlicedObject {
@@ -39,7 +50,33 @@ impl SlicedObject {
             version,
             headers,
             slice_bytes,
+            validated: Mutex::new(None),
         })
+    }
+
+    /// The origin's last 304 for this version, if one came.
+    pub(super) fn validated(&self) -> Option<Validated> {
+        self.validated
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records the origin's 304 for this version.
+    pub(super) fn validate(&self, validated: Validated) {
+        *self
+            .validated
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(validated);
+    }
+
+    /// The conditional field that asks the origin whether this version is still current:
+    /// `If-None-Match` with its strong `ETag`, else `If-Modified-Since` with its `Last-Modified`.
+    pub(super) fn condition(&self) -> (header::HeaderName, HeaderValue) {
+        match &self.version.validator {
+            Validator::StrongEtag(etag) => (header::IF_NONE_MATCH, etag.clone()),
+            Validator::LastModified(date) => (header::IF_MODIFIED_SINCE, date.clone()),
+        }
     }
 
     pub(super) fn total(&self) -> u64 {
