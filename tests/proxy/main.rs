@@ -31,6 +31,7 @@ mod rfc9111;
 mod security;
 mod service_unit;
 mod slices;
+mod slices_disk;
 mod status_page;
 mod stderr_log;
 mod tags;
