@@ -12,9 +12,13 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode, response};
 
 mod known;
+mod read;
+mod revalidate;
 
-use known::{Known, Validated};
+use known::Known;
 pub(crate) use known::{SlicedObject, SlicedObjects};
+use read::read_slice;
+use revalidate::is_fresh;
 
 use super::Step;
 use super::coalesce::{self, FlightOutcome, Role, SharedResponse};
@@ -25,14 +29,13 @@ use crate::cache::policy as cache_policy;
 use crate::cache::slice::{
     ContentRange, Version, slice_bounds, slice_count, slice_key, slices_covering,
 };
-use crate::cache::{CacheKey, Freshness, ResponseControl, StoredResponse, storability};
+use crate::cache::{CacheKey, ResponseControl, StoredResponse, storability};
 use crate::proxy::Proxy;
 use crate::proxy::outcome::served::{Fwd, Served};
 use crate::proxy::response::assembled::{AssembledBody, Parts};
 use crate::proxy::response::headers::{ResponseFraming, content_length, not_modified};
 use crate::proxy::response::range::{self, Piece, Ranges, Selection};
 use crate::proxy::response::respond::{self, Answer};
-use crate::proxy::response::stream::{OriginStream, Prefix};
 use crate::proxy::upstream::origin::OriginFailure;
 use crate::telemetry::{PurgeLabel, SliceEvent, series};
 
@@ -393,80 +396,6 @@ impl Proxy {
         Ok(entry.body.clone())
     }
 
-    /// A stale slice `entry` refreshed by the origin's last 304 for its object, when that leaves
-    /// it fresh: stored so, in RAM and on disk. One conditional request refreshes an object's
-    /// slices as they are met, not all at once.
-    fn refreshed_as_validated(
-        &self,
-        exchange: &Exchange,
-        object: &SlicedObject,
-        key: &CacheKey,
-        entry: &StoredResponse,
-    ) -> Option<Arc<StoredResponse>> {
-        let validated = object.validated()?;
-        let refreshed = self.refreshed(exchange, entry, &validated);
-        is_fresh(&refreshed).then(|| self.store_refreshed(key, refreshed))
-    }
-
-    /// Slice `entry` with the fields of the origin's 304 `validated` applied as of its time.
-    fn refreshed(
-        &self,
-        exchange: &Exchange,
-        entry: &StoredResponse,
-        validated: &Validated,
-    ) -> StoredResponse {
-        entry.refreshed(
-            &validated.fields,
-            &exchange.parts.headers,
-            &exchange.config().cache.targeted_fields,
-            &exchange.routed.policy,
-            validated.at,
-        )
-    }
-
-    /// Replaces the slice under `key` with its `refreshed` self, in RAM and on disk.
-    fn store_refreshed(&self, key: &CacheKey, refreshed: StoredResponse) -> Arc<StoredResponse> {
-        let refreshed = self.store.refresh(key.clone(), refreshed);
-        if let Some(disk) = &self.disk
-            && let Some(variants) = self.store.peek(key)
-        {
-            disk.refreshed(key, variants);
-        }
-        series().slice(SliceEvent::Revalidated).increment(1);
-        refreshed
-    }
-
-    /// The origin's 304 to the conditional request for stale slice `entry` of `object`: it
-    /// stands for the object, so it is kept with it (for its other slices) and refreshes this
-    /// one. A 304 whose validators are not the object's is an error for the slice.
-    fn slice_not_modified(
-        &self,
-        exchange: &Exchange,
-        object: &SlicedObject,
-        key: &CacheKey,
-        entry: &StoredResponse,
-        mut fields: HeaderMap,
-        index: u64,
-    ) -> Result<(Arc<StoredResponse>, bool), SliceError> {
-        if !entry.validated_by(&fields, true) {
-            return Err(SliceError::Status {
-                index,
-                status: StatusCode::NOT_MODIFIED,
-            });
-        }
-        crate::proxy::response::headers::strip_hop_by_hop(&mut fields);
-        // Kept for every client: one client's cookie never is (RFC 9111 section 3).
-        fields.remove(header::SET_COOKIE);
-        cache_policy::prepare_response(&exchange.routed.policy, &mut fields);
-        let validated = Validated {
-            at: SystemTime::now(),
-            fields,
-        };
-        let refreshed = self.refreshed(exchange, entry, &validated);
-        object.validate(validated);
-        Ok((self.store_refreshed(key, refreshed), true))
-    }
-
     /// The stored slice under `key`, fresh or not, from RAM or (copied back into RAM) from disk,
     /// unless a purge of one of its tags removed it.
     async fn stored_slice(
@@ -636,44 +565,6 @@ impl Proxy {
             }
         }
     }
-}
-
-/// The body of slice `index` read whole from the origin: exactly as many bytes as `bounds` holds.
-async fn read_slice(
-    exchange: &Exchange,
-    body: hyper::body::Incoming,
-    index: u64,
-    bounds: Range<u64>,
-) -> Result<Bytes, SliceError> {
-    let length = bounds.end - bounds.start;
-    let idle_timeout = exchange.config().origin.idle_timeout;
-    let bytes = exchange.routed.series.origin_bytes.clone();
-    match OriginStream::new(body, idle_timeout, None, bytes)
-        .read_up_to(length)
-        .await
-    {
-        Ok(Prefix::Whole(body)) if body.len() as u64 == length => Ok(body),
-        Ok(Prefix::Whole(body)) => Err(SliceError::WrongLength {
-            index,
-            expected: bounds,
-            got: body.len() as u64,
-        }),
-        Ok(Prefix::TooLarge(_)) => Err(SliceError::WrongLength {
-            index,
-            expected: bounds,
-            got: length + 1,
-        }),
-        Err(error) => Err(SliceError::Origin {
-            index,
-            failure: error.failure(),
-        }),
-    }
-}
-
-/// Whether a stored slice is fresh: a slice is fetched for the object, not for one client, so no
-/// request directive takes part.
-fn is_fresh(entry: &StoredResponse) -> bool {
-    entry.freshness(&HeaderMap::new(), SystemTime::now()) == Freshness::Fresh
 }
 
 /// An offset within a slice, which is in memory and so fits a `usize`.
