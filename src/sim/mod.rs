@@ -7,7 +7,8 @@
 //! [`crate::admission::Doorkeeper`] made reproducible for one thread. `probation` asks the
 //! doorkeeper too, and runs the proxy's store rules ([`crate::admission::probation`]) over a
 //! [`SegmentedCache`]: a first-seen miss goes to a probation FIFO, a seen-before one to main.
-//! Admission is consulted only on misses, as in the proxy.
+//! Admission is consulted only on misses, as in the proxy. [`SliceSim`] runs the same policies
+//! over large objects cut in slices, each slice an object (`bloomgate simulate-slices`).
 
 mod cli;
 mod doorkeeper;

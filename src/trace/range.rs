@@ -9,14 +9,9 @@ pub struct ByteRange {
 }
 
 impl ByteRange {
-    /// Bytes in the range.
-    pub fn len(&self) -> u64 {
+    /// Bytes in the range: at least one.
+    pub fn length(&self) -> u64 {
         self.last - self.first + 1
-    }
-
-    /// Always false: a range holds at least one byte.
-    pub fn is_empty(&self) -> bool {
-        false
     }
 
     /// The range as a `Range` header value: `bytes=first-last`.

@@ -173,7 +173,7 @@ mod tests {
         for request in &requests {
             let range = request.range.expect("every request is a range");
             assert!(range.last < request.size, "{request:?}");
-            assert!(range.len() <= trace.chunk_bytes);
+            assert!(range.length() <= trace.chunk_bytes);
             assert!((trace.min_bytes..=trace.max_bytes).contains(&request.size));
         }
     }

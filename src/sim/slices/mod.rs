@@ -175,7 +175,7 @@ impl SliceSim {
             first: 0,
             last: size.saturating_sub(1),
         });
-        let requested = if size == 0 { 0 } else { asked.len() };
+        let requested = if size == 0 { 0 } else { asked.length() };
         self.trace.requests += 1;
         self.trace.ranged_requests += u64::from(range.is_some());
         self.trace.requested_bytes += requested;
