@@ -45,7 +45,7 @@ pub use request::{SimRequest, TraceStats, key_fingerprint};
 pub use segmented::{Evicted, MainEviction, SegmentedCache};
 pub use slices::{
     Layout, SLICE_RUNS, SliceArgs, SliceReport, SliceRun, SliceRunReport, SliceSetup, SliceSim,
-    SliceTraceStats, run_slices, simulate_slices, slice_fingerprint,
+    SliceTierReport, SliceTraceStats, run_slices, simulate_slices, slice_fingerprint,
 };
 pub use tiers::{DiskPolicy, TierReport, TierSim};
 

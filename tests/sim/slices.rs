@@ -38,6 +38,7 @@ fn args(trace: PathBuf, cache_bytes: u64) -> SliceArgs {
         seed: 1,
         json: false,
         skip_bad_lines: false,
+        disk_bytes: None,
     }
 }
 
@@ -81,6 +82,25 @@ fn per_slice_admission_writes_fewer_bytes_than_admitting_every_slice_when_half_a
     assert_eq!(probation.main_written_bytes, 0, "{probation:?}");
     assert!(probation.written_bytes <= all.written_bytes);
     assert_eq!(probation.origin_bytes, 64 * MIB, "{probation:?}");
+}
+
+#[test]
+fn over_a_disk_the_gated_rule_writes_only_slices_asked_for_again() {
+    let path = trace_file("half-once-tiers.csv", &half_once_trace());
+    let report = simulate_slices(&SliceArgs {
+        disk_bytes: Some(1024 * MIB),
+        ..args(path, 8 * MIB)
+    })
+    .unwrap();
+    let every_miss = report.tier(8 * MIB, "every-miss").unwrap();
+    let gated = report.tier(8 * MIB, "gated").unwrap();
+    // nginx's rule writes every slice as it arrives.
+    assert_eq!(every_miss.disk_written_bytes, 64 * MIB, "{report}");
+    // Only the 32 slices asked for again reach the disk, and their third requests hit it.
+    assert!(gated.disk_written_bytes <= 32 * MIB, "{report}");
+    assert!(gated.disk_written_bytes > 0, "{report}");
+    assert!(gated.disk_hit_bytes > 0, "{report}");
+    assert!(report.tier(8 * MIB, "write-all").is_some());
 }
 
 #[test]

@@ -40,6 +40,10 @@ pub struct SliceArgs {
     /// Whole objects larger than this are not stored (`cache.max_object_bytes`).
     #[arg(long, default_value = "8MiB", value_parser = parse_size)]
     pub max_object_bytes: u64,
+    /// Also run each cache size as RAM over a disk of this size, under the disk rules gated
+    /// (bloomgate's), every-miss (nginx's) and write-all.
+    #[arg(long, value_parser = parse_size)]
+    pub disk_bytes: Option<u64>,
     /// Doorkeeper capacity (distinct keys per generation). Default: as many slices as the
     /// smallest cache holds, at least 1000.
     #[arg(long)]
@@ -80,9 +84,9 @@ pub fn simulate_slices(args: &SliceArgs) -> Result<SliceReport, SimError> {
             args.slice_bytes
         )));
     }
-    if args.cache_bytes.contains(&0) {
+    if args.cache_bytes.contains(&0) || args.disk_bytes == Some(0) {
         return Err(SimError::Argument(
-            "--cache-bytes must be at least 1".to_owned(),
+            "--cache-bytes and --disk-bytes must be at least 1".to_owned(),
         ));
     }
     if !(args.probation_share > 0.0 && args.probation_share < 1.0) {
@@ -112,6 +116,7 @@ pub fn simulate_slices(args: &SliceArgs) -> Result<SliceReport, SimError> {
             main_eviction: MainEviction::Fifo,
         },
         seed: args.seed,
+        disk_bytes: args.disk_bytes,
     };
     let mut sim = SliceSim::new(setup, &args.cache_bytes);
     let options = ReadOptions {
@@ -127,13 +132,16 @@ pub fn simulate_slices(args: &SliceArgs) -> Result<SliceReport, SimError> {
             request.time,
         );
     }
+    let stats = sim.trace_stats();
+    let (runs, tiers) = sim.finish();
     Ok(SliceReport {
         trace: args.trace.display().to_string(),
-        stats: sim.trace_stats(),
+        stats,
         slice_bytes: args.slice_bytes,
         slice_above: args.slice_above,
         max_object_bytes: args.max_object_bytes,
         doorkeeper_capacity: capacity,
-        runs: sim.finish(),
+        runs,
+        tiers,
     })
 }

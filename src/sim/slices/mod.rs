@@ -18,12 +18,17 @@
 //!   a seen-before one in main.
 //!
 //! Objects not above `slice_above` are cached whole in every sliced run, as the proxy does.
+//!
+//! With a disk size, each cache size is also run as RAM over a disk ([`TierSim`], the simulator's
+//! two tiers) under each of its disk rules, slices as objects: `gated` (bloomgate's disk tier:
+//! what RAM gives up, if it was hit there or asked for again), `every-miss` (nginx's
+//! `proxy_cache`: every origin miss written at once) and `write-all`.
 
 mod cli;
 mod report;
 
 pub use cli::{SliceArgs, run_slices, simulate_slices};
-pub use report::{SliceReport, SliceRunReport};
+pub use report::{SliceReport, SliceRunReport, SliceTierReport};
 
 use std::hash::Hasher;
 
@@ -34,6 +39,7 @@ use crate::trace::ByteRange;
 
 use super::interner::Interner;
 use super::policy::{PolicyKind, PolicySim, ProbationSetup};
+use super::tiers::{DiskPolicy, TierSim};
 
 /// How a run caches a large object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -95,6 +101,8 @@ pub struct SliceSetup {
     pub probation: ProbationSetup,
     /// Seeds the doorkeeper's secrets: the same seed, the same report.
     pub seed: u64,
+    /// A disk below each cache size, for the two-tier runs; none without.
+    pub disk_bytes: Option<u64>,
 }
 
 /// One run at one cache size.
@@ -105,6 +113,13 @@ struct RunSim {
     /// Bytes the run passed through from the origin without the cache (whole objects too large).
     passed_bytes: u64,
     passed_requests: u64,
+}
+
+/// One disk rule over RAM of one cache size and the disk, slices as objects.
+struct TierRunSim {
+    ram_bytes: u64,
+    sim: TierSim,
+    passed_bytes: u64,
 }
 
 /// One request's part of the cache: an object or a slice, with its dense id.
@@ -119,6 +134,7 @@ struct Item {
 pub struct SliceSim {
     setup: SliceSetup,
     runs: Vec<RunSim>,
+    tiers: Vec<TierRunSim>,
     interner: Interner,
     slices: Vec<Item>,
     trace: SliceTraceStats,
@@ -159,9 +175,24 @@ impl SliceSim {
                 passed_requests: 0,
             })
             .collect();
+        let tiers = setup
+            .disk_bytes
+            .into_iter()
+            .flat_map(|disk_bytes| {
+                cache_bytes.iter().flat_map(move |&ram_bytes| {
+                    DiskPolicy::ALL.map(|policy| (ram_bytes, disk_bytes, policy))
+                })
+            })
+            .map(|(ram_bytes, disk_bytes, policy)| TierRunSim {
+                ram_bytes,
+                sim: TierSim::new(policy, ram_bytes, disk_bytes, &setup.doorkeeper, setup.seed),
+                passed_bytes: 0,
+            })
+            .collect();
         SliceSim {
             setup,
             runs,
+            tiers,
             interner: Interner::default(),
             slices: Vec::new(),
             trace: SliceTraceStats::default(),
@@ -215,6 +246,19 @@ impl SliceSim {
                     .request(item.id, item.fingerprint, item.size, time);
             }
         }
+        for tier in &mut self.tiers {
+            let items: &[Item] = match (sliced, &whole) {
+                (true, _) => &self.slices,
+                (false, Some(whole)) => std::slice::from_ref(whole),
+                (false, None) => {
+                    tier.passed_bytes += requested;
+                    continue;
+                }
+            };
+            for item in items {
+                tier.sim.request(item.id, item.fingerprint, item.size, time);
+            }
+        }
     }
 
     /// What the trace asked for so far.
@@ -223,9 +267,28 @@ impl SliceSim {
     }
 
     /// One report per cache size and run, cache sizes in the order given, runs in
-    /// [`SLICE_RUNS`] order.
-    pub fn finish(self) -> Vec<SliceRunReport> {
-        self.runs
+    /// [`SLICE_RUNS`] order; then one per cache size and disk rule, for a disk size.
+    pub fn finish(self) -> (Vec<SliceRunReport>, Vec<SliceTierReport>) {
+        let disk_bytes = self.setup.disk_bytes.unwrap_or(0);
+        let tiers = self
+            .tiers
+            .into_iter()
+            .map(|tier| {
+                let report = tier.sim.finish();
+                SliceTierReport {
+                    disk_rule: report.policy.map_or("", DiskPolicy::as_str),
+                    ram_bytes: tier.ram_bytes,
+                    disk_bytes,
+                    origin_bytes: report.origin_bytes + tier.passed_bytes,
+                    // Every origin miss and every disk hit enters RAM.
+                    ram_written_bytes: report.origin_bytes + report.disk_hit_bytes,
+                    disk_written_bytes: report.disk_written_bytes,
+                    disk_hit_bytes: report.disk_hit_bytes,
+                }
+            })
+            .collect();
+        let runs = self
+            .runs
             .into_iter()
             .map(|run| {
                 let policy = run.policy.finish();
@@ -246,7 +309,8 @@ impl SliceSim {
                     too_large: policy.too_large,
                 }
             })
-            .collect()
+            .collect();
+        (runs, tiers)
     }
 }
 
@@ -271,6 +335,7 @@ mod tests {
             doorkeeper: DoorkeeperConfig::with_capacity(1000),
             probation: ProbationSetup::default(),
             seed: 1,
+            disk_bytes: None,
         }
     }
 
@@ -291,7 +356,7 @@ mod tests {
             }),
             0.0,
         );
-        let reports = sim.finish();
+        let (reports, _) = sim.finish();
         let all = report(&reports, "slices-admit-all");
         assert_eq!((all.cache_requests, all.origin_bytes), (3, 300));
         assert_eq!(all.written_bytes, 300);
@@ -311,7 +376,7 @@ mod tests {
             }),
             0.0,
         );
-        let all = sim.finish();
+        let (all, _) = sim.finish();
         assert_eq!(report(&all, "slices-admit-all").origin_bytes, 10);
     }
 
@@ -321,7 +386,7 @@ mod tests {
         for time in 0..3 {
             sim.request(9, 200, None, f64::from(time));
         }
-        for run in sim.finish() {
+        for run in sim.finish().0 {
             assert_eq!(run.cache_requests, 3, "{run:?}");
             assert_eq!(run.passed_requests, 0, "{run:?}");
         }

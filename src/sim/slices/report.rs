@@ -35,6 +35,20 @@ pub struct SliceRunReport {
     pub too_large: u64,
 }
 
+/// One disk rule at one RAM size: slices through RAM over a disk.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SliceTierReport {
+    /// `gated`, `every-miss` or `write-all` (see [`super`]).
+    pub disk_rule: &'static str,
+    pub ram_bytes: u64,
+    pub disk_bytes: u64,
+    pub origin_bytes: u64,
+    /// Bytes stored in RAM: every origin miss and every disk hit.
+    pub ram_written_bytes: u64,
+    pub disk_written_bytes: u64,
+    pub disk_hit_bytes: u64,
+}
+
 /// A whole slice simulation.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SliceReport {
@@ -46,9 +60,18 @@ pub struct SliceReport {
     pub max_object_bytes: u64,
     pub doorkeeper_capacity: u64,
     pub runs: Vec<SliceRunReport>,
+    /// The two-tier runs, with a disk size.
+    pub tiers: Vec<SliceTierReport>,
 }
 
 impl SliceReport {
+    /// The disk rule `rule` over RAM of `ram_bytes`.
+    pub fn tier(&self, ram_bytes: u64, rule: &str) -> Option<&SliceTierReport> {
+        self.tiers
+            .iter()
+            .find(|tier| tier.ram_bytes == ram_bytes && tier.disk_rule == rule)
+    }
+
     /// The run named `name` at `cache_bytes`.
     pub fn run(&self, cache_bytes: u64, name: &str) -> Option<&SliceRunReport> {
         self.runs
@@ -113,6 +136,31 @@ impl fmt::Display for SliceReport {
                     against_all,
                 )?;
             }
+        }
+        for tier in &self.tiers {
+            if Some(tier) == self.tiers.iter().find(|t| t.ram_bytes == tier.ram_bytes) {
+                writeln!(
+                    f,
+                    "\nslices through {:.0} MiB of RAM over {:.0} MiB of disk",
+                    tier.ram_bytes as f64 / MIB,
+                    tier.disk_bytes as f64 / MIB
+                )?;
+                writeln!(
+                    f,
+                    "  {:<24} {:>12} {:>9} {:>13} {:>13} {:>13}",
+                    "disk rule", "origin MiB", "origin %", "RAM MiB", "disk MiB", "disk hit MiB"
+                )?;
+            }
+            writeln!(
+                f,
+                "  {:<24} {:>12.1} {:>8.1}% {:>13.1} {:>13.1} {:>13.1}",
+                tier.disk_rule,
+                tier.origin_bytes as f64 / MIB,
+                100.0 * ratio(tier.origin_bytes, self.stats.requested_bytes),
+                tier.ram_written_bytes as f64 / MIB,
+                tier.disk_written_bytes as f64 / MIB,
+                tier.disk_hit_bytes as f64 / MIB,
+            )?;
         }
         writeln!(
             f,
