@@ -137,6 +137,19 @@ impl fmt::Display for SliceReport {
                 )?;
             }
         }
+        self.fmt_tiers(f)?;
+        writeln!(
+            f,
+            "\norigin %: origin bytes over bytes asked for. written: every byte stored (probation's \
+             FIFO too); main: what reaches main, and so the disk tier; written x: written over \
+             slices-admit-all's."
+        )
+    }
+}
+
+impl SliceReport {
+    /// The two-tier runs' tables, one per RAM size.
+    fn fmt_tiers(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for tier in &self.tiers {
             if Some(tier) == self.tiers.iter().find(|t| t.ram_bytes == tier.ram_bytes) {
                 writeln!(
@@ -162,11 +175,6 @@ impl fmt::Display for SliceReport {
                 tier.disk_hit_bytes as f64 / MIB,
             )?;
         }
-        writeln!(
-            f,
-            "\norigin %: origin bytes over bytes asked for. written: every byte stored (probation's \
-             FIFO too); main: what reaches main, and so the disk tier; written x: written over \
-             slices-admit-all's."
-        )
+        Ok(())
     }
 }
