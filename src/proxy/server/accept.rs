@@ -18,6 +18,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::cache::ClientTls;
 use crate::proxy::Proxy;
+use crate::proxy::request::body::RequestBody;
 use crate::proxy::server::idle::{Activity, Tracked};
 use crate::proxy::server::stall::{BodyProgress, SendTimeout, Sending, StreamExecutor};
 use crate::telemetry::{
@@ -145,7 +146,7 @@ impl Serving {
                     request.extensions_mut().insert(ClientTls);
                 }
                 async move {
-                    let response = proxy.handle(request, peer).await;
+                    let response = proxy.handle(request.map(RequestBody::Hyper), peer).await;
                     // Made here, in the stream's task on HTTP/2, to find its stream.
                     let progress = BodyProgress::new(sending);
                     Ok::<_, std::convert::Infallible>(
