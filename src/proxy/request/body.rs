@@ -8,6 +8,8 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::proxy::server::h1::chunked::ChunkError;
+
 /// Why a client's request body could not be read to its end.
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
@@ -18,7 +20,7 @@ pub enum BodyError {
     #[error("client request body: reading the socket: {0}")]
     Io(#[from] std::io::Error),
     #[error("client request body: {0}")]
-    Chunked(String),
+    Chunked(#[from] ChunkError),
 }
 
 /// The body of one client request, as the phases read it.

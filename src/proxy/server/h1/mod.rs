@@ -4,3 +4,6 @@
 
 pub mod chunked;
 pub mod parse;
+
+pub(crate) mod conn;
+pub(crate) mod write;
