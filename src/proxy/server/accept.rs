@@ -174,9 +174,11 @@ impl Serving {
             let proxy = Arc::clone(&self.proxy);
             let builder = self.builder.clone();
             connections.spawn(async move {
+                let accepted = tokio::time::Instant::now();
                 match sniff(&stream, idle.first_request).await {
                     Some(Sniffed::Http1) => {
-                        h1::conn::serve(stream, peer, proxy, settings, shutdown, permit).await;
+                        h1::conn::serve(stream, peer, accepted, proxy, settings, shutdown, permit)
+                            .await;
                     }
                     Some(Sniffed::Http2) => {
                         let stream = SendTimeout::new(stream, idle.send, Arc::clone(&sending));

@@ -48,20 +48,20 @@ const READ_CHUNK: usize = 8 << 10;
 pub struct Settings {
     /// `server.max_header_bytes`, at least 8 KiB as for hyper.
     pub max_head_bytes: usize,
-    /// `server.header_read_timeout`: from accept to the first head, and from a head's first byte
-    /// to its end.
+    /// `server.header_read_timeout`: from accept, or from the end of an exchange, to a whole head.
     pub header_read: Duration,
-    /// `server.idle_timeout`: from the end of a response to the next request's first byte.
+    /// `server.idle_timeout`: from the end of an exchange to the next whole head, when shorter.
     pub between_requests: Duration,
     /// `server.send_timeout`: the longest a socket write may wait.
     pub send: Duration,
 }
 
-/// Serves `stream` until the client closes it, a timeout ends it, a request cannot be parsed or
-/// asks to close, or the proxy shuts down.
+/// Serves `stream` (accepted at `accepted`) until the client closes it, a timeout ends it, a
+/// request cannot be parsed or asks to close, or the proxy shuts down.
 pub async fn serve(
     mut stream: TcpStream,
     peer: SocketAddr,
+    accepted: Instant,
     proxy: Arc<Proxy>,
     settings: Settings,
     shutdown: watch::Receiver<bool>,
@@ -75,6 +75,7 @@ pub async fn serve(
         buf: BytesMut::with_capacity(READ_CHUNK),
         out: Vec::with_capacity(1024),
         peer,
+        accepted,
         settings,
         shutdown,
         limits: parse::Limits {
@@ -97,6 +98,7 @@ struct Connection<'s> {
     /// A response head being written.
     out: Vec<u8>,
     peer: SocketAddr,
+    accepted: Instant,
     settings: Settings,
     shutdown: watch::Receiver<bool>,
     limits: parse::Limits,
@@ -112,9 +114,9 @@ enum NoHead {
 
 impl Connection<'_> {
     async fn run(&mut self, proxy: &Arc<Proxy>) {
-        let mut idle_limit = self.settings.header_read;
+        let mut deadline = self.accepted + self.settings.header_read;
         loop {
-            let head = match self.read_head(idle_limit).await {
+            let head = match self.read_head(deadline).await {
                 Ok(head) => head,
                 Err(NoHead::Closed) => return,
                 Err(NoHead::Refused(status)) => {
@@ -125,18 +127,18 @@ impl Connection<'_> {
             if !self.exchange(proxy, head).await {
                 return;
             }
-            idle_limit = self.settings.between_requests;
+            // hyper's header-read timer also starts as soon as its connection waits for a head,
+            // and so closes a keep-alive connection quiet for that long.
+            let quiet = self
+                .settings
+                .between_requests
+                .min(self.settings.header_read);
+            deadline = Instant::now() + quiet;
         }
     }
 
-    /// Reads until the buffer holds a whole head. The client has `idle_limit` to send its first
-    /// byte, then `server.header_read_timeout` from it to finish the head.
-    async fn read_head(&mut self, idle_limit: Duration) -> Result<RequestHead, NoHead> {
-        let started = Instant::now();
-        let mut deadline = match self.buf.is_empty() {
-            true => started + idle_limit,
-            false => started + self.settings.header_read,
-        };
+    /// Reads until the buffer holds a whole head, by `deadline`.
+    async fn read_head(&mut self, deadline: Instant) -> Result<RequestHead, NoHead> {
         loop {
             match parse_request(&self.buf, &self.limits) {
                 Ok(Some((head, length))) => {
@@ -157,13 +159,12 @@ impl Connection<'_> {
             tokio::select! {
                 read = self.read.read_buf(&mut self.buf) => match read {
                     Ok(0) | Err(_) => return Err(NoHead::Closed),
-                    Ok(_) if waiting_idle => {
-                        deadline = Instant::now() + self.settings.header_read;
-                    }
                     Ok(_) => {}
                 },
                 () = tokio::time::sleep_until(deadline) => {
-                    counter!(CONNECTIONS_IDLE_CLOSED_TOTAL).increment(1);
+                    if waiting_idle {
+                        counter!(CONNECTIONS_IDLE_CLOSED_TOTAL).increment(1);
+                    }
                     return Err(NoHead::Closed);
                 }
                 _ = self.shutdown.changed(), if waiting_idle => return Err(NoHead::Closed),
