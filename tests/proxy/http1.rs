@@ -219,6 +219,63 @@ async fn a_request_body_ignored_by_the_cache_does_not_become_the_next_request() 
     );
 }
 
+#[tokio::test]
+async fn early_hints_from_the_origin_go_to_the_client_first_and_are_never_stored() {
+    let origin = Origin::start();
+    let path = "/interim/hints";
+    origin.set(
+        path,
+        Reply::raw(
+            b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n\
+              HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nConnection: close\r\n\
+              Content-Length: 5\r\n\r\nhello",
+        ),
+    );
+    let proxy = proxy_on(&origin, "native").admission(false).start();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: hints.example\r\nConnection: close\r\n\r\n");
+    let first = raw_exchange(proxy.addr, request.as_bytes(), Duration::from_millis(500)).await;
+    let (interim, last) = first
+        .split_once("\r\n\r\n")
+        .expect("a head before the final response");
+    assert!(
+        interim.starts_with("HTTP/1.1 103 Early Hints\r\n")
+            && interim.contains("link: </a.css>; rel=preload"),
+        "{first:?}"
+    );
+    let finals = parse_responses(last.as_bytes(), false).expect("a well-framed final response");
+    assert!(
+        matches!(finals.as_slice(), [one] if one.status == 200 && one.header("link").is_none()),
+        "the 103's Link reached the 200: {first:?}"
+    );
+
+    // A hit: the stored response has no Link and no 103 comes before it.
+    let second = raw_exchange(proxy.addr, request.as_bytes(), Duration::from_millis(500)).await;
+    let answers = parse_responses(second.as_bytes(), false).expect("a well-framed response");
+    assert!(
+        matches!(answers.as_slice(), [one] if one.status == 200 && one.header("link").is_none()),
+        "{second:?}"
+    );
+    assert_eq!(origin.count(path), 1);
+
+    // An HTTP/1.0 client is never sent a 1xx (RFC 9110 section 15.2).
+    let other = "/interim/hints-http10";
+    origin.set(
+        other,
+        Reply::raw(
+            b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n\
+              HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello",
+        ),
+    );
+    let old = raw_exchange(
+        proxy.addr,
+        format!("GET {other} HTTP/1.0\r\nHost: hints.example\r\n\r\n").as_bytes(),
+        Duration::from_millis(500),
+    )
+    .await;
+    assert!(old.starts_with("HTTP/1.0 200 OK\r\n"), "{old:?}");
+}
+
 /// Requests whose framing two readers could disagree on: each server refuses every one of them
 /// with a 4xx before anything reaches the origin.
 #[tokio::test]

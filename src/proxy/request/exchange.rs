@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::proxy::Live;
 use crate::proxy::outcome::served::Fwd;
 use crate::proxy::request::body::RequestBody;
+use crate::proxy::request::interim::InterimSink;
 use crate::proxy::response::headers::{Forwarding, OriginBody, to_origin};
 use crate::proxy::upstream::origin::OutgoingBody;
 use crate::proxy::upstream::{Routed, Server};
@@ -197,6 +198,9 @@ impl Exchange {
             .uri_for(self.target.clone())
             .unwrap_or_else(|_| Uri::from(self.target.clone()));
         *request.headers_mut() = to_origin(&self.parts.headers, &self.forwarding(server), body);
+        if let Some(sink) = self.parts.extensions.get::<InterimSink>() {
+            sink.watch(&mut request);
+        }
         request
     }
 

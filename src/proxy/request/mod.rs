@@ -21,6 +21,7 @@ pub(crate) mod decision;
 pub(crate) mod exchange;
 pub(crate) mod fetch;
 pub(crate) mod forward;
+pub(crate) mod interim;
 mod lookup;
 mod pass;
 mod purge;

@@ -27,9 +27,10 @@ use tokio::time::Instant;
 
 use super::chunked::{ChunkedDecoder, Decoded};
 use super::parse::{self, BodyFraming, RequestHead, parse_request};
-use super::write::{Answering, Framing, write_head, write_refusal};
+use super::write::{Answering, Framing, write_head, write_interim, write_refusal};
 use crate::proxy::Proxy;
 use crate::proxy::request::body::{BodyError, BodySender, NativeBody, RequestBody};
+use crate::proxy::request::interim::{InterimHead, InterimSink};
 use crate::proxy::server::stall::StallScope;
 use crate::telemetry::{CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN};
 
@@ -215,19 +216,35 @@ impl Connection<'_> {
             }
         };
         let expect_continue = expect_continue && !http10;
-        let request = request.map(|()| RequestBody::Native(body));
+        let mut request = request.map(|()| RequestBody::Native(body));
+        // RFC 9110 section 15.2: no 1xx to an HTTP/1.0 client.
+        let mut interim = (!http10).then(|| {
+            let (sink, interim) = InterimSink::channel();
+            request.extensions_mut().insert(sink);
+            interim
+        });
         let handling = Arc::clone(proxy).handle(request, self.peer);
         let mut handling = pin!(handling);
 
-        // The phases run while the body they ask for is read off the socket.
+        // The phases run while the body they ask for is read off the socket, and the origin's
+        // interim responses go out before the final one.
         let response = loop {
-            let Some(active) = feed.as_mut().filter(|feed| feed.active()) else {
-                break handling.await;
-            };
             tokio::select! {
                 biased;
                 response = &mut handling => break response,
-                asked = active.advance(&mut self.read, &mut self.buf) => {
+                Some(mut head) = next_interim(&mut interim) => {
+                    self.out.clear();
+                    write_interim(&mut self.out, &mut head);
+                    let out = std::mem::take(&mut self.out);
+                    let sent =
+                        write_all(&mut self.write, &mut [IoSlice::new(&out)], self.settings.send)
+                            .await;
+                    self.out = out;
+                    if sent.is_err() {
+                        return false;
+                    }
+                }
+                asked = advance(&mut feed, &mut self.read, &mut self.buf) => {
                     if asked && expect_continue {
                         let continued = b"HTTP/1.1 100 Continue\r\n\r\n";
                         let sent = write_all(
@@ -251,6 +268,13 @@ impl Connection<'_> {
             keep_alive: keep_alive && !upgrade && !*self.shutdown.borrow(),
         };
         self.out.clear();
+        // Interim responses the origin sent just before its final one, as when both came in one
+        // read, go out in the same write, ahead of it.
+        if let Some(interim) = &mut interim {
+            while let Ok(mut head) = interim.try_recv() {
+                write_interim(&mut self.out, &mut head);
+            }
+        }
         let written = write_head(&mut self.out, &parts, &body.size_hint(), answering);
         let head = std::mem::take(&mut self.out);
         let sent = {
@@ -291,6 +315,22 @@ impl Connection<'_> {
             Some(feed) if !feed.is_wanted() && expect_continue => false,
             Some(mut feed) => feed.drain(&mut self.read, &mut self.buf),
         }
+    }
+}
+
+/// The next interim response the origin sent, if the connection relays them.
+async fn next_interim(interim: &mut Option<mpsc::Receiver<InterimHead>>) -> Option<InterimHead> {
+    match interim {
+        Some(interim) => interim.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Progress with the request body, if it has one still to read (see [`Feed::advance`]).
+async fn advance(feed: &mut Option<Feed>, read: &mut ReadHalf<'_>, buf: &mut BytesMut) -> bool {
+    match feed {
+        Some(feed) if feed.active() => feed.advance(read, buf).await,
+        _ => std::future::pending().await,
     }
 }
 

@@ -10,6 +10,9 @@ use http::response::Parts;
 use http::{Method, StatusCode};
 use hyper::body::SizeHint;
 
+use crate::proxy::request::interim::InterimHead;
+use crate::proxy::response::headers::strip_hop_by_hop;
+
 /// What the connection knows of the request a response answers.
 #[derive(Clone, Copy, Debug)]
 pub struct Answering {
@@ -163,6 +166,26 @@ pub fn write_refusal(out: &mut Vec<u8>, status: StatusCode) {
     out.extend_from_slice(b"\r\ncontent-length: 0\r\nconnection: close\r\ndate: ");
     with_date(|date| out.extend_from_slice(date));
     out.extend_from_slice(b"\r\n\r\n");
+}
+
+/// Appends an interim response from the origin, its hop-by-hop fields left out.
+pub fn write_interim(out: &mut Vec<u8>, interim: &mut InterimHead) {
+    strip_hop_by_hop(&mut interim.headers);
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(interim.status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(
+        interim
+            .status
+            .canonical_reason()
+            .unwrap_or("<none>")
+            .as_bytes(),
+    );
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in &interim.headers {
+        write_field(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
 }
 
 fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
