@@ -55,6 +55,19 @@ pub enum ChunkError {
     InvalidTrailer { byte: u8 },
 }
 
+impl ChunkError {
+    /// Whether this refusal is one hyper's decoder does not make: a padded size line, a control
+    /// character in an extension, or a bare LF inside a trailer line.
+    pub fn beyond_hyper(&self) -> bool {
+        match self {
+            ChunkError::SizeLineTooLong => true,
+            ChunkError::InvalidExtension { byte } => *byte != b'\n',
+            ChunkError::InvalidTrailer { byte } => *byte == b'\n',
+            _ => false,
+        }
+    }
+}
+
 /// Where the decoder is in the chunked body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
