@@ -2,7 +2,7 @@
 
 mod differential;
 
-use differential::{Agreement, Differential, Generator, compare, native};
+use differential::{Agreement, Differential, Generator, SMUGGLING, compare, native};
 
 /// Checks `count` generated inputs from `seed`; returns how many the native parser refused
 /// beyond hyper.
@@ -46,43 +46,6 @@ fn native_parser_and_hyper_agree_on_generated_requests() {
         "{stricter} of {count} refused beyond hyper"
     );
 }
-
-/// The cases that smuggle requests past parsers that disagree, each as one connection's bytes.
-const SMUGGLING: &[&str] = &[
-    // CL.TE and TE.CL.
-    "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n",
-    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n8\r\nSMUGGLED\r\n0\r\n\r\n",
-    // TE.TE: obfuscated codings.
-    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n",
-    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n",
-    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-encoding: x\r\n\r\n0\r\n\r\n",
-    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\n chunked\r\n\r\n0\r\n\r\n",
-    "POST / HTTP/1.1\r\nHost: a\r\nX: y\r\nTransfer-Encoding: chunked\r\n \r\n\r\n0\r\n\r\n",
-    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \"chunked\"\r\n\r\n0\r\n\r\n",
-    // Content-Length variants.
-    "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
-    "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\nhello",
-    "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\nhello",
-    "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0005\r\n\r\nhello",
-    "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 18446744073709551621\r\n\r\nhello",
-    // Chunk sizes and extensions.
-    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000005\r\nhello\r\n0\r\n\r\n",
-    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;a=b\nc\r\nhello\r\n0\r\n\r\n",
-    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n",
-    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\n0\r\n\r\n",
-    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5 ;x\r\nhello\r\n0\r\n\r\n",
-    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: 1\r\nContent-Length: 5\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
-    "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: 1\nY: 2\r\n\r\n",
-    // Line ends and bytes in the head.
-    "GET / HTTP/1.1\r\nHost: a\r\nX: a\rContent-Length: 5\r\n\r\nhello",
-    "GET / HTTP/1.1\nHost: a\nContent-Length: 5\n\nhello",
-    "GET / HTTP/1.1\r\nHost: a\r\nX: a\0b\r\n\r\n",
-    "GET / HTTP/1.1\r\n Host: a\r\n\r\n",
-    "GET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\n\r\n",
-    "GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-    "GET / HTTP/1.0\r\n\r\nGET /ignored HTTP/1.0\r\n\r\n",
-    "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /ignored HTTP/1.1\r\nHost: a\r\n\r\n",
-];
 
 #[test]
 fn native_parser_and_hyper_agree_on_smuggling_attempts() {
