@@ -6,7 +6,7 @@
 //! control characters, and a trailer line must end in CRLF (RFC 9112 2.2 and 5), where hyper's
 //! takes a bare LF inside one.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 /// hyper's cap on a body's chunk extensions, in bytes after each `;`, summed over the body.
 pub const MAX_EXTENSION_BYTES: u64 = 16 * 1024;
@@ -53,6 +53,19 @@ pub enum ChunkError {
     TooManyTrailers,
     #[error("trailer field has {byte:#04x} where a field name, ':' or value belongs")]
     InvalidTrailer { byte: u8 },
+}
+
+impl ChunkError {
+    /// Whether this refusal is one hyper's decoder does not make: a padded size line, a control
+    /// character in an extension, or a bare LF inside a trailer line.
+    pub fn beyond_hyper(&self) -> bool {
+        match self {
+            ChunkError::SizeLineTooLong => true,
+            ChunkError::InvalidExtension { byte } => *byte != b'\n',
+            ChunkError::InvalidTrailer { byte } => *byte == b'\n',
+            _ => false,
+        }
+    }
 }
 
 /// Where the decoder is in the chunked body.
@@ -108,30 +121,41 @@ impl ChunkedDecoder {
     /// Takes what it can from the front of `buf`: body data split off without copying, or the
     /// framing around it consumed. After `Done`, `buf` starts at the next request.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Decoded, ChunkError> {
-        loop {
-            match self.state {
-                State::Done => return Ok(Decoded::Done),
-                State::Data => {
-                    if buf.is_empty() {
-                        return Ok(Decoded::NeedMore);
-                    }
-                    let take = usize::try_from(self.remaining)
-                        .map_or(buf.len(), |remaining| remaining.min(buf.len()));
-                    self.remaining -= take as u64;
-                    if self.remaining == 0 {
-                        self.state = State::DataCr;
-                    }
-                    return Ok(Decoded::Data(buf.split_to(take).freeze()));
+        self.skip_framing(buf)?;
+        match self.state {
+            State::Done => Ok(Decoded::Done),
+            State::Data if !buf.is_empty() => {
+                let take = usize::try_from(self.remaining)
+                    .map_or(buf.len(), |remaining| remaining.min(buf.len()));
+                self.remaining -= take as u64;
+                if self.remaining == 0 {
+                    self.state = State::DataCr;
                 }
-                _ => {
-                    let Some(&byte) = buf.first() else {
-                        return Ok(Decoded::NeedMore);
-                    };
-                    let _ = buf.split_to(1);
-                    self.state = self.step(byte)?;
+                Ok(Decoded::Data(buf.split_to(take).freeze()))
+            }
+            _ => Ok(Decoded::NeedMore),
+        }
+    }
+
+    /// Consumes the framing bytes at the front of `buf`, up to a chunk's data or the body's end.
+    fn skip_framing(&mut self, buf: &mut BytesMut) -> Result<(), ChunkError> {
+        let mut consumed = 0;
+        let mut result = Ok(());
+        while !matches!(self.state, State::Data | State::Done) {
+            let Some(&byte) = buf.get(consumed) else {
+                break;
+            };
+            consumed += 1;
+            match self.step(byte) {
+                Ok(next) => self.state = next,
+                Err(error) => {
+                    result = Err(error);
+                    break;
                 }
             }
         }
+        buf.advance(consumed);
+        result
     }
 
     /// The state after `byte`, outside a chunk's data.
@@ -230,6 +254,7 @@ impl ChunkedDecoder {
                 }
                 Ok(State::Done)
             }
+            // Not reached: skip_framing stops at both.
             State::Data | State::Done => Ok(self.state),
         }
     }

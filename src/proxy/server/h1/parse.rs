@@ -90,13 +90,16 @@ pub enum ParseError {
     /// Beyond hyper: RFC 9112 3.2, "a Host header field with an invalid field value" is a 400.
     #[error("request's Host field is not a host and port")]
     InvalidHost,
-    /// A value that is not one decimal number, a list (`5, 5`) included, as hyper refuses it; an
-    /// invalid one beside `Transfer-Encoding` is refused too, where hyper ignores one that comes
-    /// after it (beyond hyper).
-    #[error("request's Content-Length is not one decimal number that fits in 63 bits")]
+    /// A value that is not one decimal number, a list (`5, 5`) included, as hyper refuses it.
+    #[error("request's Content-Length is not one decimal number below 2^64 - 2")]
     InvalidContentLength,
     #[error("request has Content-Length fields that differ")]
     DifferingContentLengths,
+    /// Beyond hyper, which ignores a Content-Length line after a Transfer-Encoding line: a
+    /// malformed length beside chunked is refused whatever the order (RFC 9112 6.3 calls any
+    /// such pair a likely smuggling attempt).
+    #[error("request has a malformed Content-Length beside its Transfer-Encoding")]
+    InvalidContentLengthBesideTransferEncoding,
     #[error("HTTP/1.0 request has a Transfer-Encoding field")]
     TransferEncodingOnHttp10,
     #[error("request's Transfer-Encoding does not end in chunked")]
@@ -134,6 +137,7 @@ impl ParseError {
         matches!(
             self,
             ParseError::TargetForm { .. }
+                | ParseError::InvalidContentLengthBesideTransferEncoding
                 | ParseError::TargetUserinfo
                 | ParseError::BareLf { .. }
                 | ParseError::MissingHost
@@ -288,6 +292,8 @@ struct Fields {
     headers: HeaderMap,
     hosts: usize,
     content_length: Option<u64>,
+    /// The first Content-Length refusal, kept until it is known whether Transfer-Encoding came.
+    content_length_error: Option<ParseError>,
     transfer_encoding: bool,
     /// Every coding named by every `Transfer-Encoding` line, in order.
     codings: Vec<Bytes>,
@@ -303,6 +309,7 @@ impl Fields {
             headers: HeaderMap::with_capacity(parsed.len()),
             hosts: 0,
             content_length: None,
+            content_length_error: None,
             transfer_encoding: false,
             codings: Vec::new(),
             connection_close: false,
@@ -315,8 +322,18 @@ impl Fields {
                 .map_err(|_| ParseError::HeaderName)?;
             let value =
                 HeaderValue::from_bytes(field.value).map_err(|_| ParseError::HeaderValue)?;
+            // A repeated Content-Length says nothing more: one line is kept, as hyper keeps it.
+            let repeated = name == header::CONTENT_LENGTH && fields.content_length.is_some();
             fields.note(&name, field.value, version)?;
-            fields.headers.append(name, value);
+            if !repeated {
+                fields.headers.append(name, value);
+            }
+        }
+        if let Some(error) = fields.content_length_error.take() {
+            return Err(match fields.transfer_encoding {
+                true => ParseError::InvalidContentLengthBesideTransferEncoding,
+                false => error,
+            });
         }
         if fields.hosts > 1 {
             return Err(ParseError::DuplicateHost);
@@ -340,13 +357,13 @@ impl Fields {
                     return Err(ParseError::InvalidHost);
                 }
             }
-            header::CONTENT_LENGTH => {
-                let length = decimal(value).ok_or(ParseError::InvalidContentLength)?;
-                match self.content_length {
-                    Some(earlier) if earlier != length => {
-                        return Err(ParseError::DifferingContentLengths);
+            header::CONTENT_LENGTH if self.content_length_error.is_none() => {
+                match (decimal(value), self.content_length) {
+                    (None, _) => self.content_length_error = Some(ParseError::InvalidContentLength),
+                    (Some(length), Some(earlier)) if earlier != length => {
+                        self.content_length_error = Some(ParseError::DifferingContentLengths);
                     }
-                    _ => self.content_length = Some(length),
+                    (length, _) => self.content_length = length,
                 }
             }
             header::TRANSFER_ENCODING => {
@@ -693,6 +710,8 @@ mod tests {
         let head =
             head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n");
         assert_eq!(head.framing, BodyFraming::Length(5));
+        let lengths = head.request.headers().get_all(header::CONTENT_LENGTH);
+        assert_eq!(lengths.iter().count(), 1, "one line is forwarded");
     }
 
     #[test]
@@ -810,12 +829,17 @@ mod tests {
 
     #[test]
     fn an_invalid_content_length_beside_transfer_encoding_is_refused() {
-        assert_eq!(
-            refused(
-                "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: x\r\n\r\n"
-            ),
-            ParseError::InvalidContentLength
-        );
+        for text in [
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: x\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+        ] {
+            assert_eq!(
+                refused(text),
+                ParseError::InvalidContentLengthBesideTransferEncoding,
+                "{text:?}"
+            );
+        }
     }
 
     #[test]
