@@ -7,9 +7,11 @@ use crate::common;
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use common::client::{closed_within, raw_exchange, read_available_bytes};
 use common::wire::{parse_requests, parse_responses};
 use common::{Origin, ProxyConfig, ProxyProcess, Reply};
+use http_body_util::{BodyExt, Full};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -274,6 +276,32 @@ async fn early_hints_from_the_origin_go_to_the_client_first_and_are_never_stored
     )
     .await;
     assert!(old.starts_with("HTTP/1.0 200 OK\r\n"), "{old:?}");
+}
+
+#[tokio::test]
+async fn an_http2_client_on_the_plain_listener_is_still_served_by_hyper() {
+    let origin = Origin::start();
+    origin.set("/h2", Reply::ok("over h2"));
+    let proxy = native(&origin);
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<Full<Bytes>>();
+    let response = client
+        .request(
+            http::Request::get(proxy.url("/h2"))
+                .body(Full::new(Bytes::new()))
+                .expect("request"),
+        )
+        .await
+        .expect("an HTTP/2 response");
+    assert_eq!(response.version(), http::Version::HTTP_2);
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(body, Bytes::from_static(b"over h2"));
 }
 
 /// Requests whose framing two readers could disagree on: each server refuses every one of them
