@@ -3,7 +3,12 @@
 #
 # Starts `bloomgate origin`, then each proxy in front of it with the same cache size, each admitting
 # on the second request where it can (nginx proxy_cache_min_uses 2; ATS cache_promote --hits=2;
-# Varnish has no such policy and caches on the first). Drives each in turn with wrk: a 1 KiB and a
+# Varnish has no such policy and caches on the first). nginx runs two ways, because its best
+# configuration depends on the load (issue 37): "nginx" with `sendfile off` (nginx's own default),
+# which serves small hits fastest, and "nginx-sendfile" with `sendfile on` (as Debian's nginx.conf
+# has it), which serves 64 KiB and disk hits fastest; both with `tcp_nopush off`, because Debian's
+# `tcp_nopush on` beside sendfile stalled every response about 40 ms on loopback here (1,547 req/s).
+# The summary compares bloomgate with the better of the two per workload. Drives each in turn with wrk: a 1 KiB and a
 # 64 KiB cached object, and a mix of popular objects and one-hit misses; then, for the peers that
 # serve HTTPS here (bloomgate and nginx, one ECDSA P-256 certificate made for the run), the 1 KiB hit
 # over TLS with keep-alive ("https") and with a new connection and full handshake per request
@@ -21,7 +26,8 @@
 #
 # Usage: load/bench-peers.sh            (from the repository root; builds the release binary)
 # Environment:
-#   PEERS="bloomgate nginx varnish ats"   which proxies to run, in this order; also "group":
+#   PEERS="bloomgate nginx varnish ats"   which proxies to run, in this order; also "nginx-sendfile"
+#                                         (nginx with sendfile on, its own cache); also "group":
 #                                         bloomgate in front of an upstream group of three origin
 #                                         servers (the origin and two more like it, round-robin,
 #                                         passive and active health checks), whose cpu/bg against
@@ -57,7 +63,7 @@
 #                                         nginx's proxy_cache_path max_size, ATS's storage)
 #   DISK_DIR=/dev/shm                     the file system every peer's disk cache lives on (tmpfs
 #                                         unless given; e.g. DISK_DIR=/var/tmp for the machine's disk)
-#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+19 on 127.0.0.1
+#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+21 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
 #   DISK_MMAP=false                       bloomgate's disk instance reads tmpfs segments with pread
 #                                         (disk.mmap; default true)
@@ -76,13 +82,13 @@ WORKLOADS=${WORKLOADS:-"1KiB 64KiB mix https tls-hs disk"}
 DISK_OBJECTS=${DISK_OBJECTS:-2000}
 DISK_SMALL_OBJECTS=${DISK_SMALL_OBJECTS:-20000}
 DISK_MIB=${DISK_MIB:-1024}
-declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)) [group]=$((BASE_PORT + 14)) [policy]=$((BASE_PORT + 18)))
+declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)) [group]=$((BASE_PORT + 14)) [policy]=$((BASE_PORT + 18)) [nginx-sendfile]=$((BASE_PORT + 20)))
 # The HTTPS listeners of the peers that have one here.
-declare -A TLS_PORT=([bloomgate]=$((BASE_PORT + 6)) [nginx]=$((BASE_PORT + 7)))
+declare -A TLS_PORT=([bloomgate]=$((BASE_PORT + 6)) [nginx]=$((BASE_PORT + 7)) [nginx-sendfile]=$((BASE_PORT + 21)))
 DISK_TLS_PORT=$((BASE_PORT + 12))
 # Where each peer serves hits from its disk cache: bloomgate's and ATS's second instances (small
 # RAM over their disk); nginx keeps every cached body in files anyway. Varnish caches in memory only.
-declare -A DISK_PORT=([bloomgate]=$((BASE_PORT + 10)) [nginx]=${PORT[nginx]} [ats]=$((BASE_PORT + 13)))
+declare -A DISK_PORT=([bloomgate]=$((BASE_PORT + 10)) [nginx]=${PORT[nginx]} [nginx-sendfile]=${PORT[nginx-sendfile]} [ats]=$((BASE_PORT + 13)))
 ADMIN_PORT=$((BASE_PORT + 9))
 ORIGIN="127.0.0.1:$ORIGIN_PORT"
 # The peer "group": its admin listener, and the two origin servers it has besides ORIGIN.
@@ -327,9 +333,16 @@ start_baseline() {
   PIDS+=("$SERVER_PID")
 }
 
-start_nginx() {
-  local dir="$WORK/nginx"
-  mkdir -p "$dir/logs" "$dir/temp" "$SHM/nginx"
+start_nginx() { start_nginx_instance nginx off; }
+
+# nginx as Debian configures it for files (sendfile on), but with tcp_nopush off: see the header.
+start_nginx-sendfile() { start_nginx_instance nginx-sendfile on; }
+
+# start_nginx_instance NAME SENDFILE: an nginx of its own directories, cache and ports.
+start_nginx_instance() {
+  local name=$1 sendfile=$2
+  local dir="$WORK/$name"
+  mkdir -p "$dir/logs" "$dir/temp" "$SHM/$name"
   cat >"$dir/nginx.conf" <<EOF
 user root;
 worker_processes auto;
@@ -338,19 +351,21 @@ error_log $dir/logs/error.log warn;
 events { worker_connections 4096; }
 http {
   access_log off;
+  sendfile $sendfile;
+  tcp_nopush off;
   client_body_temp_path $dir/temp/body;
   proxy_temp_path $dir/temp/proxy;
   fastcgi_temp_path $dir/temp/fastcgi;
   uwsgi_temp_path $dir/temp/uwsgi;
   scgi_temp_path $dir/temp/scgi;
-  proxy_cache_path $SHM/nginx levels=1:2 keys_zone=bench:32m max_size=${DISK_MIB}m inactive=1h use_temp_path=off;
+  proxy_cache_path $SHM/$name levels=1:2 keys_zone=bench:32m max_size=${DISK_MIB}m inactive=1h use_temp_path=off;
   upstream origin { server $ORIGIN; keepalive 128; }
   ssl_certificate $WORK/cert.pem;
   ssl_certificate_key $WORK/key.pem;
   ssl_protocols TLSv1.2 TLSv1.3;
   server {
-    listen 127.0.0.1:${PORT[nginx]};
-    listen 127.0.0.1:${TLS_PORT[nginx]} ssl;
+    listen 127.0.0.1:${PORT[$name]};
+    listen 127.0.0.1:${TLS_PORT[$name]} ssl;
     location / {
       proxy_pass http://origin;
       proxy_http_version 1.1;
@@ -551,7 +566,7 @@ for peer in $PEERS; do
       log "warming the disk objects of $peer"
       secure=
       [[ $peer == bloomgate ]] && secure="https://127.0.0.1:$DISK_TLS_PORT"
-      [[ $peer == nginx ]] && secure="https://127.0.0.1:${TLS_PORT[nginx]}"
+      [[ $peer == nginx* ]] && secure="https://127.0.0.1:${TLS_PORT[$peer]}"
       warm_disk "http://127.0.0.1:${DISK_PORT[$peer]}" "$secure"
     fi
     if [[ " $WORKLOADS " == *" ram64 "* && ($peer == bloomgate || $peer == varnish) ]]; then
@@ -704,7 +719,7 @@ awk -v duration="$DURATION" -v rounds="$ROUNDS" -v connections="$CONNECTIONS" -v
       cpu[key] = median(key, 8)
     }
     printf "wrk -t%d -c%d -d%ds on 127.0.0.1, cache %d MiB each, median of %d round(s)\n\n", threads, connections, duration, cache, rounds
-    printf "%-10s %-6s %10s %9s %9s %8s %8s %7s %8s %8s %9s\n", "peer", "load", "req/s", "p50 ms", "p99 ms", "vs bg", "origin", "errors", "cpu us", "cpu/bg", "peak MiB"
+    printf "%-14s %-6s %10s %9s %9s %8s %8s %7s %8s %8s %9s\n", "peer", "load", "req/s", "p50 ms", "p99 ms", "vs bg", "origin", "errors", "cpu us", "cpu/bg", "peak MiB"
     for (w = 1; w <= nworkloads; w++) {
       base = rps["bloomgate " workloads[w]]
       base_cpu = cpu["bloomgate " workloads[w]]
@@ -713,7 +728,7 @@ awk -v duration="$DURATION" -v rounds="$ROUNDS" -v connections="$CONNECTIONS" -v
         if (!(key in rps)) continue
         ratio = base > 0 ? sprintf("%.2fx", rps[key] / base) : "-"
         cpu_ratio = base_cpu > 0 ? sprintf("%.2fx", cpu[key] / base_cpu) : "-"
-        printf "%-10s %-6s %10d %9.3f %9.3f %8s %8d %7d %8.2f %8s %9s\n", peers[p], workloads[w], rps[key], p50[key], p99[key], ratio, origin[key], err[key], cpu[key], cpu_ratio, rss[peers[p]]
+        printf "%-14s %-6s %10d %9.3f %9.3f %8s %8d %7d %8.2f %8s %9s\n", peers[p], workloads[w], rps[key], p50[key], p99[key], ratio, origin[key], err[key], cpu[key], cpu_ratio, rss[peers[p]]
       }
     }
     print "\nvs bg: requests/s relative to bloomgate. origin: requests that reached the origin during the run."
@@ -722,6 +737,28 @@ awk -v duration="$DURATION" -v rounds="$ROUNDS" -v connections="$CONNECTIONS" -v
     print "disk*: bloomgate'"'"'s and ATS'"'"'s second instances (4 MiB of RAM over their disk); nginx from its files."
     print "ram64: the disk load'"'"'s 64 KiB objects from bloomgate'"'"'s main instance (memory hits)."
     print "peak MiB: VmHWM summed over the peer'"'"'s processes (nginx and ATS keep cached bodies in files under /dev/shm, not counted)."
+
+    # bloomgate against the better nginx (by requests/s) of those that ran, workload by workload.
+    header = 0
+    for (w = 1; w <= nworkloads; w++) {
+      key = "bloomgate " workloads[w]
+      best = ""
+      for (p = 1; p <= npeers; p++) {
+        if (peers[p] !~ /^nginx/ || !((peers[p] " " workloads[w]) in rps)) continue
+        if (best == "" || rps[peers[p] " " workloads[w]] > rps[best " " workloads[w]]) best = peers[p]
+      }
+      if (best == "" || !(key in rps)) continue
+      if (!header) {
+        printf "\nbloomgate against the better nginx per workload\n\n"
+        printf "%-6s %-14s %10s %10s %8s %8s %8s %8s\n", "load", "best nginx", "its req/s", "bg req/s", "bg/best", "its cpu", "bg cpu", "cpu b/n"
+        header = 1
+      }
+      other = best " " workloads[w]
+      printf "%-6s %-14s %10d %10d %8s %8.2f %8.2f %8s\n", workloads[w], best, rps[other], rps[key],
+        rps[other] > 0 ? sprintf("%.2fx", rps[key] / rps[other]) : "-", cpu[other], cpu[key],
+        cpu[other] > 0 ? sprintf("%.2fx", cpu[key] / cpu[other]) : "-"
+    }
+    if (header) print "\nbg/best: bloomgate'"'"'s requests/s over the better nginx'"'"'s; cpu b/n: bloomgate'"'"'s CPU per request over that nginx'"'"'s."
   }' "$RESULTS"
 
 if [[ -n "${RATES:-}" && -s "${RATE_RESULTS:-/dev/null}" ]]; then

@@ -47,6 +47,8 @@ pub const KEYS: &[Key] = &[
     restart("server.send_timeout"),
     restart("server.stream_send_timeout"),
     restart("server.max_header_bytes"),
+    // Each serving thread picks its HTTP/1.1 server once, at start.
+    restart("server.http1"),
     applied("server.shutdown_grace"),
     applied("server.purge_allowed_networks"),
     // Adding or removing `[server.tls]` is a change of this key: a listener to open or close.

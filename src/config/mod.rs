@@ -98,6 +98,29 @@ pub struct ServerConfig {
     pub purge_allowed_networks: Vec<ipnet::IpNet>,
     /// `[server.tls]`: the HTTPS listener; `None` (no table) = plain HTTP only. Default none.
     pub tls: Option<TlsListenerConfig>,
+    /// Which server reads plain HTTP/1.1 connections. Default [`Http1Server::Hyper`].
+    pub http1: Http1Server,
+}
+
+/// `server.http1`: the server that reads plain-HTTP/1.1 client connections. HTTP/2 and every
+/// connection over TLS stay on hyper either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Http1Server {
+    /// bloomgate's own connection loop (`proxy::server::h1`).
+    Native,
+    /// hyper's server, as before the native one existed.
+    Hyper,
+}
+
+impl Http1Server {
+    pub const ALL: [Http1Server; 2] = [Http1Server::Native, Http1Server::Hyper];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Http1Server::Native => "native",
+            Http1Server::Hyper => "hyper",
+        }
+    }
 }
 
 /// `[server.tls]`: a second listener that speaks HTTPS (TLS 1.2 and 1.3, ALPN `h2` and

@@ -15,8 +15,8 @@ use super::upstream::{self, Upstreams};
 use super::values::{self, shown};
 use super::{
     AccessLogConfig, AccessLogFormat, AccessLogPath, AdminConfig, AdmissionConfig, CacheConfig,
-    CacheKeyConfig, Config, DiskConfig, DiskSync, LogConfig, OriginConfig, ServerConfig,
-    TlsListenerConfig,
+    CacheKeyConfig, Config, DiskConfig, DiskSync, Http1Server, LogConfig, OriginConfig,
+    ServerConfig, TlsListenerConfig,
 };
 
 /// Lays `user` over `base`: tables merge key by key, any other value replaces the base's.
@@ -188,6 +188,9 @@ fn read_server(s: &mut Section) -> Option<ServerConfig> {
     let shutdown_grace = s.get("shutdown_grace", values::duration);
     let purge_allowed_networks = s.get("purge_allowed_networks", values::networks);
     let tls = s.optional_child("tls", read_tls_listener);
+    let http1 = s.get("http1", |v| {
+        values::one_of(v, &Http1Server::ALL, Http1Server::as_str)
+    });
     Some(ServerConfig {
         listen: listen?,
         max_connections: max_connections?,
@@ -199,6 +202,7 @@ fn read_server(s: &mut Section) -> Option<ServerConfig> {
         shutdown_grace: shutdown_grace?,
         purge_allowed_networks: purge_allowed_networks?,
         tls: tls?,
+        http1: http1?,
     })
 }
 

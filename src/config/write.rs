@@ -71,6 +71,7 @@ fn server_table(server: &ServerConfig) -> Value {
             "purge_allowed_networks",
             texts(&server.purge_allowed_networks),
         ),
+        ("http1", text(server.http1.as_str())),
     ]);
     if let (Value::Table(server), Some(tls)) = (&mut server, tls) {
         server.insert("tls".to_owned(), tls);

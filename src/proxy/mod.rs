@@ -28,6 +28,7 @@ pub use admin::reload::{ReloadError, ReloadOutcome};
 pub use outcome::access_log::{AccessLog, AccessLogError};
 pub use outcome::served::{CACHE_NAME, Fwd};
 pub use request::exchange::{Route, TranslateError, translate};
+pub use server::h1;
 pub use server::{RunningProxy, ServeError, Signals, start, start_with_disk, start_with_file};
 
 use request::coalesce::Coalescer;

@@ -33,6 +33,10 @@ impl ProxyConfig {
             .set("origin", "first_byte_timeout", "\"1s\"")
             .set("origin", "idle_timeout", "\"1s\"")
             .set("log", "level", "\"warn\"");
+        // The HTTP/1.1 server every test's proxy runs, so that the whole suite can run on either.
+        if let Ok(server) = std::env::var("BLOOMGATE_TEST_HTTP1") {
+            config.set("server", "http1", &format!("\"{server}\""));
+        }
         config
     }
 

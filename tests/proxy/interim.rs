@@ -1,6 +1,7 @@
 //! End to end: interim (1xx) responses from the origin. hyper's client reads them and goes on to
-//! the final response; hyper's server has no way to send one before the final response, so the
-//! proxy drops them: the client gets the final response alone, and nothing of a 1xx is stored.
+//! the final response; hyper's server has no way to send one before the final response, so on it
+//! the proxy drops them: the client gets the final response alone, and nothing of a 1xx is stored.
+//! (The native HTTP/1.1 server relays them: `http1.rs`.)
 
 use crate::common;
 
@@ -31,7 +32,10 @@ async fn early_hints_from_the_origin_are_dropped_and_never_stored_into_the_final
             "",
         ),
     );
-    let proxy = ProxyConfig::new(&origin.url()).admission(false).start();
+    let proxy = ProxyConfig::new(&origin.url())
+        .admission(false)
+        .set("server", "http1", "\"hyper\"")
+        .start();
     let client = Client::new();
 
     let first = client.get(&proxy.url(path)).await;

@@ -19,6 +19,7 @@ mod disconnect;
 mod disk;
 mod faults;
 mod grafana_dashboard;
+mod http1;
 mod interim;
 mod isolation;
 mod metrics_promtool;

@@ -11,13 +11,14 @@ use http::request::Parts;
 use http::uri::PathAndQuery;
 use http::{Method, Request, Uri};
 use http_body_util::{BodyExt, Empty};
-use hyper::body::Incoming;
 
 use crate::cache::policy::{self, PolicyRule};
 use crate::cache::{Authority, CacheKey, ClientTls, KeyError, StoredResponse, keyed_query};
 use crate::config::Config;
 use crate::proxy::Live;
 use crate::proxy::outcome::served::Fwd;
+use crate::proxy::request::body::RequestBody;
+use crate::proxy::request::interim::InterimSink;
 use crate::proxy::response::headers::{Forwarding, OriginBody, to_origin};
 use crate::proxy::upstream::origin::OutgoingBody;
 use crate::proxy::upstream::{Routed, Server};
@@ -170,7 +171,7 @@ impl Exchange {
     }
 
     /// The request a pass sends: the client's method and body, with framing derived from the body.
-    pub fn pass_request(&self, body: Incoming, server: &Server) -> Request<OutgoingBody> {
+    pub fn pass_request(&self, body: RequestBody, server: &Server) -> Request<OutgoingBody> {
         let length = hyper::body::Body::size_hint(&body).exact();
         let head = self.origin_head(OriginBody::Forwarded(length), server);
         head.map(|()| body.boxed())
@@ -197,6 +198,9 @@ impl Exchange {
             .uri_for(self.target.clone())
             .unwrap_or_else(|_| Uri::from(self.target.clone()));
         *request.headers_mut() = to_origin(&self.parts.headers, &self.forwarding(server), body);
+        if let Some(sink) = self.parts.extensions.get::<InterimSink>() {
+            sink.watch(&mut request);
+        }
         request
     }
 

@@ -15,11 +15,13 @@
 //! streams back. Purges live in `purge.rs`. Each request loads the live configuration once, into
 //! its [`Exchange`], and finishes on it.
 
+pub(crate) mod body;
 pub(crate) mod coalesce;
 pub(crate) mod decision;
 pub(crate) mod exchange;
 pub(crate) mod fetch;
 pub(crate) mod forward;
+pub(crate) mod interim;
 mod lookup;
 mod pass;
 mod purge;
@@ -36,6 +38,7 @@ use hyper::body::{Body, Incoming};
 use crate::cache::NotStored;
 use crate::proxy::outcome::logged::{Entry, Logged};
 use crate::proxy::outcome::served::{Detail, Fwd, OriginHead, Served};
+use crate::proxy::request::body::RequestBody;
 use crate::proxy::request::exchange::{Exchange, Route};
 use crate::proxy::request::fetch::Fetch;
 use crate::proxy::request::slices::SlicedObject;
@@ -56,7 +59,7 @@ pub(crate) enum Step {
     Response(Fetch, Response<Incoming>, OriginHead),
     /// A request the cache does not answer, with its body, to the origin as it is; the detail
     /// says why when a policy rule sent it.
-    Pass(Exchange, Incoming, Fwd, Option<Detail>),
+    Pass(Exchange, RequestBody, Fwd, Option<Detail>),
     /// A GET's range the cache will not cut from a whole object (`Some` says why): the origin
     /// answers it.
     PassRange(Exchange, Option<NotStored>),
@@ -71,7 +74,7 @@ impl Proxy {
     /// the response body writes the request's line when it ends.
     pub async fn handle(
         self: Arc<Self>,
-        request: Request<Incoming>,
+        request: Request<RequestBody>,
         peer: SocketAddr,
     ) -> Response<Logged<ProxyBody>> {
         let started = Instant::now();
@@ -152,7 +155,7 @@ impl Proxy {
     fn accept(
         &self,
         live: Arc<Live>,
-        request: Request<Incoming>,
+        request: Request<RequestBody>,
         peer: SocketAddr,
     ) -> (Step, Option<Arc<Routed>>) {
         let (parts, body) = request.into_parts();

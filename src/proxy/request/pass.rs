@@ -7,6 +7,7 @@ use http::Response;
 use hyper::body::Incoming;
 
 use super::Step;
+use super::body::RequestBody;
 use super::exchange::Exchange;
 use crate::cache::NotStored;
 use crate::proxy::Proxy;
@@ -21,7 +22,7 @@ impl Proxy {
     pub(super) async fn pass(
         &self,
         exchange: Exchange,
-        body: Incoming,
+        body: RequestBody,
         fwd: Fwd,
         detail: Option<Detail>,
     ) -> Step {

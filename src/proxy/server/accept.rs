@@ -17,7 +17,10 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::cache::ClientTls;
+use crate::config::Http1Server;
 use crate::proxy::Proxy;
+use crate::proxy::request::body::RequestBody;
+use crate::proxy::server::h1;
 use crate::proxy::server::idle::{Activity, Tracked};
 use crate::proxy::server::stall::{BodyProgress, SendTimeout, Sending, StreamExecutor};
 use crate::telemetry::{
@@ -83,6 +86,8 @@ struct Serving {
     builder: auto::Builder<StreamExecutor>,
     idle: IdleLimits,
     shutdown: watch::Receiver<bool>,
+    /// The native server's settings, when it reads this listener's HTTP/1.1 connections.
+    native: Option<h1::conn::Settings>,
 }
 
 impl Serving {
@@ -110,12 +115,21 @@ impl Serving {
             between_requests: server.idle_timeout,
             send: server.send_timeout,
         };
+        // TLS connections stay on hyper: the native server reads plain TCP only.
+        let native =
+            (server.http1 == Http1Server::Native && tls.is_none()).then_some(h1::conn::Settings {
+                max_head_bytes: server.max_header_bytes.max(MIN_HEADER_BUFFER),
+                header_read: server.header_read_timeout,
+                between_requests: server.idle_timeout,
+                send: server.send_timeout,
+            });
         Serving {
             proxy,
             tls,
             builder,
             idle,
             shutdown,
+            native,
         }
     }
 
@@ -145,7 +159,7 @@ impl Serving {
                     request.extensions_mut().insert(ClientTls);
                 }
                 async move {
-                    let response = proxy.handle(request, peer).await;
+                    let response = proxy.handle(request.map(RequestBody::Hyper), peer).await;
                     // Made here, in the stream's task on HTTP/2, to find its stream.
                     let progress = BodyProgress::new(sending);
                     Ok::<_, std::convert::Infallible>(
@@ -155,8 +169,30 @@ impl Serving {
             }
         });
         let idle = self.idle;
-        let stream = SendTimeout::new(stream, idle.send, Arc::clone(&sending));
         let shutdown = self.shutdown.clone();
+        if let Some(settings) = self.native {
+            let proxy = Arc::clone(&self.proxy);
+            let builder = self.builder.clone();
+            connections.spawn(async move {
+                let accepted = tokio::time::Instant::now();
+                match sniff(&stream, idle.first_request).await {
+                    Some(Sniffed::Http1) => {
+                        h1::conn::serve(stream, peer, accepted, proxy, settings, shutdown, permit)
+                            .await;
+                    }
+                    Some(Sniffed::Http2) => {
+                        let stream = SendTimeout::new(stream, idle.send, Arc::clone(&sending));
+                        let connection = builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .into_owned();
+                        serve(connection, activity, sending, idle, shutdown, peer, permit).await;
+                    }
+                    None => {}
+                }
+            });
+            return;
+        }
+        let stream = SendTimeout::new(stream, idle.send, Arc::clone(&sending));
         let Some(acceptor) = &self.tls else {
             let connection = self
                 .builder
@@ -178,6 +214,32 @@ impl Serving {
                 .into_owned();
             serve(connection, activity, sending, idle, shutdown, peer, permit).await;
         });
+    }
+}
+
+/// What a plain connection's first bytes say it speaks.
+enum Sniffed {
+    Http1,
+    /// The HTTP/2 connection preface, or as much of it as has arrived: for hyper's server, which
+    /// tells the two apart itself.
+    Http2,
+}
+
+/// The HTTP/2 client connection preface (RFC 9113 section 3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Looks at a plain connection's first bytes without taking them, within the wait for its first
+/// request; `None` (counted as idle when none came in time) when the client sent nothing.
+async fn sniff(stream: &TcpStream, limit: Duration) -> Option<Sniffed> {
+    let mut first = [0u8; H2_PREFACE.len()];
+    match tokio::time::timeout(limit, stream.peek(&mut first)).await {
+        Ok(Ok(0)) | Ok(Err(_)) => None,
+        Ok(Ok(read)) if H2_PREFACE.starts_with(&first[..read]) => Some(Sniffed::Http2),
+        Ok(Ok(_)) => Some(Sniffed::Http1),
+        Err(_) => {
+            counter!(CONNECTIONS_IDLE_CLOSED_TOTAL).increment(1);
+            None
+        }
     }
 }
 

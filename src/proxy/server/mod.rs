@@ -3,6 +3,7 @@
 //! timeout, and graceful shutdown.
 
 mod accept;
+pub mod h1;
 pub(crate) mod idle;
 pub(crate) mod stall;
 

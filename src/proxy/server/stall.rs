@@ -45,7 +45,7 @@ impl StallScope {
         }
     }
 
-    fn count(self) {
+    pub(crate) fn count(self) {
         counter!(CLIENT_SEND_TIMEOUTS_TOTAL, "scope" => self.as_str()).increment(1);
     }
 }

@@ -23,6 +23,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use thread_local::ThreadLocal;
 
 use crate::config::OriginConfig;
+use crate::proxy::request::body::BodyError;
 use crate::proxy::upstream::{ErrorKind, Group, Server};
 use crate::telemetry::{OriginOutcome, series};
 use crate::tls::{self, TlsError};
@@ -144,7 +145,7 @@ impl OriginFailure {
 }
 
 /// What the proxy sends to the origin: nothing for cacheable requests, the client's body otherwise.
-pub type OutgoingBody = BoxBody<Bytes, hyper::Error>;
+pub type OutgoingBody = BoxBody<Bytes, BodyError>;
 
 type Connector = HttpsConnector<HttpConnector>;
 

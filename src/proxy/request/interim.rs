@@ -1,0 +1,47 @@
+//! Interim (1xx) responses from the origin, handed to a client connection that can send them
+//! before the final response (the native HTTP/1.1 server; hyper's server cannot). They go to the
+//! client alone: never into the final response, never into the cache.
+
+use http::{HeaderMap, Request, StatusCode};
+use tokio::sync::mpsc;
+
+/// The most interim responses waiting for the connection to write them; more are dropped.
+const QUEUE: usize = 8;
+
+/// One interim response as the origin sent it.
+#[derive(Debug)]
+pub struct InterimHead {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+}
+
+/// Where a client request's interim responses go: set as an extension of the client's request by
+/// a server that relays them.
+#[derive(Clone, Debug)]
+pub struct InterimSink(mpsc::Sender<InterimHead>);
+
+impl InterimSink {
+    /// A sink and the connection's end of it.
+    pub fn channel() -> (InterimSink, mpsc::Receiver<InterimHead>) {
+        let (sender, receiver) = mpsc::channel(QUEUE);
+        (InterimSink(sender), receiver)
+    }
+
+    /// Has hyper's client hand the 1xx responses to `request` to this sink; not `100 Continue`,
+    /// which answers an expectation of this proxy's own hop, nor `101`, as nothing is upgraded.
+    pub fn watch<B>(&self, request: &mut Request<B>) {
+        let sender = self.0.clone();
+        hyper::ext::on_informational(request, move |response| {
+            let status = response.status();
+            if status == StatusCode::CONTINUE || status == StatusCode::SWITCHING_PROTOCOLS {
+                return;
+            }
+            let head = InterimHead {
+                status,
+                headers: response.headers().clone(),
+            };
+            // A full queue drops the hint: it is advice, and the final response still comes.
+            let _ = sender.try_send(head);
+        });
+    }
+}

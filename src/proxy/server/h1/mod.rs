@@ -1,0 +1,9 @@
+//! bloomgate's own HTTP/1.1 server path for client connections: the request head parser and the
+//! chunked body decoder (a security boundary, fuzzed against hyper's), and the connection that
+//! serves with them.
+
+pub mod chunked;
+pub mod parse;
+
+pub(crate) mod conn;
+pub(crate) mod write;

@@ -1,0 +1,379 @@
+//! A response head serialised straight into the connection's write buffer, with the framing its
+//! body goes out in, by the rules hyper's server applies (its `proto/h1/role.rs`), so that the
+//! two HTTP/1.1 paths answer alike.
+
+use std::cell::RefCell;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use http::header::{self, HeaderValue};
+use http::response::Parts;
+use http::{Method, StatusCode};
+use hyper::body::SizeHint;
+
+use crate::proxy::request::interim::InterimHead;
+use crate::proxy::response::headers::strip_hop_by_hop;
+
+/// What the connection knows of the request a response answers.
+#[derive(Clone, Copy, Debug)]
+pub struct Answering {
+    pub head: bool,
+    pub http10: bool,
+    /// Whether the client asked to keep the connection (and the server is willing).
+    pub keep_alive: bool,
+}
+
+/// How a response's body is delimited on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// Exactly this many bytes (none for HEAD, 204, 304).
+    Length(u64),
+    /// Chunked transfer coding.
+    Chunked,
+    /// Until the connection closes (an HTTP/1.0 client and a body of unknown length).
+    Close,
+}
+
+/// A serialised head: its framing, and whether the connection may carry another request after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Written {
+    pub framing: Framing,
+    pub keep_alive: bool,
+}
+
+/// Appends the status line and fields of `parts` to `out`, with the framing of a body whose size
+/// is `size`; adds `Date` when absent and `Connection` where the connection's fate needs saying.
+pub fn write_head(
+    out: &mut Vec<u8>,
+    parts: &Parts,
+    size: &SizeHint,
+    answering: Answering,
+) -> Written {
+    let status = parts.status;
+    let version: &[u8] = if answering.http10 {
+        b"HTTP/1.0 "
+    } else {
+        b"HTTP/1.1 "
+    };
+    out.extend_from_slice(version);
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    // A reason phrase is always written, as many parsers expect one.
+    out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
+    out.extend_from_slice(b"\r\n");
+
+    let method = answering.head.then_some(&Method::HEAD);
+    let can_chunk = !answering.http10 && can_have_body(method, status);
+    let mut framing = None;
+    let mut keep_alive = answering.keep_alive;
+    let mut said_keep_alive = false;
+    let mut said_close = false;
+    let mut wrote_date = false;
+    let chunked_field = can_chunk && parts.headers.contains_key(header::TRANSFER_ENCODING);
+    for (name, value) in &parts.headers {
+        match *name {
+            header::CONTENT_LENGTH => {
+                if chunked_field || !can_have_content_length(status) || framing.is_some() {
+                    continue;
+                }
+                let Some(announced) = content_length(value) else {
+                    // A length we cannot read is not sent: the body's own size frames it.
+                    continue;
+                };
+                // The body's own length wins: the head never promises bytes it will not send.
+                framing = Some(Framing::Length(size.exact().unwrap_or(announced)));
+                if let Some(exact) = size.exact().filter(|exact| *exact != announced)
+                    && !answering.head
+                {
+                    write_field(out, b"content-length", exact.to_string().as_bytes());
+                    continue;
+                }
+            }
+            header::TRANSFER_ENCODING => {
+                if !can_chunk {
+                    continue;
+                }
+                framing = Some(Framing::Chunked);
+                out.extend_from_slice(b"transfer-encoding: ");
+                out.extend_from_slice(value.as_bytes());
+                if !last_coding_is_chunked(value) {
+                    out.extend_from_slice(b", chunked");
+                }
+                out.extend_from_slice(b"\r\n");
+                continue;
+            }
+            header::CONNECTION => {
+                said_close |= names(value, "close");
+                said_keep_alive |= names(value, "keep-alive");
+            }
+            header::DATE => wrote_date = true,
+            header::TRAILER if !can_chunk => continue,
+            _ => {}
+        }
+        write_field(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    let framing = match framing {
+        Some(framing) => framing,
+        None => match size.exact() {
+            Some(length) if can_have_content_length(status) => {
+                if length > 0 || method.is_none() {
+                    write_field(out, b"content-length", length.to_string().as_bytes());
+                }
+                Framing::Length(length)
+            }
+            Some(_) => Framing::Length(0),
+            None if can_chunk => {
+                out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+                Framing::Chunked
+            }
+            None => Framing::Close,
+        },
+    };
+    let framing = if can_have_body(method, status) {
+        framing
+    } else {
+        Framing::Length(0)
+    };
+    if said_close || framing == Framing::Close {
+        keep_alive = false;
+    }
+    if answering.http10 {
+        if keep_alive && !said_keep_alive {
+            write_field(out, b"connection", b"keep-alive");
+        }
+    } else if !keep_alive && !said_close {
+        // Beside a Connection field the response has, one more line adds to the same list.
+        write_field(out, b"connection", b"close");
+    }
+    if !wrote_date {
+        out.extend_from_slice(b"date: ");
+        with_date(|date| out.extend_from_slice(date));
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    Written {
+        framing,
+        keep_alive,
+    }
+}
+
+/// A bodiless answer the server makes itself: to a request it could not parse (`status` from the
+/// parser), always closing the connection.
+pub fn write_refusal(out: &mut Vec<u8>, status: StatusCode) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
+    out.extend_from_slice(b"\r\ncontent-length: 0\r\nconnection: close\r\ndate: ");
+    with_date(|date| out.extend_from_slice(date));
+    out.extend_from_slice(b"\r\n\r\n");
+}
+
+/// Appends an interim response from the origin, its hop-by-hop fields left out.
+pub fn write_interim(out: &mut Vec<u8>, interim: &mut InterimHead) {
+    strip_hop_by_hop(&mut interim.headers);
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(interim.status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(
+        interim
+            .status
+            .canonical_reason()
+            .unwrap_or("<none>")
+            .as_bytes(),
+    );
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in &interim.headers {
+        write_field(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// RFC 9110 section 6.4.1: no body after HEAD, 1xx, 204 or 304.
+fn can_have_body(method: Option<&Method>, status: StatusCode) -> bool {
+    method != Some(&Method::HEAD)
+        && !status.is_informational()
+        && !matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED)
+}
+
+/// RFC 9110 section 8.6: no Content-Length on 1xx or 204; a 304's would describe the stored
+/// response, and hyper sends none, so neither does this.
+fn can_have_content_length(status: StatusCode) -> bool {
+    !status.is_informational()
+        && !matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED)
+}
+
+fn content_length(value: &HeaderValue) -> Option<u64> {
+    let text = value.to_str().ok()?;
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+fn last_coding_is_chunked(value: &HeaderValue) -> bool {
+    value
+        .as_bytes()
+        .rsplit(|b| *b == b',')
+        .next()
+        .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+}
+
+/// Whether a `Connection` value lists `token`.
+fn names(value: &HeaderValue, token: &str) -> bool {
+    value
+        .as_bytes()
+        .split(|b| *b == b',')
+        .any(|item| item.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// The `Date` value (RFC 9110 section 5.6.7), formatted once a second per thread.
+fn with_date(use_it: impl FnOnce(&[u8])) {
+    thread_local! {
+        static DATE: RefCell<(u64, Vec<u8>)> = const { RefCell::new((u64::MAX, Vec::new())) };
+    }
+    let now = SystemTime::now();
+    let second = now
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    DATE.with(|date| {
+        let mut date = date.borrow_mut();
+        if date.0 != second {
+            date.1 = httpdate::fmt_http_date(now).into_bytes();
+            date.0 = second;
+        }
+        use_it(&date.1);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(
+        status: u16,
+        fields: &[(&str, &str)],
+        size: SizeHint,
+        answering: Answering,
+    ) -> (String, Written) {
+        let mut response = http::Response::builder().status(status);
+        for (name, value) in fields {
+            response = response.header(*name, *value);
+        }
+        let (parts, ()) = response.body(()).expect("response").into_parts();
+        let mut out = Vec::new();
+        let written = write_head(&mut out, &parts, &size, answering);
+        (String::from_utf8(out).expect("ascii"), written)
+    }
+
+    const GET11: Answering = Answering {
+        head: false,
+        http10: false,
+        keep_alive: true,
+    };
+
+    #[test]
+    fn a_body_of_known_length_is_framed_by_content_length() {
+        let (text, written) = head(200, &[("x-a", "1")], SizeHint::with_exact(5), GET11);
+        assert!(
+            text.starts_with("HTTP/1.1 200 OK\r\nx-a: 1\r\ncontent-length: 5\r\ndate: "),
+            "{text}"
+        );
+        assert!(text.ends_with("\r\n\r\n"));
+        assert_eq!(
+            written,
+            Written {
+                framing: Framing::Length(5),
+                keep_alive: true
+            }
+        );
+    }
+
+    #[test]
+    fn a_body_of_unknown_length_is_chunked_for_http11_and_close_delimited_for_http10() {
+        let (text, written) = head(200, &[], SizeHint::default(), GET11);
+        assert!(text.contains("transfer-encoding: chunked\r\n"), "{text}");
+        assert_eq!(written.framing, Framing::Chunked);
+        let http10 = Answering {
+            http10: true,
+            keep_alive: true,
+            ..GET11
+        };
+        let (text, written) = head(200, &[], SizeHint::default(), http10);
+        assert!(text.starts_with("HTTP/1.0 200 OK\r\n"), "{text}");
+        assert!(!text.contains("transfer-encoding"), "{text}");
+        assert_eq!(
+            written,
+            Written {
+                framing: Framing::Close,
+                keep_alive: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_head_answer_keeps_its_length_and_sends_no_body() {
+        let answering = Answering {
+            head: true,
+            ..GET11
+        };
+        let (text, written) = head(
+            200,
+            &[("content-length", "1234")],
+            SizeHint::with_exact(0),
+            answering,
+        );
+        assert!(text.contains("content-length: 1234\r\n"), "{text}");
+        assert_eq!(written.framing, Framing::Length(0));
+    }
+
+    #[test]
+    fn a_304_and_a_204_carry_no_length_and_no_body() {
+        for status in [204, 304] {
+            let (text, written) = head(
+                status,
+                &[("content-length", "10")],
+                SizeHint::with_exact(10),
+                GET11,
+            );
+            assert!(!text.contains("content-length"), "{status}: {text}");
+            assert_eq!(written.framing, Framing::Length(0));
+        }
+    }
+
+    #[test]
+    fn a_connection_the_client_closes_is_said_to_close() {
+        let answering = Answering {
+            keep_alive: false,
+            ..GET11
+        };
+        let (text, written) = head(200, &[], SizeHint::with_exact(0), answering);
+        assert!(text.contains("connection: close\r\n"), "{text}");
+        assert!(!written.keep_alive);
+    }
+
+    #[test]
+    fn an_http10_client_that_keeps_alive_is_told_so() {
+        let answering = Answering {
+            http10: true,
+            ..GET11
+        };
+        let (text, written) = head(200, &[], SizeHint::with_exact(2), answering);
+        assert!(text.contains("connection: keep-alive\r\n"), "{text}");
+        assert!(written.keep_alive);
+    }
+
+    #[test]
+    fn a_refusal_closes_the_connection() {
+        let mut out = Vec::new();
+        write_refusal(&mut out, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+        let text = String::from_utf8(out).expect("ascii");
+        assert!(text.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\nconnection: close\r\n"), "{text}");
+    }
+}
