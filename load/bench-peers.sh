@@ -149,14 +149,16 @@ process_tree() {
   done
 }
 
-# CPU time in clock ticks (utime + stime, every thread) of a process and its descendants. The
-# command name in /proc/PID/stat may hold spaces, so fields are counted after its closing ")".
+# CPU time in clock ticks (utime + stime, every thread) of a process and its descendants, those
+# that have exited included (cutime + cstime: nginx's cache loader exits during the first run, and
+# without them its time left the sum, once below zero). The command name in /proc/PID/stat may hold
+# spaces, so fields are counted after its closing ")".
 cpu_ticks() {
   local total=0 pid stat
   for pid in $(process_tree "$1"); do
     stat=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
     stat=${stat##*) }
-    total=$((total + $(echo "$stat" | awk '{print $12 + $13}')))
+    total=$((total + $(echo "$stat" | awk '{print $12 + $13 + $14 + $15}')))
   done
   echo "$total"
 }
@@ -754,9 +756,9 @@ awk -v duration="$DURATION" -v rounds="$ROUNDS" -v connections="$CONNECTIONS" -v
         header = 1
       }
       other = best " " workloads[w]
-      printf "%-6s %-14s %10d %10d %8s %8.2f %8.2f %8s\n", workloads[w], best, rps[other], rps[key],
-        rps[other] > 0 ? sprintf("%.2fx", rps[key] / rps[other]) : "-", cpu[other], cpu[key],
-        cpu[other] > 0 ? sprintf("%.2fx", cpu[key] / cpu[other]) : "-"
+      ratio = rps[other] > 0 ? sprintf("%.2fx", rps[key] / rps[other]) : "-"
+      cpu_ratio = cpu[other] > 0 ? sprintf("%.2fx", cpu[key] / cpu[other]) : "-"
+      printf "%-6s %-14s %10d %10d %8s %8.2f %8.2f %8s\n", workloads[w], best, rps[other], rps[key], ratio, cpu[other], cpu[key], cpu_ratio
     }
     if (header) print "\nbg/best: bloomgate'"'"'s requests/s over the better nginx'"'"'s; cpu b/n: bloomgate'"'"'s CPU per request over that nginx'"'"'s."
   }' "$RESULTS"
