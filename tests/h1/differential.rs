@@ -344,7 +344,6 @@ fn breaks_rule(error: &ParseError, head: &[u8], accepted: &Seen) -> bool {
         }
         ParseError::MissingHost => accepted.version == Version::HTTP_11 && hosts == 0,
         ParseError::DuplicateHost => hosts > 1,
-        ParseError::InvalidHost => hosts >= 1,
         ParseError::TargetForm { .. } => {
             accepted.target == "*"
                 || !(accepted.target.starts_with('/') || accepted.target.contains("://"))

@@ -350,8 +350,17 @@ fn judge(case: &Case, answer: Answer, origin: &Origin, before: usize) -> Option<
 /// The proxy under test, with an origin that answers before reading a body (as Go and Node do)
 /// and no pooling, so each case has origin connections of its own.
 fn setup() -> (Origin, ProxyProcess) {
+    setup_on(None)
+}
+
+/// [`setup`] with `server.http1` set to `server`, when given.
+fn setup_on(server: Option<&str>) -> (Origin, ProxyProcess) {
     let origin = Origin::start_reading(BodyReading::AfterAnswer);
-    let proxy = ProxyConfig::new(&origin.url())
+    let mut config = ProxyConfig::new(&origin.url());
+    if let Some(server) = server {
+        config.set("server", "http1", &format!("\"{server}\""));
+    }
+    let proxy = config
         .admission(false)
         .set("origin", "preserve_host", "true")
         .set("origin", "pool_max_idle_per_host", "0")
@@ -854,7 +863,17 @@ fn h1_cases() -> Vec<(Case, Vec<u8>)> {
 /// Content-Length.
 #[tokio::test]
 async fn odd_http1_requests_are_refused_or_forwarded_conformingly() {
-    let (origin, proxy) = setup();
+    http1_cases_on(None).await;
+}
+
+/// The same cases on the native HTTP/1.1 server, whichever server the rest of the suite runs on.
+#[tokio::test]
+async fn odd_http1_requests_are_refused_or_forwarded_conformingly_by_the_native_server() {
+    http1_cases_on(Some("native")).await;
+}
+
+async fn http1_cases_on(server: Option<&str>) {
+    let (origin, proxy) = setup_on(server);
     let mut failures = Vec::new();
     let cases = h1_cases();
     for (case, _) in &cases {
