@@ -35,7 +35,9 @@
 #                                         also "policy": bloomgate with three routes and a cache
 #                                         policy of five rules on the route the load takes (none
 #                                         of which changes what is cached), whose req/s and cpu/bg
-#                                         against "bloomgate" are what per-route rules cost
+#                                         against "bloomgate" are what per-route rules cost;
+#                                         also "native": bloomgate on its own HTTP/1.1 server
+#                                         (server.http1 = "native"), plain HTTP workloads only
 #   DURATION=10 CONNECTIONS=64 THREADS=2 CACHE_MIB=256
 #   ROUNDS=1                              rounds of every workload; the median round is shown
 #   ALTERNATE=1                           even rounds take the peers in reverse order (default:
@@ -63,7 +65,7 @@
 #                                         nginx's proxy_cache_path max_size, ATS's storage)
 #   DISK_DIR=/dev/shm                     the file system every peer's disk cache lives on (tmpfs
 #                                         unless given; e.g. DISK_DIR=/var/tmp for the machine's disk)
-#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+21 on 127.0.0.1
+#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+23 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
 #   DISK_MMAP=false                       bloomgate's disk instance reads tmpfs segments with pread
 #                                         (disk.mmap; default true)
@@ -82,7 +84,7 @@ WORKLOADS=${WORKLOADS:-"1KiB 64KiB mix https tls-hs disk"}
 DISK_OBJECTS=${DISK_OBJECTS:-2000}
 DISK_SMALL_OBJECTS=${DISK_SMALL_OBJECTS:-20000}
 DISK_MIB=${DISK_MIB:-1024}
-declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)) [group]=$((BASE_PORT + 14)) [policy]=$((BASE_PORT + 18)) [nginx-sendfile]=$((BASE_PORT + 20)))
+declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)) [group]=$((BASE_PORT + 14)) [policy]=$((BASE_PORT + 18)) [nginx-sendfile]=$((BASE_PORT + 20)) [native]=$((BASE_PORT + 22)))
 # The HTTPS listeners of the peers that have one here.
 declare -A TLS_PORT=([bloomgate]=$((BASE_PORT + 6)) [nginx]=$((BASE_PORT + 7)) [nginx-sendfile]=$((BASE_PORT + 21)))
 DISK_TLS_PORT=$((BASE_PORT + 12))
@@ -323,6 +325,17 @@ drop_query_params = ["utm_source"]
 EOF
   } >"$WORK/policy.toml"
   "$BLOOMGATE" serve --config "$WORK/policy.toml" >"$WORK/policy.log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+}
+
+# The peer "native": bloomgate as the peer "bloomgate" is, on its own HTTP/1.1 server
+# (server.http1 = "native") instead of hyper's; plain HTTP only (HTTPS stays on hyper), no disk
+# instance.
+start_native() {
+  bloomgate_config "${PORT[native]}" "$((BASE_PORT + 23))" 'mode = "probation"' |
+    sed 's/^\[server\]$/[server]\nhttp1 = "native"/' >"$WORK/native.toml"
+  "$BLOOMGATE" serve --config "$WORK/native.toml" >"$WORK/native.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
 }
