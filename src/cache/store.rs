@@ -2,12 +2,14 @@
 //! its `Vary` variants ([`Variants`]).
 
 use std::collections::VecDeque;
+use std::hash::{BuildHasher, RandomState};
 use std::mem::size_of;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use dashmap::DashMap;
 
+use crate::admission::frequency::FrequencySketch;
 use crate::admission::probation::{self, Budget, Leaving, Segment};
 
 use super::entry::StoredResponse;
@@ -168,6 +170,32 @@ impl Queues {
     }
 }
 
+/// A candidate for main and main's oldest entry, as counted by the frequency sketch.
+#[derive(Clone, Copy)]
+struct MainAdmission {
+    candidate: u8,
+    /// `None`: main is empty.
+    oldest: Option<u8>,
+}
+
+impl MainAdmission {
+    /// The counts for a promotion from probation with `uses` hits there
+    /// ([`probation::promotion_count`]).
+    fn promoted(self, uses: u8) -> MainAdmission {
+        MainAdmission {
+            candidate: probation::promotion_count(self.candidate, uses),
+            ..self
+        }
+    }
+
+    fn taken(self, queues: &Queues, budget: Budget, weight: u64) -> bool {
+        queues.usage.bytes[Segment::Main.index()] + weight <= budget.main()
+            || self
+                .oldest
+                .is_none_or(|oldest| probation::displaces(self.candidate, oldest))
+    }
+}
+
 /// How a write came about.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Write {
@@ -191,6 +219,8 @@ struct Replaced {
     uses: u8,
     /// Its proof, while live (`PROOF_*`).
     proof: u8,
+    /// Whether it was in main.
+    in_main: bool,
 }
 
 /// The in-memory cache of responses: a probation FIFO and a main segment over one byte budget,
@@ -213,6 +243,12 @@ struct Inner {
     budget: Budget,
     max_variants: usize,
     listener: Option<EvictionListener>,
+    /// How often keys were written from the origin lately (storable misses; hits are not
+    /// counted, so the hit path never touches it): what main's admission compares.
+    frequency: FrequencySketch,
+    /// Whether a first copy was ever stored in probation (the probation mode runs): only then
+    /// may a seen-before miss that main would not take go to probation instead.
+    runs_probation: AtomicBool,
 }
 
 impl Store {
@@ -240,6 +276,12 @@ impl Store {
                 budget,
                 max_variants,
                 listener,
+                // A random key, so that no one can make keys share counters on purpose.
+                frequency: FrequencySketch::for_budget(
+                    budget.total(),
+                    RandomState::new().hash_one("bloomgate frequency sketch"),
+                ),
+                runs_probation: AtomicBool::new(false),
             }),
         }
     }
@@ -326,12 +368,20 @@ impl Store {
         let inner = &*self.inner;
         let mut queues = inner.lock();
         let now = Tick::now();
+        if how == Write::Fetched {
+            let held = queues.usage.entries[0] + queues.usage.entries[1];
+            inner.frequency.increment(key.as_str(), held);
+            if segment == Segment::Probation {
+                inner.runs_probation.store(true, Ordering::Relaxed);
+            }
+        }
         let Replaced {
             existing,
             segment,
             kept_ticket,
             uses,
             proof,
+            in_main,
         } = inner.replace(&mut queues, &key, segment, how, now);
         let proof = match how {
             _ if proof != PROOF_NONE => proof,
@@ -355,6 +405,19 @@ impl Store {
             }
             return;
         }
+        // A seen-before miss that a full main would not take waits in probation, where a hit can
+        // still earn it a place.
+        let segment = if how == Write::Fetched
+            && segment == Segment::Main
+            && !in_main
+            && weight <= inner.budget.probation()
+            && inner.runs_probation.load(Ordering::Relaxed)
+            && !inner.main_takes(&queues, key.as_str(), weight)
+        {
+            Segment::Probation
+        } else {
+            segment
+        };
         let ticket = match kept_ticket {
             Some(ticket) => ticket,
             None => queues.ticket(),
@@ -437,6 +500,7 @@ impl Inner {
                 kept_ticket: None,
                 uses: 0,
                 proof: PROOF_NONE,
+                in_main: false,
             };
         };
         let live = now < slot.expires;
@@ -469,6 +533,7 @@ impl Inner {
             kept_ticket,
             uses,
             proof,
+            in_main: slot.segment == Segment::Main,
         }
     }
 
@@ -494,6 +559,9 @@ impl Inner {
                 debug_assert!(false, "{from:?} holds bytes but has no queue node");
                 return;
             };
+            // Main's admission reads the index for no key, so it is settled before the slot is.
+            let candidate =
+                (from == Segment::Probation).then(|| self.admission(queues, key.as_str()));
             let leaving = match self.index.get_mut(&key) {
                 Some(mut slot) if slot.ticket == ticket && slot.segment == from => {
                     let live = now < slot.expires;
@@ -502,7 +570,16 @@ impl Inner {
                         uses = 0;
                     }
                     let weight = u64::from(slot.variants.weight());
-                    let leaving = probation::leaving(from, uses, live);
+                    let leaving = match probation::leaving(from, uses, live) {
+                        Leaving::Promote
+                            if candidate.is_some_and(|c| {
+                                !c.promoted(uses).taken(queues, self.budget, weight)
+                            }) =>
+                        {
+                            Leaving::Drop
+                        }
+                        leaving => leaving,
+                    };
                     // Promoted and reinserted entries go to the back of main with these uses.
                     let kept_uses = match leaving {
                         Leaving::Promote => Some(0),
@@ -554,6 +631,23 @@ impl Inner {
                 }
                 Some(_) => {}
             }
+        }
+    }
+
+    /// Whether main takes the object under `key` of `weight` bytes: it has room within its share,
+    /// or the key was asked for more often than main's oldest ([`probation::displaces`]).
+    fn main_takes(&self, queues: &Queues, key: &str, weight: u64) -> bool {
+        self.admission(queues, key)
+            .taken(queues, self.budget, weight)
+    }
+
+    /// The counts main's admission compares for `key`.
+    fn admission(&self, queues: &Queues, key: &str) -> MainAdmission {
+        MainAdmission {
+            candidate: self.frequency.estimate(key),
+            oldest: queues.fifo[Segment::Main.index()]
+                .front()
+                .map(|(oldest, _)| self.frequency.estimate(oldest.as_str())),
         }
     }
 
@@ -664,6 +758,8 @@ mod tests {
         store.insert(key("unhit"), plain(1000), Segment::Probation);
         store.insert(key("hit"), plain(1000), Segment::Probation);
         assert!(store.get(&key("hit")).is_some());
+        // Asked for more often than main's entries, as a promotion into a full main must be.
+        store.inner.frequency.increment(key("hit").as_str(), 0);
         store.check();
         // A new entry about twice as heavy. Main holds its share: probation gives up room.
         // "unhit" is dropped; "hit" is promoted, which frees nothing, so main (now over its
@@ -823,6 +919,41 @@ mod tests {
     }
 
     #[test]
+    fn a_full_main_takes_only_keys_asked_for_more_often_than_its_oldest() {
+        let w = weight(1000);
+        // Room for 10 entries; main's share is 8.
+        let store = Store::new(Budget::new(10 * w, 0.2), 4);
+        for i in 0..8 {
+            // Each asked for twice (missed twice) before main took it.
+            let name = key(&format!("main-{i}"));
+            store.inner.frequency.increment(name.as_str(), 0);
+            store.insert(name, plain(1000), Segment::Main);
+        }
+        // Main is full, but no first copy was ever stored in probation (second-hit or off):
+        // a seen-before miss goes to main as it always did.
+        store.insert(key("second-hit"), plain(1000), Segment::Main);
+        assert_eq!(store.segment_of(&key("second-hit")), Some(Segment::Main));
+        store.insert(key("first"), plain(1000), Segment::Probation);
+        // Now probation runs: a seen-before miss counted no more often than main's oldest
+        // waits in probation; one counted more often goes to main.
+        store.insert(key("seen"), plain(1000), Segment::Main);
+        assert_eq!(store.segment_of(&key("seen")), Some(Segment::Probation));
+        store.inner.frequency.increment(key("popular").as_str(), 0);
+        store.inner.frequency.increment(key("popular").as_str(), 0);
+        store.insert(key("popular"), plain(1000), Segment::Main);
+        assert_eq!(store.segment_of(&key("popular")), Some(Segment::Main));
+        // A miss and a hit in probation are not enough to be promoted into a full main whose
+        // oldest was asked for as often: "first" and "seen" are dropped when probation gives up
+        // room, hit or not.
+        assert!(store.get(&key("first")).is_some());
+        store.insert(key("next"), plain(1000), Segment::Probation);
+        store.insert(key("last"), plain(1000), Segment::Probation);
+        store.check();
+        assert_eq!(store.segment_of(&key("first")), None);
+        assert_eq!(store.counters().promotions.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
     fn the_eviction_listener_hears_which_leaving_entries_proved_themselves() {
         let w = weight(1000);
         let heard = Arc::new(Mutex::new(Vec::new()));
@@ -847,9 +978,12 @@ mod tests {
             heard.lock().unwrap().as_slice(),
             [("once".to_owned(), false)]
         );
-        // Enough first requests to push everything else out of probation and main.
+        // Enough second requests, each asked for more often than main's entries, to push
+        // everything else out of probation and main.
         for i in 0..8 {
-            store.insert(key(&format!("main-{i}")), plain(1000), Segment::Main);
+            let name = key(&format!("main-{i}"));
+            store.inner.frequency.increment(name.as_str(), 0);
+            store.insert(name, plain(1000), Segment::Main);
         }
         let heard = heard.lock().unwrap();
         let proven = |name: &str| heard.iter().find(|(n, _)| n == name).map(|(_, p)| *p);

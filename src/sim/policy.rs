@@ -376,7 +376,7 @@ impl PolicySim {
                         report.promotions += evicted.promotions;
                         report.main_writes += evicted.promotions;
                         report.main_written_bytes += evicted.promoted_bytes;
-                        report.wrote(segment, size);
+                        report.wrote(evicted.stored.unwrap_or(segment), size);
                     }
                     Placement::FirstHit => report.first_hits += 1,
                     Placement::TooLarge => report.too_large += 1,
