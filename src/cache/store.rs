@@ -1,7 +1,6 @@
 //! The store: probation and main segments over one byte budget, one slot per cache key holding
 //! its `Vary` variants ([`Variants`]).
 
-use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
 use std::mem::size_of;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -17,8 +16,15 @@ use super::key::CacheKey;
 use super::variants::Variants;
 use super::weight;
 
+mod main_admission;
+mod proof;
+mod queues;
 mod tick;
 
+use main_admission::MainAdmission;
+pub use proof::Proof;
+use proof::{PROOF_NONE, PROOF_RAM_HIT, PROOF_SEEN_BEFORE};
+use queues::Queues;
 use tick::Tick;
 
 /// What a key costs the store beside its variants (whose own cost [`Variants`] counts): the key;
@@ -48,6 +54,15 @@ pub struct StoreCounters {
     pub expirations: AtomicU64,
 }
 
+impl StoreCounters {
+    /// Counts a promotion of an entry with `body_bytes`: a write into main.
+    fn promoted(&self, body_bytes: u64) {
+        self.promotions.fetch_add(1, Ordering::Relaxed);
+        self.writes[Segment::Main.index()].fetch_add(1, Ordering::Relaxed);
+        self.written_bytes[Segment::Main.index()].fetch_add(body_bytes, Ordering::Relaxed);
+    }
+}
+
 /// What each segment holds now (indexed by [`Segment::index`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
@@ -69,37 +84,6 @@ struct Slot {
     /// How the entry has proved itself since it entered the store, if it has (a [`Proof`] as
     /// `PROOF_*`): what a tier below RAM may take when the entry leaves ([`Evicted::proof`]).
     proof: AtomicU8,
-}
-
-const PROOF_NONE: u8 = 0;
-const PROOF_SEEN_BEFORE: u8 = 1;
-const PROOF_RAM_HIT: u8 = 2;
-
-/// How an entry earned a place in a tier below RAM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Proof {
-    /// Written into main on a request the doorkeeper had seen before (its second within the
-    /// window), or with admission off.
-    SeenBefore,
-    /// Hit while in RAM (an entry read back from disk counts: it was hit there).
-    RamHit,
-}
-
-impl Proof {
-    fn from_u8(proof: u8) -> Option<Proof> {
-        match proof {
-            PROOF_SEEN_BEFORE => Some(Proof::SeenBefore),
-            PROOF_RAM_HIT => Some(Proof::RamHit),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Proof::SeenBefore => "seen_before",
-            Proof::RamHit => "ram_hit",
-        }
-    }
 }
 
 impl Slot {
@@ -138,63 +122,6 @@ impl Evicted {
 /// Told of every entry the store drops to make room (not of purged, replaced or expired ones).
 /// Called with the store's lock held: it must only hand the entry on (to a channel, say).
 pub type EvictionListener = Box<dyn Fn(Evicted) + Send + Sync>;
-
-/// The two FIFO queues and their accounting, behind the store's one lock.
-#[derive(Default)]
-struct Queues {
-    fifo: [VecDeque<(CacheKey, u64)>; 2],
-    usage: Usage,
-    next_ticket: u64,
-    /// Queue nodes whose slot was replaced or removed; skipped when reached, compacted when many.
-    stale: usize,
-}
-
-impl Queues {
-    fn ticket(&mut self) -> u64 {
-        self.next_ticket += 1;
-        self.next_ticket
-    }
-
-    fn total_bytes(&self) -> u64 {
-        self.usage.bytes[0] + self.usage.bytes[1]
-    }
-
-    fn add(&mut self, segment: Segment, weight: u64) {
-        self.usage.bytes[segment.index()] += weight;
-        self.usage.entries[segment.index()] += 1;
-    }
-
-    fn subtract(&mut self, segment: Segment, weight: u64) {
-        self.usage.bytes[segment.index()] -= weight;
-        self.usage.entries[segment.index()] -= 1;
-    }
-}
-
-/// A candidate for main and main's oldest entry, as counted by the frequency sketch.
-#[derive(Clone, Copy)]
-struct MainAdmission {
-    candidate: u8,
-    /// `None`: main is empty.
-    oldest: Option<u8>,
-}
-
-impl MainAdmission {
-    /// The counts for a promotion from probation with `uses` hits there
-    /// ([`probation::promotion_count`]).
-    fn promoted(self, uses: u8) -> MainAdmission {
-        MainAdmission {
-            candidate: probation::promotion_count(self.candidate, uses),
-            ..self
-        }
-    }
-
-    fn taken(self, queues: &Queues, budget: Budget, weight: u64) -> bool {
-        queues.usage.bytes[Segment::Main.index()] + weight <= budget.main()
-            || self
-                .oldest
-                .is_none_or(|oldest| probation::displaces(self.candidate, oldest))
-    }
-}
 
 /// How a write came about.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -410,18 +337,13 @@ impl Store {
         let segment = if how == Write::Fetched
             && segment == Segment::Main
             && !in_main
-            && weight <= inner.budget.probation()
-            && inner.runs_probation.load(Ordering::Relaxed)
-            && !inner.main_takes(&queues, key.as_str(), weight)
+            && inner.waits_in_probation(&queues, &key, weight)
         {
             Segment::Probation
         } else {
             segment
         };
-        let ticket = match kept_ticket {
-            Some(ticket) => ticket,
-            None => queues.ticket(),
-        };
+        let ticket = kept_ticket.unwrap_or_else(|| queues.ticket());
         inner.index.insert(
             key.clone(),
             Slot {
@@ -560,8 +482,7 @@ impl Inner {
                 return;
             };
             // Main's admission reads the index for no key, so it is settled before the slot is.
-            let candidate =
-                (from == Segment::Probation).then(|| self.admission(queues, key.as_str()));
+            let candidate = (from == Segment::Probation).then(|| self.main_admission(queues, &key));
             let leaving = match self.index.get_mut(&key) {
                 Some(mut slot) if slot.ticket == ticket && slot.segment == from => {
                     let live = now < slot.expires;
@@ -571,11 +492,7 @@ impl Inner {
                     }
                     let weight = u64::from(slot.variants.weight());
                     let leaving = match probation::leaving(from, uses, live) {
-                        Leaving::Promote
-                            if candidate.is_some_and(|c| {
-                                !c.promoted(uses).taken(queues, self.budget, weight)
-                            }) =>
-                        {
+                        Leaving::Promote if candidate.is_some_and(|c| !c.takes(uses, weight)) => {
                             Leaving::Drop
                         }
                         leaving => leaving,
@@ -598,11 +515,7 @@ impl Inner {
                         queues.fifo[Segment::Main.index()].push_back((key.clone(), slot.ticket));
                     }
                     if leaving == Leaving::Promote {
-                        let counters = &self.counters;
-                        counters.promotions.fetch_add(1, Ordering::Relaxed);
-                        counters.writes[Segment::Main.index()].fetch_add(1, Ordering::Relaxed);
-                        counters.written_bytes[Segment::Main.index()]
-                            .fetch_add(slot.variants.body_bytes(), Ordering::Relaxed);
+                        self.counters.promoted(slot.variants.body_bytes());
                     }
                     Some((leaving, live, weight))
                 }
@@ -634,21 +547,18 @@ impl Inner {
         }
     }
 
-    /// Whether main takes the object under `key` of `weight` bytes: it has room within its share,
-    /// or the key was asked for more often than main's oldest ([`probation::displaces`]).
-    fn main_takes(&self, queues: &Queues, key: &str, weight: u64) -> bool {
-        self.admission(queues, key)
-            .taken(queues, self.budget, weight)
+    /// Whether a seen-before miss for `key` of `weight` bytes waits in probation instead of main:
+    /// only once a first copy was stored in probation (the mode runs), if it fits there, and if a
+    /// full main would not take it.
+    fn waits_in_probation(&self, queues: &Queues, key: &CacheKey, weight: u64) -> bool {
+        weight <= self.budget.probation()
+            && self.runs_probation.load(Ordering::Relaxed)
+            && !self.main_admission(queues, key).takes(0, weight)
     }
 
-    /// The counts main's admission compares for `key`.
-    fn admission(&self, queues: &Queues, key: &str) -> MainAdmission {
-        MainAdmission {
-            candidate: self.frequency.estimate(key),
-            oldest: queues.fifo[Segment::Main.index()]
-                .front()
-                .map(|(oldest, _)| self.frequency.estimate(oldest.as_str())),
-        }
+    /// What main's admission weighs for `key` ([`MainAdmission::of`]).
+    fn main_admission(&self, queues: &Queues, key: &CacheKey) -> MainAdmission {
+        MainAdmission::of(&self.frequency, queues, self.budget, key.as_str())
     }
 
     /// Drops stale queue nodes once they outnumber the entries (purges and rewrites leave them;
