@@ -1,5 +1,7 @@
-//! The doorkeeper (crate `doorkeeper`), and the probation rules of bloomgate's store and simulator.
+//! The doorkeeper (crate `doorkeeper`), and the probation rules and frequency sketch of bloomgate's
+//! store and simulator.
 
+pub mod frequency;
 pub mod probation;
 
 pub use doorkeeper::{

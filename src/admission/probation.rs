@@ -13,6 +13,12 @@
 //! Which segment gives up an entry: main, while it holds more than its share of the budget or
 //! probation is empty; probation otherwise. So probation is held to its share once main is full, and
 //! until then may use what main does not (as libCacheSim's S3-FIFO does).
+//!
+//! Main, once full, takes an object only in place of one asked for less often (TinyLFU's rule,
+//! [`displaces`], with counts from [`super::frequency::FrequencySketch`] raised on storable
+//! misses, never on hits): a promotion that loses is dropped, and a seen-before miss that loses
+//! goes to probation instead of main, where a hit can still earn it a place. So a scan of keys
+//! seen once before does not flush main, and main is written half as much.
 
 pub use bloomgate_admission::Mode;
 
@@ -147,6 +153,20 @@ pub fn leaving(segment: Segment, uses: u8, live: bool) -> Leaving {
     }
 }
 
+/// TinyLFU's admission rule: whether an object counted `candidate` times takes the place of main's
+/// oldest entry, counted `victim` times, when main is full.
+pub fn displaces(candidate: u8, victim: u8) -> bool {
+    candidate > victim
+}
+
+/// What a promotion from probation counts for [`displaces`]: its storable misses (`counted`, from
+/// the sketch) and its hits while in probation (`uses`). TinyLFU counts every request; the sketch
+/// sees misses only so that hits never touch it, and an entry's hits in probation are already kept
+/// in its use counter.
+pub fn promotion_count(counted: u8, uses: u8) -> u8 {
+    counted.saturating_add(uses)
+}
+
 /// The uses after one more hit, saturating at [`MAX_USES`].
 pub fn used(uses: u8) -> u8 {
     uses.saturating_add(1).min(MAX_USES)
@@ -208,6 +228,21 @@ mod tests {
         assert_eq!(leaving(Segment::Main, 9, true), Leaving::Reinsert(2));
         assert_eq!(leaving(Segment::Main, 3, false), Leaving::Drop);
         assert_eq!(used(used(used(used(0)))), MAX_USES);
+    }
+
+    #[test]
+    fn only_an_object_asked_for_more_often_displaces_mains_oldest() {
+        assert!(displaces(3, 2));
+        assert!(!displaces(2, 2));
+        assert!(!displaces(0, 1));
+    }
+
+    #[test]
+    fn a_promotions_hits_in_probation_count_beside_its_misses() {
+        // Missed once and hit once: asked for more often than an oldest missed once.
+        assert!(displaces(promotion_count(1, 1), 1));
+        assert!(!displaces(promotion_count(1, 1), 2));
+        assert_eq!(promotion_count(u8::MAX, MAX_USES), u8::MAX);
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! The store: probation and main segments over one byte budget, one slot per cache key holding
 //! its `Vary` variants ([`Variants`]).
 
-use std::collections::VecDeque;
+use std::hash::{BuildHasher, RandomState};
 use std::mem::size_of;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use dashmap::DashMap;
 
+use crate::admission::frequency::FrequencySketch;
 use crate::admission::probation::{self, Budget, Leaving, Segment};
 
 use super::entry::StoredResponse;
@@ -15,8 +16,15 @@ use super::key::CacheKey;
 use super::variants::Variants;
 use super::weight;
 
+mod main_admission;
+mod proof;
+mod queues;
 mod tick;
 
+use main_admission::MainAdmission;
+pub use proof::Proof;
+use proof::{PROOF_NONE, PROOF_RAM_HIT, PROOF_SEEN_BEFORE};
+use queues::Queues;
 use tick::Tick;
 
 /// What a key costs the store beside its variants (whose own cost [`Variants`] counts): the key;
@@ -46,6 +54,15 @@ pub struct StoreCounters {
     pub expirations: AtomicU64,
 }
 
+impl StoreCounters {
+    /// Counts a promotion of an entry with `body_bytes`: a write into main.
+    fn promoted(&self, body_bytes: u64) {
+        self.promotions.fetch_add(1, Ordering::Relaxed);
+        self.writes[Segment::Main.index()].fetch_add(1, Ordering::Relaxed);
+        self.written_bytes[Segment::Main.index()].fetch_add(body_bytes, Ordering::Relaxed);
+    }
+}
+
 /// What each segment holds now (indexed by [`Segment::index`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
@@ -67,37 +84,6 @@ struct Slot {
     /// How the entry has proved itself since it entered the store, if it has (a [`Proof`] as
     /// `PROOF_*`): what a tier below RAM may take when the entry leaves ([`Evicted::proof`]).
     proof: AtomicU8,
-}
-
-const PROOF_NONE: u8 = 0;
-const PROOF_SEEN_BEFORE: u8 = 1;
-const PROOF_RAM_HIT: u8 = 2;
-
-/// How an entry earned a place in a tier below RAM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Proof {
-    /// Written into main on a request the doorkeeper had seen before (its second within the
-    /// window), or with admission off.
-    SeenBefore,
-    /// Hit while in RAM (an entry read back from disk counts: it was hit there).
-    RamHit,
-}
-
-impl Proof {
-    fn from_u8(proof: u8) -> Option<Proof> {
-        match proof {
-            PROOF_SEEN_BEFORE => Some(Proof::SeenBefore),
-            PROOF_RAM_HIT => Some(Proof::RamHit),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Proof::SeenBefore => "seen_before",
-            Proof::RamHit => "ram_hit",
-        }
-    }
 }
 
 impl Slot {
@@ -137,37 +123,6 @@ impl Evicted {
 /// Called with the store's lock held: it must only hand the entry on (to a channel, say).
 pub type EvictionListener = Box<dyn Fn(Evicted) + Send + Sync>;
 
-/// The two FIFO queues and their accounting, behind the store's one lock.
-#[derive(Default)]
-struct Queues {
-    fifo: [VecDeque<(CacheKey, u64)>; 2],
-    usage: Usage,
-    next_ticket: u64,
-    /// Queue nodes whose slot was replaced or removed; skipped when reached, compacted when many.
-    stale: usize,
-}
-
-impl Queues {
-    fn ticket(&mut self) -> u64 {
-        self.next_ticket += 1;
-        self.next_ticket
-    }
-
-    fn total_bytes(&self) -> u64 {
-        self.usage.bytes[0] + self.usage.bytes[1]
-    }
-
-    fn add(&mut self, segment: Segment, weight: u64) {
-        self.usage.bytes[segment.index()] += weight;
-        self.usage.entries[segment.index()] += 1;
-    }
-
-    fn subtract(&mut self, segment: Segment, weight: u64) {
-        self.usage.bytes[segment.index()] -= weight;
-        self.usage.entries[segment.index()] -= 1;
-    }
-}
-
 /// How a write came about.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Write {
@@ -191,6 +146,8 @@ struct Replaced {
     uses: u8,
     /// Its proof, while live (`PROOF_*`).
     proof: u8,
+    /// Whether it was in main.
+    in_main: bool,
 }
 
 /// The in-memory cache of responses: a probation FIFO and a main segment over one byte budget,
@@ -213,6 +170,12 @@ struct Inner {
     budget: Budget,
     max_variants: usize,
     listener: Option<EvictionListener>,
+    /// How often keys were written from the origin lately (storable misses; hits are not
+    /// counted, so the hit path never touches it): what main's admission compares.
+    frequency: FrequencySketch,
+    /// Whether a first copy was ever stored in probation (the probation mode runs): only then
+    /// may a seen-before miss that main would not take go to probation instead.
+    runs_probation: AtomicBool,
 }
 
 impl Store {
@@ -240,6 +203,12 @@ impl Store {
                 budget,
                 max_variants,
                 listener,
+                // A random key, so that no one can make keys share counters on purpose.
+                frequency: FrequencySketch::for_budget(
+                    budget.total(),
+                    RandomState::new().hash_one("bloomgate frequency sketch"),
+                ),
+                runs_probation: AtomicBool::new(false),
             }),
         }
     }
@@ -326,12 +295,20 @@ impl Store {
         let inner = &*self.inner;
         let mut queues = inner.lock();
         let now = Tick::now();
+        if how == Write::Fetched {
+            let held = queues.usage.entries[0] + queues.usage.entries[1];
+            inner.frequency.increment(key.as_str(), held);
+            if segment == Segment::Probation {
+                inner.runs_probation.store(true, Ordering::Relaxed);
+            }
+        }
         let Replaced {
             existing,
             segment,
             kept_ticket,
             uses,
             proof,
+            in_main,
         } = inner.replace(&mut queues, &key, segment, how, now);
         let proof = match how {
             _ if proof != PROOF_NONE => proof,
@@ -355,10 +332,18 @@ impl Store {
             }
             return;
         }
-        let ticket = match kept_ticket {
-            Some(ticket) => ticket,
-            None => queues.ticket(),
+        // A seen-before miss that a full main would not take waits in probation, where a hit can
+        // still earn it a place.
+        let segment = if how == Write::Fetched
+            && segment == Segment::Main
+            && !in_main
+            && inner.waits_in_probation(&queues, &key, weight)
+        {
+            Segment::Probation
+        } else {
+            segment
         };
+        let ticket = kept_ticket.unwrap_or_else(|| queues.ticket());
         inner.index.insert(
             key.clone(),
             Slot {
@@ -437,6 +422,7 @@ impl Inner {
                 kept_ticket: None,
                 uses: 0,
                 proof: PROOF_NONE,
+                in_main: false,
             };
         };
         let live = now < slot.expires;
@@ -469,6 +455,7 @@ impl Inner {
             kept_ticket,
             uses,
             proof,
+            in_main: slot.segment == Segment::Main,
         }
     }
 
@@ -494,6 +481,8 @@ impl Inner {
                 debug_assert!(false, "{from:?} holds bytes but has no queue node");
                 return;
             };
+            // Main's admission reads the index for no key, so it is settled before the slot is.
+            let candidate = (from == Segment::Probation).then(|| self.main_admission(queues, &key));
             let leaving = match self.index.get_mut(&key) {
                 Some(mut slot) if slot.ticket == ticket && slot.segment == from => {
                     let live = now < slot.expires;
@@ -502,7 +491,12 @@ impl Inner {
                         uses = 0;
                     }
                     let weight = u64::from(slot.variants.weight());
-                    let leaving = probation::leaving(from, uses, live);
+                    let leaving = match probation::leaving(from, uses, live) {
+                        Leaving::Promote if candidate.is_some_and(|c| !c.takes(uses, weight)) => {
+                            Leaving::Drop
+                        }
+                        leaving => leaving,
+                    };
                     // Promoted and reinserted entries go to the back of main with these uses.
                     let kept_uses = match leaving {
                         Leaving::Promote => Some(0),
@@ -521,11 +515,7 @@ impl Inner {
                         queues.fifo[Segment::Main.index()].push_back((key.clone(), slot.ticket));
                     }
                     if leaving == Leaving::Promote {
-                        let counters = &self.counters;
-                        counters.promotions.fetch_add(1, Ordering::Relaxed);
-                        counters.writes[Segment::Main.index()].fetch_add(1, Ordering::Relaxed);
-                        counters.written_bytes[Segment::Main.index()]
-                            .fetch_add(slot.variants.body_bytes(), Ordering::Relaxed);
+                        self.counters.promoted(slot.variants.body_bytes());
                     }
                     Some((leaving, live, weight))
                 }
@@ -555,6 +545,20 @@ impl Inner {
                 Some(_) => {}
             }
         }
+    }
+
+    /// Whether a seen-before miss for `key` of `weight` bytes waits in probation instead of main:
+    /// only once a first copy was stored in probation (the mode runs), if it fits there, and if a
+    /// full main would not take it.
+    fn waits_in_probation(&self, queues: &Queues, key: &CacheKey, weight: u64) -> bool {
+        weight <= self.budget.probation()
+            && self.runs_probation.load(Ordering::Relaxed)
+            && !self.main_admission(queues, key).takes(0, weight)
+    }
+
+    /// What main's admission weighs for `key` ([`MainAdmission::of`]).
+    fn main_admission(&self, queues: &Queues, key: &CacheKey) -> MainAdmission {
+        MainAdmission::of(&self.frequency, queues, self.budget, key.as_str())
     }
 
     /// Drops stale queue nodes once they outnumber the entries (purges and rewrites leave them;
@@ -664,6 +668,8 @@ mod tests {
         store.insert(key("unhit"), plain(1000), Segment::Probation);
         store.insert(key("hit"), plain(1000), Segment::Probation);
         assert!(store.get(&key("hit")).is_some());
+        // Asked for more often than main's entries, as a promotion into a full main must be.
+        store.inner.frequency.increment(key("hit").as_str(), 0);
         store.check();
         // A new entry about twice as heavy. Main holds its share: probation gives up room.
         // "unhit" is dropped; "hit" is promoted, which frees nothing, so main (now over its
@@ -823,6 +829,41 @@ mod tests {
     }
 
     #[test]
+    fn a_full_main_takes_only_keys_asked_for_more_often_than_its_oldest() {
+        let w = weight(1000);
+        // Room for 10 entries; main's share is 8.
+        let store = Store::new(Budget::new(10 * w, 0.2), 4);
+        for i in 0..8 {
+            // Each asked for twice (missed twice) before main took it.
+            let name = key(&format!("main-{i}"));
+            store.inner.frequency.increment(name.as_str(), 0);
+            store.insert(name, plain(1000), Segment::Main);
+        }
+        // Main is full, but no first copy was ever stored in probation (second-hit or off):
+        // a seen-before miss goes to main as it always did.
+        store.insert(key("second-hit"), plain(1000), Segment::Main);
+        assert_eq!(store.segment_of(&key("second-hit")), Some(Segment::Main));
+        store.insert(key("first"), plain(1000), Segment::Probation);
+        // Now probation runs: a seen-before miss counted no more often than main's oldest
+        // waits in probation; one counted more often goes to main.
+        store.insert(key("seen"), plain(1000), Segment::Main);
+        assert_eq!(store.segment_of(&key("seen")), Some(Segment::Probation));
+        store.inner.frequency.increment(key("popular").as_str(), 0);
+        store.inner.frequency.increment(key("popular").as_str(), 0);
+        store.insert(key("popular"), plain(1000), Segment::Main);
+        assert_eq!(store.segment_of(&key("popular")), Some(Segment::Main));
+        // A miss and a hit in probation are not enough to be promoted into a full main whose
+        // oldest was asked for as often: "first" and "seen" are dropped when probation gives up
+        // room, hit or not.
+        assert!(store.get(&key("first")).is_some());
+        store.insert(key("next"), plain(1000), Segment::Probation);
+        store.insert(key("last"), plain(1000), Segment::Probation);
+        store.check();
+        assert_eq!(store.segment_of(&key("first")), None);
+        assert_eq!(store.counters().promotions.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
     fn the_eviction_listener_hears_which_leaving_entries_proved_themselves() {
         let w = weight(1000);
         let heard = Arc::new(Mutex::new(Vec::new()));
@@ -847,9 +888,12 @@ mod tests {
             heard.lock().unwrap().as_slice(),
             [("once".to_owned(), false)]
         );
-        // Enough first requests to push everything else out of probation and main.
+        // Enough second requests, each asked for more often than main's entries, to push
+        // everything else out of probation and main.
         for i in 0..8 {
-            store.insert(key(&format!("main-{i}")), plain(1000), Segment::Main);
+            let name = key(&format!("main-{i}"));
+            store.inner.frequency.increment(name.as_str(), 0);
+            store.insert(name, plain(1000), Segment::Main);
         }
         let heard = heard.lock().unwrap();
         let proven = |name: &str| heard.iter().find(|(n, _)| n == name).map(|(_, p)| *p);

@@ -112,7 +112,8 @@ pub struct PolicyReport {
     /// than the queue it would enter).
     pub too_large: u64,
     pub rotations: RotationCounts,
-    /// Memory of the admission state, in bytes: for `bloom` both filters; for `second-hit-exact`
+    /// Memory of the admission state, in bytes: for `bloom` both filters; for `probation` both
+    /// filters and main's frequency sketch; for `second-hit-exact`
     /// the peak number of keys in the window times [`NGINX_BYTES_PER_KEY`]; 0 for `admit-all`.
     pub admission_memory_bytes: u64,
     /// Memory the simulator's own model of the admission state used (for `second-hit-exact` a
@@ -376,7 +377,7 @@ impl PolicySim {
                         report.promotions += evicted.promotions;
                         report.main_writes += evicted.promotions;
                         report.main_written_bytes += evicted.promoted_bytes;
-                        report.wrote(segment, size);
+                        report.wrote(evicted.stored.unwrap_or(segment), size);
                     }
                     Placement::FirstHit => report.first_hits += 1,
                     Placement::TooLarge => report.too_large += 1,
@@ -404,8 +405,12 @@ impl PolicySim {
             }
             AdmissionState::Bloom(doorkeeper) => {
                 report.rotations = doorkeeper.rotations();
-                report.admission_memory_bytes = doorkeeper.memory_bytes() as u64;
-                report.simulator_admission_bytes = doorkeeper.memory_bytes() as u64;
+                let sketch = match &self.cache {
+                    CacheModel::Segmented(cache) => cache.sketch_bytes(),
+                    _ => 0,
+                };
+                report.admission_memory_bytes = doorkeeper.memory_bytes() as u64 + sketch;
+                report.simulator_admission_bytes = report.admission_memory_bytes;
             }
         }
         self.report

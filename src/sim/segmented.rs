@@ -1,8 +1,10 @@
 //! The probation cache model over dense object ids: a probation FIFO and a main segment over one
-//! byte budget, run by the same rules as the proxy's store ([`crate::admission::probation`]).
+//! byte budget, run by the same rules as the proxy's store ([`crate::admission::probation`]), with
+//! the same frequency sketch ([`FrequencySketch`]) counting the stored misses.
 
 use std::collections::VecDeque;
 
+use crate::admission::frequency::FrequencySketch;
 use crate::admission::probation::{self, Budget, Leaving, Segment};
 
 use super::prefetch::prefetch;
@@ -19,6 +21,8 @@ pub enum MainEviction {
 }
 
 const ABSENT: u8 = u8::MAX;
+/// Keys the frequency sketch's hash, so that a run is reproducible.
+const SKETCH_SEED: u64 = 0x5eed;
 /// How far ahead of a queue's front its entries' nodes are prefetched while making room.
 const EVICTION_PREFETCH: usize = 8;
 
@@ -43,6 +47,8 @@ const ABSENT_NODE: Node = Node {
 /// What one insert did besides storing its object.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Evicted {
+    /// Where the object went: probation instead of main when main would not take it.
+    pub stored: Option<Segment>,
     /// Objects that left the cache.
     pub evictions: u64,
     /// Objects moved from probation to main, and their bytes.
@@ -58,6 +64,7 @@ pub struct SegmentedCache {
     queues: [VecDeque<(u32, u32)>; 2],
     bytes: [u64; 2],
     entries: [u64; 2],
+    frequency: FrequencySketch,
 }
 
 impl SegmentedCache {
@@ -69,7 +76,13 @@ impl SegmentedCache {
             queues: [VecDeque::new(), VecDeque::new()],
             bytes: [0; 2],
             entries: [0; 2],
+            frequency: FrequencySketch::for_budget(budget.total(), SKETCH_SEED),
         }
+    }
+
+    /// Bytes of the frequency sketch.
+    pub fn sketch_bytes(&self) -> u64 {
+        self.frequency.memory_bytes() as u64
     }
 
     pub fn budget(&self) -> Budget {
@@ -118,16 +131,30 @@ impl SegmentedCache {
         true
     }
 
-    /// Stores `id` (not cached) in `segment`, making room first. The caller checked that it fits
-    /// (with [`Budget::place`]).
+    /// Stores `id` (not cached) in `segment`, making room first, and counts the miss. The caller
+    /// checked that it fits (with [`Budget::place`]). A miss for main goes to probation instead
+    /// when main is full and its oldest entry was asked for at least as often.
     pub fn insert(&mut self, id: u32, size: u64, segment: Segment) -> Evicted {
         debug_assert!(size <= self.budget.total());
+        self.frequency
+            .increment(id, self.entries[0] + self.entries[1]);
+        let segment = if segment == Segment::Main
+            && size <= self.budget.probation()
+            && !self.main_takes(id, size)
+        {
+            Segment::Probation
+        } else {
+            segment
+        };
         let index = id as usize;
         if index >= self.nodes.len() {
             self.nodes.resize(index + 1, ABSENT_NODE);
         }
         debug_assert_eq!(self.nodes[index].segment, ABSENT, "insert of a cached id");
-        let mut evicted = Evicted::default();
+        let mut evicted = Evicted {
+            stored: Some(segment),
+            ..Evicted::default()
+        };
         while self.bytes[0] + self.bytes[1] + size > self.budget.total() {
             self.make_room(&mut evicted);
         }
@@ -160,7 +187,11 @@ impl SegmentedCache {
             MainEviction::Lru if from == Segment::Main => 0,
             _ => node.uses,
         };
-        match probation::leaving(from, uses, true) {
+        let leaving = match probation::leaving(from, uses, true) {
+            Leaving::Promote if !self.main_takes_promotion(id, node.size, uses) => Leaving::Drop,
+            leaving => leaving,
+        };
+        match leaving {
             Leaving::Promote => {
                 evicted.promotions += 1;
                 evicted.promoted_bytes += node.size;
@@ -176,6 +207,34 @@ impl SegmentedCache {
                 evicted.evictions += 1;
             }
         }
+    }
+
+    /// Whether main takes `id` of `size` bytes: it has room within its share, or `id` was asked
+    /// for more often than main's oldest entry ([`probation::displaces`]).
+    fn main_takes(&self, id: u32, size: u64) -> bool {
+        self.main_admits(size, self.frequency.estimate(id))
+    }
+
+    /// [`Self::main_takes`] for a promotion from probation with `uses` hits there
+    /// ([`probation::promotion_count`]).
+    fn main_takes_promotion(&self, id: u32, size: u64, uses: u8) -> bool {
+        let count = probation::promotion_count(self.frequency.estimate(id), uses);
+        self.main_admits(size, count)
+    }
+
+    /// Whether main takes an object of `size` bytes counted `count` times.
+    fn main_admits(&self, size: u64, count: u8) -> bool {
+        if self.bytes[Segment::Main.index()] + size <= self.budget.main() {
+            return true;
+        }
+        let oldest = self.queues[Segment::Main.index()]
+            .iter()
+            .find(|&&(id, ticket)| {
+                let node = &self.nodes[id as usize];
+                node.ticket == ticket && node.segment == Segment::Main as u8
+            });
+        oldest
+            .is_none_or(|&(oldest, _)| probation::displaces(count, self.frequency.estimate(oldest)))
     }
 
     fn push(&mut self, id: u32, segment: Segment) {
@@ -208,6 +267,7 @@ mod tests {
         assert_eq!(
             evicted,
             Evicted {
+                stored: Some(Segment::Probation),
                 evictions: 2,
                 promotions: 1,
                 promoted_bytes: 40
@@ -220,15 +280,61 @@ mod tests {
     }
 
     #[test]
+    fn a_full_main_takes_only_what_was_asked_for_more_often_than_its_oldest() {
+        let mut cache = cache();
+        for id in 0..10 {
+            // Each asked for twice (missed twice) before main took it.
+            cache.frequency.increment(id, 10);
+            cache.insert(id, 90, Segment::Main);
+        }
+        // Main holds its share (900 bytes). 11 is asked for twice too (a miss, then a hit in
+        // probation), as often as main's oldest (0): when probation gives up room, 11 is dropped
+        // rather than promoted.
+        cache.insert(11, 60, Segment::Probation);
+        assert!(cache.touch(11));
+        let evicted = cache.insert(12, 60, Segment::Probation);
+        assert_eq!((evicted.promotions, evicted.evictions), (0, 1));
+        assert_eq!(cache.segment_of(11), None);
+        // Asked for three times (a miss and two hits), 13 is promoted in place of main's oldest.
+        cache.insert(13, 30, Segment::Probation);
+        assert!(cache.touch(13));
+        assert!(cache.touch(13));
+        // Making room for 14 drops 12 (unhit), then promotes 13, then main gives up its oldest.
+        let evicted = cache.insert(14, 100, Segment::Probation);
+        assert_eq!((evicted.promotions, evicted.evictions), (1, 2));
+        assert_eq!(cache.segment_of(13), Some(Segment::Main));
+    }
+
+    #[test]
+    fn a_seen_before_miss_that_a_full_main_would_not_take_waits_in_probation() {
+        let mut cache = cache();
+        for id in 0..10 {
+            cache.insert(id, 90, Segment::Main);
+        }
+        let evicted = cache.insert(10, 50, Segment::Main);
+        assert_eq!(evicted.stored, Some(Segment::Probation));
+        assert_eq!(cache.segment_of(10), Some(Segment::Probation));
+        cache.frequency.increment(11, 10);
+        assert_eq!(
+            cache.insert(11, 50, Segment::Main).stored,
+            Some(Segment::Main)
+        );
+    }
+
+    #[test]
     fn main_reinserts_used_entries_and_evicts_the_others() {
         let mut cache = cache();
         for id in 0..9 {
             cache.insert(id, 100, Segment::Main);
         }
         assert!(cache.touch(0));
+        // Asked for more often than main's entries, 9 and 10 are taken by main, which is full
+        // and probation empty, so main gives up room: 0 has a use and goes round again.
+        cache.frequency.increment(9, 10);
         cache.insert(9, 100, Segment::Main);
-        // Full, and probation is empty, so main gives up room: 0 has a use and goes round again.
+        cache.frequency.increment(10, 10);
         let evicted = cache.insert(10, 100, Segment::Main);
+        assert_eq!(evicted.stored, Some(Segment::Main));
         assert_eq!(evicted.evictions, 1);
         assert_eq!(cache.segment_of(0), Some(Segment::Main), "reinserted");
         assert_eq!(cache.segment_of(1), None, "the oldest unused entry");

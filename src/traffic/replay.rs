@@ -7,10 +7,14 @@
 //! open schedule: latency is measured from the send, so a late schedule is not hidden). The
 //! latency of a request runs from sending it to the end of its body.
 //!
+//! A trace's key keeps the size of its first request ([`OneSizePerKey`]), as the simulator's
+//! object does, so that both count the same hits.
+//!
 //! Responses are classified by their `Cache-Status` (the `bloomgate` member, or the last one):
 //! a hit, a miss with its reason, or no `Cache-Status` at all. Ratios count only successful
 //! responses (2xx and 304); other statuses and transport failures are errors.
 
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -145,7 +149,8 @@ pub async fn replay(
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReplayArgs {
     /// Trace file (CSV with a header, libCacheSim CSV, nginx combined log, bloomgate's own access
-    /// log in either format; plain, gzip or zstd).
+    /// log in either format; plain, gzip or zstd). A key is requested at the size of its first
+    /// request throughout, as `simulate` counts it.
     /// Without it, a synthetic trace is replayed (see the synthetic options).
     #[arg(long)]
     pub trace: Option<PathBuf>,
@@ -227,10 +232,10 @@ pub async fn run(args: ReplayArgs) -> Result<(), TrafficError> {
                 );
             }
             let failure = Arc::new(Mutex::new(None));
-            let requests = UntilError {
+            let requests = OneSizePerKey::new(UntilError {
                 reader,
                 failure: Arc::clone(&failure),
-            };
+            });
             let report = replay(requests, opts).await?;
             if let Some(error) = failure
                 .lock()
@@ -278,6 +283,39 @@ impl Iterator for UntilError {
                 None
             }
         }
+    }
+}
+
+/// Requests with each key at the size of its first request. Some traces give one key several
+/// sizes (adaptsize: 4,876 changes in 66,987 requests); the simulator counts a later request as a
+/// hit on the object it holds whatever its size, while `/obj/<key>?size=<bytes>` with another size
+/// would be another object to the proxy, and the replay would miss where `simulate` hits.
+struct OneSizePerKey<I> {
+    requests: I,
+    sizes: HashMap<String, u64>,
+}
+
+impl<I> OneSizePerKey<I> {
+    fn new(requests: I) -> OneSizePerKey<I> {
+        OneSizePerKey {
+            requests,
+            sizes: HashMap::new(),
+        }
+    }
+}
+
+impl<I: Iterator<Item = trace::Request>> Iterator for OneSizePerKey<I> {
+    type Item = trace::Request;
+
+    fn next(&mut self) -> Option<trace::Request> {
+        let mut request = self.requests.next()?;
+        match self.sizes.get(&request.key) {
+            Some(&first) => request.size = first,
+            None => {
+                self.sizes.insert(request.key.clone(), request.size);
+            }
+        }
+        Some(request)
     }
 }
 
@@ -470,5 +508,31 @@ impl Drop for Progress {
         if let Some(ticker) = self.ticker.take() {
             ticker.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_replayed_at_the_size_of_its_first_request() {
+        let request = |key: &str, size| trace::Request {
+            time: 0.0,
+            key: key.to_owned(),
+            size,
+        };
+        let trace = [
+            request("a", 10),
+            request("b", 20),
+            request("a", 30),
+            request("b", 5),
+        ];
+        let sizes: Vec<(String, u64)> = OneSizePerKey::new(trace.into_iter())
+            .map(|r| (r.key, r.size))
+            .collect();
+        let expected =
+            [("a", 10), ("b", 20), ("a", 10), ("b", 20)].map(|(key, size)| (key.to_owned(), size));
+        assert_eq!(sizes, expected);
     }
 }

@@ -1,0 +1,32 @@
+//! How an entry proved itself in RAM: what a tier below may take when it leaves.
+
+pub(super) const PROOF_NONE: u8 = 0;
+pub(super) const PROOF_SEEN_BEFORE: u8 = 1;
+pub(super) const PROOF_RAM_HIT: u8 = 2;
+
+/// How an entry earned a place in a tier below RAM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proof {
+    /// Written into main on a request the doorkeeper had seen before (its second within the
+    /// window), or with admission off.
+    SeenBefore,
+    /// Hit while in RAM (an entry read back from disk counts: it was hit there).
+    RamHit,
+}
+
+impl Proof {
+    pub(super) fn from_u8(proof: u8) -> Option<Proof> {
+        match proof {
+            PROOF_SEEN_BEFORE => Some(Proof::SeenBefore),
+            PROOF_RAM_HIT => Some(Proof::RamHit),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proof::SeenBefore => "seen_before",
+            Proof::RamHit => "ram_hit",
+        }
+    }
+}
