@@ -85,12 +85,18 @@ impl Simulator {
     }
 
     /// Feeds a batch of interned requests to every policy, in order, prefetching the state of
-    /// requests a few ahead so that their cache misses overlap.
+    /// requests a few ahead so that their cache misses overlap: the caches' two distances ahead,
+    /// then, one distance ahead, the doorkeepers' of those not cached.
     pub fn request_all(&mut self, requests: &[SimRequest]) {
         for (index, &request) in requests.iter().enumerate() {
+            if let Some(ahead) = requests.get(index + 2 * DISTANCE) {
+                for (_, policy) in &self.policies {
+                    policy.prefetch_cache(ahead.id);
+                }
+            }
             if let Some(ahead) = requests.get(index + DISTANCE) {
                 for (_, policy) in &mut self.policies {
-                    policy.prefetch(ahead.id, ahead.fingerprint);
+                    policy.prefetch_admission(ahead.id, ahead.fingerprint);
                 }
             }
             self.request(request);

@@ -306,22 +306,37 @@ impl PolicySim {
         self.report.policy
     }
 
-    /// Starts loading what a request for `id` will read, for a request a few ahead.
+    /// Starts loading the cache's state for `id`, for a request two prefetch distances ahead.
     #[inline]
-    pub fn prefetch(&mut self, id: u32, fingerprint: u64) {
+    pub fn prefetch_cache(&self, id: u32) {
         match &self.cache {
             CacheModel::Lru(lru) => lru.prefetch(id),
             CacheModel::Segmented(cache) => cache.prefetch(id),
             CacheModel::Reference(cache) => cache.prefetch(id),
         }
-        match &mut self.admission {
-            AdmissionState::AdmitAll => {}
-            AdmissionState::Exact(window) => {
-                if let Some(last) = window.last_seen.get(id as usize) {
-                    prefetch(last);
-                }
-            }
-            AdmissionState::Bloom(doorkeeper) => doorkeeper.prefetch(fingerprint),
+        if let AdmissionState::Exact(window) = &self.admission
+            && let Some(last) = window.last_seen.get(id as usize)
+        {
+            prefetch(last);
+        }
+    }
+
+    /// Starts loading the doorkeeper's blocks for `id`, for a request one prefetch distance ahead
+    /// whose cache state [`Self::prefetch_cache`] loaded: only if it is not cached now, since
+    /// admission is asked on misses alone and hashing a key for the doorkeeper costs more than
+    /// looking it up in the cache.
+    #[inline]
+    pub fn prefetch_admission(&mut self, id: u32, fingerprint: u64) {
+        let AdmissionState::Bloom(doorkeeper) = &mut self.admission else {
+            return;
+        };
+        let cached = match &self.cache {
+            CacheModel::Lru(lru) => lru.contains(id),
+            CacheModel::Segmented(cache) => cache.segment_of(id).is_some(),
+            CacheModel::Reference(_) => false,
+        };
+        if !cached {
+            doorkeeper.prefetch(fingerprint);
         }
     }
 

@@ -3,11 +3,13 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use bloomgate::admission::DoorkeeperConfig;
 use bloomgate::config::Config;
 use bloomgate::sim::{
-    DiskPolicy, MainEviction, PolicyKind, SimError, SimulateArgs, simulate, simulate_tiers,
+    CacheSetup, DiskPolicy, MainEviction, PolicyKind, ProbationSetup, SimError, SimulateArgs,
+    Simulator, simulate, simulate_tiers,
 };
-use bloomgate::trace::SyntheticTrace;
+use bloomgate::trace::{Compression, ReadOptions, SyntheticTrace, TraceReader, TraceWriter};
 
 fn args(trace: PathBuf) -> SimulateArgs {
     SimulateArgs {
@@ -292,6 +294,68 @@ fn jobs_share_out_the_work_and_change_nothing_in_the_report() {
     assert_eq!(sequential["policies"].as_array().unwrap().len(), 3);
     let parallel = simulate_json(&path, &[&tiers[..], &["--jobs", "3"]].concat());
     assert_eq!(parallel, sequential);
+}
+
+#[test]
+fn the_threaded_pipeline_reports_what_one_request_at_a_time_reports() {
+    // Sizes small enough that every policy evicts and the doorkeeper rotates: the prefetching,
+    // batching and threads of `simulate` must change none of it.
+    let trace = SyntheticTrace {
+        requests: 60_000,
+        objects: 9_000,
+        ..SyntheticTrace::default()
+    };
+    let path = std::env::temp_dir().join(format!(
+        "bloomgate-sim-{}-pipeline.csv.zst",
+        std::process::id()
+    ));
+    let mut writer = TraceWriter::create(&path, Compression::Zstd).unwrap();
+    for request in trace.iter() {
+        writer.write(&request).unwrap();
+    }
+    writer.finish().unwrap();
+    let cache_bytes = [1 << 20, 8 << 20];
+    let capacity = 2_000;
+    let report = simulate(&SimulateArgs {
+        cache_bytes: cache_bytes.to_vec(),
+        cache_percent: Vec::new(),
+        capacity: Some(capacity),
+        jobs: Some(2),
+        ..args(path.clone())
+    })
+    .unwrap();
+
+    let setups: Vec<CacheSetup> = cache_bytes
+        .iter()
+        .map(|&cache_bytes| CacheSetup {
+            cache_bytes,
+            doorkeeper: DoorkeeperConfig {
+                capacity,
+                target_fpr: 0.01,
+                rotate_at_fpr: 0.02,
+                max_age: std::time::Duration::from_secs(100 * 365 * 24 * 3600),
+            },
+            probation: ProbationSetup::default(),
+            seed: 1,
+        })
+        .collect();
+    let mut one_at_a_time = Simulator::new(&setups);
+    let mut reader = TraceReader::open(&path, ReadOptions::default()).unwrap();
+    while let Some(request) = reader.next_ref() {
+        let request = request.unwrap();
+        one_at_a_time.request_key(request.key, request.size, request.time);
+    }
+    assert_eq!(report.trace.stats, one_at_a_time.stats());
+    let expected = one_at_a_time.finish();
+    for (cache, expected) in report.caches.iter().zip(&expected) {
+        let rotations = cache.policy(PolicyKind::Bloom).unwrap().rotations;
+        assert!(
+            rotations.capacity + rotations.fpr_threshold > 0,
+            "the doorkeeper rotates"
+        );
+        assert!(cache.policy(PolicyKind::AdmitAll).unwrap().evictions > 0);
+        assert_eq!(&cache.policies, expected, "{} B", cache.cache_bytes);
+    }
 }
 
 #[test]
