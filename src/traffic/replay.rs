@@ -521,6 +521,7 @@ mod tests {
             time: 0.0,
             key: key.to_owned(),
             size,
+            range: None,
         };
         let trace = [
             request("a", 10),
