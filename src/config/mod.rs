@@ -98,7 +98,7 @@ pub struct ServerConfig {
     pub purge_allowed_networks: Vec<ipnet::IpNet>,
     /// `[server.tls]`: the HTTPS listener; `None` (no table) = plain HTTP only. Default none.
     pub tls: Option<TlsListenerConfig>,
-    /// Which server reads plain HTTP/1.1 connections. Default [`Http1Server::Hyper`].
+    /// Which server reads plain HTTP/1.1 connections. Default [`Http1Server::Native`].
     pub http1: Http1Server,
 }
 
