@@ -168,6 +168,13 @@ impl Reply {
         let (Ok(first), last) = (first.parse::<usize>(), last.parse::<usize>().ok()) else {
             return self;
         };
+        if self.serves_ranges && first >= length {
+            // RFC 9110 section 15.5.17: no byte of the range is in the representation.
+            self.body.clear();
+            self.status = 416;
+            self.chunked = false;
+            return self.header("content-range", &format!("bytes */{length}"));
+        }
         let last = last
             .unwrap_or(length.saturating_sub(1))
             .min(length.saturating_sub(1));

@@ -125,12 +125,10 @@ async fn a_large_object_is_fetched_in_aligned_slices_each_stored_on_its_second_r
             format!("bytes={}-{last}", i * SLICE)
         })
         .collect();
-    let mut asked = vec!["-".to_owned()];
-    asked.extend(slices.iter().cloned());
     assert_eq!(
         setup.ranges_asked("/big"),
-        asked,
-        "the whole GET that found it large, then each slice"
+        slices,
+        "each slice once, the first one the first contact that found it large"
     );
 
     let second = setup.get("/big", &[]).await;
@@ -138,7 +136,7 @@ async fn a_large_object_is_fetched_in_aligned_slices_each_stored_on_its_second_r
     assert!(slice_hits(&second, 0, 5), "{}", second.cache_status());
     assert_eq!(
         setup.origin.count("/big"),
-        11,
+        10,
         "first requests of slices are not stored"
     );
 
@@ -149,7 +147,7 @@ async fn a_large_object_is_fetched_in_aligned_slices_each_stored_on_its_second_r
     let ranged = setup.get("/big", &[("range", "bytes=70000-140000")]).await;
     assert_part(&ranged, &body, 70000, 140000);
     assert!(slice_hits(&ranged, 2, 2), "{}", ranged.cache_status());
-    assert_eq!(setup.origin.count("/big"), 11, "every slice from the cache");
+    assert_eq!(setup.origin.count("/big"), 10, "every slice from the cache");
 
     let scrape = setup.scrape().await;
     assert_eq!(
@@ -238,8 +236,9 @@ async fn a_change_met_on_the_first_slice_is_refetched_consistently() {
     assert_part(&tail, &v1, LENGTH - 10, LENGTH - 1);
 
     setup.origin.set("/iso", ranged(&v2, "\"v2\""));
-    let start = setup.get("/iso", &[("range", "bytes=0-99")]).await;
-    assert_part(&start, &v2, 0, 99);
+    // Slice 0 is stored by the first contact: the first slice this answer fetches is slice 1.
+    let start = setup.get("/iso", &[("range", "bytes=70000-70099")]).await;
+    assert_part(&start, &v2, 70000, 70099);
     assert_eq!(start.header("etag"), Some("\"v2\""));
     let tail = setup.get("/iso", &[("range", "bytes=-10")]).await;
     assert_part(&tail, &v2, LENGTH - 10, LENGTH - 1);
