@@ -119,8 +119,12 @@ impl Proxy {
             return Step::Done(answer);
         }
         // The leader found nothing to cut a range from (too large, not storable, or cut short):
-        // the origin answers this range rather than a second whole fetch.
-        if gave_up && fetch.exchange.asks_for_range() {
+        // the origin answers this range rather than a second whole fetch, unless the leader
+        // found the object sliced (its slices answer the range).
+        if gave_up
+            && fetch.exchange.asks_for_range()
+            && self.sliced_object(&fetch.exchange).is_none()
+        {
             return Step::PassRange(fetch.exchange, None);
         }
         Step::Origin(fetch)
@@ -174,7 +178,9 @@ impl Proxy {
     }
 
     /// The origin phase: the fetch sent. A 304 refreshes the stale entry; a failure serves the
-    /// stale entry where `stale-if-error` allows; anything else goes on to the response phase.
+    /// stale entry where `stale-if-error` allows; anything else goes on to the response phase. On
+    /// a route that slices, an object not known yet is asked for its first slice only
+    /// (`slices/first.rs`), and one known sliced meanwhile goes to the slices phase.
     pub(super) async fn ask_origin(&self, mut fetch: Fetch) -> Step {
         if let Some(object) = self.sliced_object(&fetch.exchange) {
             // Learnt sliced by the fetch this one waited on.

@@ -40,8 +40,11 @@ impl Proxy {
             && exchange.parts.method == Method::GET
             && !self.sliced.is_whole(&exchange.key)
             && cache_policy::no_store(&exchange.routed.policy, &exchange.parts).is_none();
+        if !unknown {
+            return None;
+        }
         let range = format!("bytes=0-{}", slice_bytes - 1);
-        unknown.then(|| HeaderValue::from_maybe_shared(Bytes::from(range)).ok())?
+        HeaderValue::from_maybe_shared(Bytes::from(range)).ok()
     }
 
     /// The object `exchange` asks for as its stored first slice describes it, when one is
