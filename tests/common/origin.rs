@@ -168,6 +168,13 @@ impl Reply {
         let (Ok(first), last) = (first.parse::<usize>(), last.parse::<usize>().ok()) else {
             return self;
         };
+        if self.serves_ranges && first >= length {
+            // RFC 9110 section 15.5.17: no byte of the range is in the representation.
+            self.body.clear();
+            self.status = 416;
+            self.chunked = false;
+            return self.header("content-range", &format!("bytes */{length}"));
+        }
         let last = last
             .unwrap_or(length.saturating_sub(1))
             .min(length.saturating_sub(1));
@@ -233,6 +240,8 @@ pub enum BodyReading {
 struct State {
     replies: Mutex<HashMap<String, Reply>>,
     received: Mutex<Vec<Received>>,
+    /// Body bytes of the answers given, per target.
+    body_bytes: Mutex<HashMap<String, u64>>,
     /// Every byte received, per connection, in the order the connections were accepted.
     raw: Mutex<Vec<Arc<Mutex<Vec<u8>>>>>,
     reading: BodyReading,
@@ -331,6 +340,13 @@ impl Origin {
     /// Requests received for `target` so far.
     pub fn count(&self, target: &str) -> usize {
         self.received(target).len()
+    }
+
+    /// Body bytes of the answers given to `target` so far: what each carried, whether or not
+    /// its reader took it all.
+    pub fn body_bytes(&self, target: &str) -> u64 {
+        let sent = self.state.body_bytes.lock().expect("body bytes");
+        sent.get(target).copied().unwrap_or(0)
     }
 
     /// The requests received for `target`, oldest first.
@@ -453,6 +469,7 @@ async fn serve_connection(stream: TcpStream, state: Arc<State>) {
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
         let head_only = request.method == "HEAD";
         let if_none_match = request.header("if-none-match").map(str::to_string);
+        let target = request.target.clone();
         state.received.lock().expect("received").push(request);
         if !reply.delay.is_zero() {
             tokio::time::sleep(reply.delay).await;
@@ -461,6 +478,10 @@ async fn serve_connection(stream: TcpStream, state: Arc<State>) {
             || (reply.answers_304
                 && if_none_match.is_some()
                 && if_none_match.as_deref() == reply.header_value("etag"));
+        if !head_only && !not_modified && reply.raw.is_none() {
+            let mut sent = state.body_bytes.lock().expect("body bytes");
+            *sent.entry(target).or_default() += reply.body.len() as u64;
+        }
         if let Some(bytes) = &reply.raw {
             let _ = connection.stream.write_all(bytes).await;
             let _ = connection.stream.flush().await;

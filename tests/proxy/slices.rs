@@ -125,12 +125,10 @@ async fn a_large_object_is_fetched_in_aligned_slices_each_stored_on_its_second_r
             format!("bytes={}-{last}", i * SLICE)
         })
         .collect();
-    let mut asked = vec!["-".to_owned()];
-    asked.extend(slices.iter().cloned());
     assert_eq!(
         setup.ranges_asked("/big"),
-        asked,
-        "the whole GET that found it large, then each slice"
+        slices,
+        "each slice once, the first one the first contact that found it large"
     );
 
     let second = setup.get("/big", &[]).await;
@@ -138,7 +136,7 @@ async fn a_large_object_is_fetched_in_aligned_slices_each_stored_on_its_second_r
     assert!(slice_hits(&second, 0, 5), "{}", second.cache_status());
     assert_eq!(
         setup.origin.count("/big"),
-        11,
+        10,
         "first requests of slices are not stored"
     );
 
@@ -149,7 +147,7 @@ async fn a_large_object_is_fetched_in_aligned_slices_each_stored_on_its_second_r
     let ranged = setup.get("/big", &[("range", "bytes=70000-140000")]).await;
     assert_part(&ranged, &body, 70000, 140000);
     assert!(slice_hits(&ranged, 2, 2), "{}", ranged.cache_status());
-    assert_eq!(setup.origin.count("/big"), 11, "every slice from the cache");
+    assert_eq!(setup.origin.count("/big"), 10, "every slice from the cache");
 
     let scrape = setup.scrape().await;
     assert_eq!(
@@ -238,8 +236,9 @@ async fn a_change_met_on_the_first_slice_is_refetched_consistently() {
     assert_part(&tail, &v1, LENGTH - 10, LENGTH - 1);
 
     setup.origin.set("/iso", ranged(&v2, "\"v2\""));
-    let start = setup.get("/iso", &[("range", "bytes=0-99")]).await;
-    assert_part(&start, &v2, 0, 99);
+    // Slice 0 is stored by the first contact: the first slice this answer fetches is slice 1.
+    let start = setup.get("/iso", &[("range", "bytes=70000-70099")]).await;
+    assert_part(&start, &v2, 70000, 70099);
     assert_eq!(start.header("etag"), Some("\"v2\""));
     let tail = setup.get("/iso", &[("range", "bytes=-10")]).await;
     assert_part(&tail, &v2, LENGTH - 10, LENGTH - 1);
@@ -677,4 +676,173 @@ async fn a_route_slices_its_large_objects_and_another_route_stores_them_whole() 
     assert!(file.body[..] == body[..]);
     assert!(file.is_stored(), "{}", file.cache_status());
     assert!(!file.cache_status().contains("slice"));
+}
+
+/// The range of slice 0 a first contact asks for.
+const FIRST_SLICE: &str = "bytes=0-65535";
+
+#[tokio::test]
+async fn the_first_request_for_a_large_object_asks_for_its_first_slice_and_no_whole_body() {
+    let setup = Setup::slicing("second-hit");
+    let body = object(LENGTH, 1);
+    setup.origin.set("/first", ranged(&body, "\"v1\""));
+
+    let first = setup.get("/first", &[]).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert!(first.body[..] == body[..], "the whole object, in order");
+    assert!(slice_hits(&first, 0, 5), "{}", first.cache_status());
+    let asked = setup.ranges_asked("/first");
+    assert_eq!(asked.first().map(String::as_str), Some(FIRST_SLICE));
+    assert!(!asked.contains(&"-".to_owned()), "a whole GET: {asked:?}");
+    assert_eq!(
+        setup.origin.body_bytes("/first"),
+        LENGTH as u64,
+        "each byte sent once: slice 0 is not asked again"
+    );
+}
+
+#[tokio::test]
+async fn a_small_object_on_a_slicing_route_is_stored_whole_from_its_first_slice() {
+    let setup = Setup::slicing("off");
+    let body = object(1000, 1);
+    setup.origin.set("/small", ranged(&body, "\"s1\""));
+
+    let first = setup.get("/small", &[]).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert!(first.body[..] == body[..]);
+    assert_eq!(first.header("content-length"), Some("1000"));
+    assert_eq!(
+        first.header("content-range"),
+        None,
+        "the cache's range leaked"
+    );
+    assert!(first.is_stored(), "{}", first.cache_status());
+    assert!(!first.cache_status().contains("slice"));
+    assert_eq!(setup.ranges_asked("/small"), vec![FIRST_SLICE.to_owned()]);
+
+    let second = setup.get("/small", &[]).await;
+    assert_eq!(second.status, StatusCode::OK);
+    assert!(second.is_hit(), "{}", second.cache_status());
+    assert!(second.body[..] == body[..]);
+    assert_eq!(second.header("content-range"), None);
+    let part = setup.get("/small", &[("range", "bytes=10-19")]).await;
+    assert_part(&part, &body, 10, 19);
+    assert!(part.is_hit(), "{}", part.cache_status());
+    assert_eq!(
+        setup.origin.count("/small"),
+        1,
+        "asked once, for its first slice"
+    );
+}
+
+#[tokio::test]
+async fn a_clients_range_of_an_unknown_small_object_is_cut_from_the_whole_it_stores() {
+    let setup = Setup::slicing("off");
+    let body = object(1000, 1);
+    setup.origin.set("/small-part", ranged(&body, "\"s1\""));
+
+    let part = setup
+        .get("/small-part", &[("range", "bytes=100-199")])
+        .await;
+    assert_part(&part, &body, 100, 199);
+    assert_eq!(
+        setup.ranges_asked("/small-part"),
+        vec![FIRST_SLICE.to_owned()]
+    );
+    let whole = setup.get("/small-part", &[]).await;
+    assert!(whole.is_hit(), "{}", whole.cache_status());
+    assert_eq!(whole.status, StatusCode::OK);
+    assert!(whole.body[..] == body[..]);
+}
+
+#[tokio::test]
+async fn an_origin_that_ignores_the_first_contacts_range_is_answered_whole_and_counted() {
+    let setup = Setup::slicing("off");
+    let large = object(LENGTH, 1);
+    let small = object(1000, 2);
+    for (path, body) in [("/whole-large", &large), ("/whole-small", &small)] {
+        let whole_only = Reply::bytes(body)
+            .header("cache-control", "max-age=600")
+            .header("etag", "\"w\"");
+        setup.origin.set(path, whole_only);
+    }
+    for _ in 0..2 {
+        let reply = setup.get("/whole-large", &[]).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert!(reply.body[..] == large[..]);
+        assert!(!reply.cache_status().contains("slice"));
+    }
+    // Within max_object_bytes, the whole 200 is stored as any object (admission "off").
+    assert_eq!(
+        setup.ranges_asked("/whole-large"),
+        vec![FIRST_SLICE.to_owned()],
+        "answered whole once, then from the whole stored"
+    );
+
+    let first = setup.get("/whole-small", &[]).await;
+    assert!(first.body[..] == small[..]);
+    assert!(first.is_stored(), "{}", first.cache_status());
+    let second = setup.get("/whole-small", &[]).await;
+    assert!(second.is_hit(), "{}", second.cache_status());
+    let scrape = setup.scrape().await;
+    assert_eq!(
+        metric(&scrape, "bloomgate_slices_total{event=\"not_ranged\"}"),
+        1.0,
+        "the large one counted, the small one not"
+    );
+}
+
+#[tokio::test]
+async fn a_mid_size_object_between_one_slice_and_slice_above_is_sliced_from_its_first_contact() {
+    let setup = Setup::slicing("off");
+    // Above one 64 KiB slice, at most the 100 KiB of slice_above: two slices.
+    let length = SLICE + 16 * 1024;
+    let body = object(length, 1);
+    setup.origin.set("/mid", ranged(&body, "\"m1\""));
+
+    let first = setup.get("/mid", &[]).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert!(first.body[..] == body[..]);
+    assert_eq!(
+        first.header("content-length"),
+        Some(length.to_string().as_str())
+    );
+    assert_eq!(first.header("content-range"), None);
+    assert!(slice_hits(&first, 0, 2), "{}", first.cache_status());
+    let second_slice = format!("bytes={SLICE}-{}", length - 1);
+    assert_eq!(
+        setup.ranges_asked("/mid"),
+        vec![FIRST_SLICE.to_owned(), second_slice]
+    );
+    let second = setup.get("/mid", &[]).await;
+    assert!(second.body[..] == body[..]);
+    assert!(slice_hits(&second, 2, 2), "{}", second.cache_status());
+    assert_eq!(setup.origin.body_bytes("/mid"), length as u64);
+}
+
+#[tokio::test]
+async fn an_empty_object_answered_416_to_the_first_contact_is_fetched_plainly() {
+    let setup = Setup::slicing("off");
+    setup.origin.set("/empty", ranged(b"", "\"e\""));
+
+    let reply = setup.get("/empty", &[]).await;
+    assert_eq!(reply.status, StatusCode::OK, "the cache's 416 leaked");
+    assert!(reply.body.is_empty());
+    assert_eq!(reply.header("content-length"), Some("0"));
+    assert_eq!(
+        setup.ranges_asked("/empty"),
+        vec![FIRST_SLICE.to_owned(), "-".to_owned()]
+    );
+    let again = setup.get("/empty", &[]).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert!(again.is_hit(), "{}", again.cache_status());
+}
+
+#[tokio::test]
+async fn a_missing_object_on_a_slicing_route_is_answered_as_a_plain_get() {
+    let setup = Setup::slicing("off");
+    let reply = setup.get("/nowhere", &[]).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    assert_eq!(reply.header("content-range"), None);
+    assert_eq!(setup.ranges_asked("/nowhere"), vec![FIRST_SLICE.to_owned()]);
 }

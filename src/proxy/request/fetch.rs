@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use http::header::HeaderMap;
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -42,15 +42,24 @@ impl Fetch {
         }
     }
 
-    /// Asks the origin for the object, with the stale entry's validators when `conditional`.
-    async fn send(&self, conditional: bool) -> Result<Response<Incoming>, OriginError> {
+    /// Asks the origin for the object, with the stale entry's validators when `conditional`, and
+    /// for only `range` of it when given (the first slice of an object not known yet).
+    pub(super) async fn send(
+        &self,
+        conditional: bool,
+        range: Option<&HeaderValue>,
+    ) -> Result<Response<Incoming>, OriginError> {
         let stale = self.stale.as_deref().filter(|_| conditional);
         let exchange = &self.exchange;
         exchange
             .live
             .origin
             .send_idempotent(&exchange.routed.group, exchange.key.as_str(), |server| {
-                exchange.fetch_request(stale, server)
+                let mut request = exchange.fetch_request(stale, server);
+                if let Some(range) = range {
+                    request.headers_mut().insert(header::RANGE, range.clone());
+                }
+                request
             })
             .await
     }
@@ -110,8 +119,12 @@ impl Proxy {
             return Step::Done(answer);
         }
         // The leader found nothing to cut a range from (too large, not storable, or cut short):
-        // the origin answers this range rather than a second whole fetch.
-        if gave_up && fetch.exchange.asks_for_range() {
+        // the origin answers this range rather than a second whole fetch, unless the leader
+        // found the object sliced (its slices answer the range).
+        if gave_up
+            && fetch.exchange.asks_for_range()
+            && self.sliced_object(&fetch.exchange).is_none()
+        {
             return Step::PassRange(fetch.exchange, None);
         }
         Step::Origin(fetch)
@@ -165,11 +178,25 @@ impl Proxy {
     }
 
     /// The origin phase: the fetch sent. A 304 refreshes the stale entry; a failure serves the
-    /// stale entry where `stale-if-error` allows; anything else goes on to the response phase.
+    /// stale entry where `stale-if-error` allows; anything else goes on to the response phase. On
+    /// a route that slices, an object not known yet is asked for its first slice only
+    /// (`slices/first.rs`), and one known sliced meanwhile goes to the slices phase.
     pub(super) async fn ask_origin(&self, mut fetch: Fetch) -> Step {
+        if let Some(object) = self.sliced_object(&fetch.exchange) {
+            // Learnt sliced by the fetch this one waited on.
+            fetch.abandon_flight();
+            return Step::Slices(fetch.exchange, object, None);
+        }
         let asked = Instant::now();
         let mut conditional = fetch.stale.is_some();
-        let mut sent = fetch.send(conditional).await;
+        let first_slice = self.first_slice_range(&fetch);
+        if first_slice.is_some()
+            && let Some(object) = self.sliced_from_first_slice(&fetch.exchange).await
+        {
+            fetch.abandon_flight();
+            return Step::Slices(fetch.exchange, object, None);
+        }
+        let mut sent = fetch.send(conditional, first_slice.as_ref()).await;
         if let (Ok(response), Some(entry)) = (&sent, &fetch.stale)
             && response.status() == StatusCode::NOT_MODIFIED
         {
@@ -190,7 +217,7 @@ impl Proxy {
             let key = &fetch.exchange.key;
             tracing::debug!(%key, "304 matches no stored response; fetching whole");
             conditional = false;
-            sent = fetch.send(conditional).await;
+            sent = fetch.send(conditional, None).await;
         }
         let response = match sent {
             Ok(response) => response,
@@ -205,6 +232,9 @@ impl Proxy {
             }
         };
         let origin = OriginHead::of(&response, asked);
+        if first_slice.is_some() {
+            return self.first_contact(fetch, response, origin).await;
+        }
         if response.status() == StatusCode::NOT_MODIFIED && !conditional {
             // A 304 to a request without a condition stands for nothing: the client never asked
             // for one, and nothing can be stored from it.

@@ -93,7 +93,7 @@ impl Proxy {
             drop(body);
             let mut fetch = fetch;
             fetch.abandon_flight();
-            return Step::Slices(fetch.exchange, object);
+            return Step::Slices(fetch.exchange, object, None);
         }
         let (decision, storable) = self.decide(&fetch, &head, &control, framing);
         let limit = decision.size_limit(config.cache.max_object_bytes, self.store.budget());

@@ -27,7 +27,7 @@ impl Proxy {
         if variants.is_none()
             && let Some(object) = self.sliced_object(&exchange)
         {
-            return Step::Slices(exchange, object);
+            return Step::Slices(exchange, object, None);
         }
         let mut tier = Tier::Ram;
         let targeted = &exchange.config().cache.targeted_fields;

@@ -32,6 +32,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use hyper::body::{Body, Incoming};
 
@@ -63,8 +64,9 @@ pub(crate) enum Step {
     /// A GET's range the cache will not cut from a whole object (`Some` says why): the origin
     /// answers it.
     PassRange(Exchange, Option<NotStored>),
-    /// A large object, answered from its slices.
-    Slices(Exchange, Arc<SlicedObject>),
+    /// A large object, answered from its slices; with one of them already fetched (its index
+    /// and bytes), when the origin's answer that made the object known carried it.
+    Slices(Exchange, Arc<SlicedObject>, Option<(u64, Bytes)>),
     /// The answer.
     Done(Answer),
 }
@@ -142,8 +144,8 @@ impl Proxy {
                 Step::PassRange(exchange, reason) => {
                     Box::pin(self.pass_range(exchange, reason)).await
                 }
-                Step::Slices(exchange, object) => {
-                    Box::pin(self.serve_slices(exchange, object)).await
+                Step::Slices(exchange, object, held) => {
+                    Box::pin(self.serve_slices(exchange, object, held)).await
                 }
                 Step::Done(answer) => return answer,
             };

@@ -10,7 +10,9 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode, response};
+use hyper::body::Incoming;
 
+mod first;
 mod known;
 mod read;
 mod revalidate;
@@ -209,12 +211,14 @@ impl Proxy {
 
     /// The slices phase: the answer `exchange` asks of `object`, its first slice had before the
     /// head is sent (so that an object changed since it was learnt is answered whole from its
-    /// new version), the rest sent as they arrive. A slice of another version met later ends the
-    /// body early: the client never gets bytes of two versions.
+    /// new version), the rest sent as they arrive; `held` is a slice already fetched. A slice of
+    /// another version met later ends the body early: the client never gets bytes of two
+    /// versions.
     pub(super) async fn serve_slices(
         self: &Arc<Self>,
         exchange: Exchange,
         mut object: Arc<SlicedObject>,
+        mut held: Option<(u64, Bytes)>,
     ) -> Step {
         // A changed object is learnt again once; changing again at once is an error.
         let mut relearnt = false;
@@ -234,16 +238,24 @@ impl Proxy {
                 let response = Response::from_parts(head, respond::empty());
                 return Step::Done(Answer::new(response, Served::Sliced { hits: 0, of: 0 }));
             };
+            // A slice held was fetched for this request: stored by it, never a hit of it.
+            let fetched = held.as_ref().map(|(index, _)| *index);
             let hits = slices
                 .iter()
                 .filter(|index| {
-                    self.store
-                        .peek(&slice_key(&exchange.key, **index))
-                        .is_some()
+                    fetched != Some(**index)
+                        && self
+                            .store
+                            .peek(&slice_key(&exchange.key, **index))
+                            .is_some()
                 })
                 .count() as u64;
             let of = slices.len() as u64;
-            match self.slice(&exchange, &object, first).await {
+            let had = match held.take() {
+                Some((index, bytes)) if index == first => Ok(bytes),
+                _ => self.slice(&exchange, &object, first).await,
+            };
+            match had {
                 Ok(bytes) => {
                     let (parts, body) = AssembledBody::channel(length);
                     let proxy = Arc::clone(self);
@@ -472,7 +484,7 @@ impl Proxy {
                 index,
                 failure: error.failure(),
             })?;
-        let (mut head, body) = sent.into_parts();
+        let (head, body) = sent.into_parts();
         match (head.status, stale) {
             (StatusCode::PARTIAL_CONTENT, _) => {}
             (StatusCode::NOT_MODIFIED, Some(entry)) => {
@@ -484,6 +496,22 @@ impl Proxy {
             }
             (status, _) => return Err(SliceError::Status { index, status }),
         }
+        self.take_slice(exchange, object, index, key, head, body)
+            .await
+    }
+
+    /// Slice `index` of `object` from the origin's 206 (`head` and `body`), checked to be that
+    /// slice of that version, and stored where the doorkeeper places it: with whether it was.
+    async fn take_slice(
+        &self,
+        exchange: &Exchange,
+        object: &SlicedObject,
+        index: u64,
+        key: &CacheKey,
+        mut head: response::Parts,
+        body: Incoming,
+    ) -> Result<(Arc<StoredResponse>, bool), SliceError> {
+        let bounds = slice_bounds(index, object.slice_bytes, object.total());
         crate::proxy::response::headers::strip_hop_by_hop(&mut head.headers);
         let policy = &exchange.routed.policy;
         cache_policy::prepare_response(policy, &mut head.headers);
