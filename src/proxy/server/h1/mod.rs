@@ -5,5 +5,7 @@
 pub mod chunked;
 pub mod parse;
 
+mod body;
 pub(crate) mod conn;
+mod send;
 pub(crate) mod write;
