@@ -1,6 +1,7 @@
 //! One listener's connections: each accepted within the connection limit, its TLS handshake, its
 //! HTTP service, served until it ends, goes idle or stalls; and the drain at shutdown.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,9 +20,11 @@ use tokio_rustls::TlsAcceptor;
 use crate::cache::ClientTls;
 use crate::config::Http1Server;
 use crate::proxy::Proxy;
+use crate::proxy::outcome::logged::Logged;
 use crate::proxy::request::body::RequestBody;
+use crate::proxy::response::respond::ProxyBody;
 use crate::proxy::server::h1;
-use crate::proxy::server::idle::{Activity, Tracked};
+use crate::proxy::server::idle::{Activity, InProgress, Tracked};
 use crate::proxy::server::stall::{BodyProgress, SendTimeout, Sending, StreamExecutor};
 use crate::telemetry::{
     CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL,
@@ -150,22 +153,16 @@ impl Serving {
             let proxy = Arc::clone(&self.proxy);
             let activity = Arc::clone(&activity);
             let sending = Arc::clone(&sending);
-            move |mut request: hyper::Request<hyper::body::Incoming>| {
-                let proxy = Arc::clone(&proxy);
-                let sending = Arc::clone(&sending);
-                let request_in_progress = activity.begin();
-                if secure {
-                    // What the connection is, not what the request claims (its scheme).
-                    request.extensions_mut().insert(ClientTls);
-                }
-                async move {
-                    let response = proxy.handle(request.map(RequestBody::Hyper), peer).await;
-                    // Made here, in the stream's task on HTTP/2, to find its stream.
-                    let progress = BodyProgress::new(sending);
-                    Ok::<_, std::convert::Infallible>(
-                        response.map(|body| Tracked::new(body, request_in_progress, progress)),
-                    )
-                }
+            move |request: hyper::Request<hyper::body::Incoming>| {
+                let in_progress = activity.begin();
+                answer(
+                    Arc::clone(&proxy),
+                    request,
+                    in_progress,
+                    Arc::clone(&sending),
+                    secure,
+                    peer,
+                )
             }
         });
         let idle = self.idle;
@@ -215,6 +212,26 @@ impl Serving {
             serve(connection, activity, sending, idle, shutdown, peer, permit).await;
         });
     }
+}
+
+/// Answers one request a hyper connection read (over TLS when `secure`), its response body
+/// tracked for the connection's idle timer and send progress.
+async fn answer(
+    proxy: Arc<Proxy>,
+    mut request: hyper::Request<hyper::body::Incoming>,
+    in_progress: InProgress,
+    sending: Arc<Sending>,
+    secure: bool,
+    peer: SocketAddr,
+) -> Result<hyper::Response<Tracked<Logged<ProxyBody>>>, Infallible> {
+    if secure {
+        // What the connection is, not what the request claims (its scheme).
+        request.extensions_mut().insert(ClientTls);
+    }
+    let response = proxy.handle(request.map(RequestBody::Hyper), peer).await;
+    // Made here, in the stream's task on HTTP/2, to find its stream.
+    let progress = BodyProgress::new(sending);
+    Ok(response.map(|body| Tracked::new(body, in_progress, progress)))
 }
 
 /// What a plain connection's first bytes say it speaks.

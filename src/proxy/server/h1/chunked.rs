@@ -161,102 +161,135 @@ impl ChunkedDecoder {
     /// The state after `byte`, outside a chunk's data.
     fn step(&mut self, byte: u8) -> Result<State, ChunkError> {
         match self.state {
-            State::SizeStart => {
-                self.remaining = 0;
-                self.size_line = 0;
-                self.size_digit(byte)
-            }
-            State::Size => match byte {
-                b' ' | b'\t' => self.padding(State::SizeWhitespace),
-                b';' => Ok(State::Extension),
-                b'\r' => Ok(State::SizeLf),
-                _ => self.size_digit(byte),
-            },
-            State::SizeWhitespace => match byte {
-                b' ' | b'\t' => self.padding(State::SizeWhitespace),
-                b';' => Ok(State::Extension),
-                b'\r' => Ok(State::SizeLf),
-                _ => Err(ChunkError::InvalidSize { byte }),
-            },
-            State::Extension => match byte {
-                b'\r' => Ok(State::SizeLf),
-                b'\t' | b' '..=0x7e | 0x80..=0xff => {
-                    self.extension_bytes += 1;
-                    if self.extension_bytes >= MAX_EXTENSION_BYTES {
-                        return Err(ChunkError::ExtensionsTooLong);
-                    }
-                    Ok(State::Extension)
-                }
-                _ => Err(ChunkError::InvalidExtension { byte }),
-            },
-            State::SizeLf => match byte {
-                b'\n' if self.remaining == 0 => Ok(State::TrailerStart),
-                b'\n' => Ok(State::Data),
-                _ => Err(ChunkError::MissingCrlf { byte }),
-            },
-            State::DataCr => match byte {
-                b'\r' => Ok(State::DataLf),
-                _ => Err(ChunkError::MissingCrlf { byte }),
-            },
-            State::DataLf => match byte {
-                b'\n' => Ok(State::SizeStart),
-                _ => Err(ChunkError::MissingCrlf { byte }),
-            },
-            State::TrailerStart => {
-                if byte == b'\r' {
-                    if self.trailer_fields > 0 {
-                        self.count_trailer_byte()?;
-                    }
-                    return Ok(State::EndLf);
-                }
-                if self.trailer_fields >= MAX_TRAILER_FIELDS {
-                    return Err(ChunkError::TooManyTrailers);
-                }
-                self.count_trailer_byte()?;
-                // A field line starts with its name: no obs-fold, no empty name.
-                if !super::parse::is_tchar(byte) {
-                    return Err(ChunkError::InvalidTrailer { byte });
-                }
-                Ok(State::TrailerName)
-            }
-            State::TrailerName => {
-                self.count_trailer_byte()?;
-                match byte {
-                    b':' => Ok(State::TrailerValue),
-                    _ if super::parse::is_tchar(byte) => Ok(State::TrailerName),
-                    _ => Err(ChunkError::InvalidTrailer { byte }),
-                }
-            }
-            State::TrailerValue => {
-                self.count_trailer_byte()?;
-                match byte {
-                    b'\r' => Ok(State::TrailerLf),
-                    b'\t' | b' '..=0x7e | 0x80..=0xff => Ok(State::TrailerValue),
-                    _ => Err(ChunkError::InvalidTrailer { byte }),
-                }
-            }
-            State::TrailerLf => {
-                self.count_trailer_byte()?;
-                match byte {
-                    b'\n' => {
-                        self.trailer_fields += 1;
-                        Ok(State::TrailerStart)
-                    }
-                    _ => Err(ChunkError::MissingCrlf { byte }),
-                }
-            }
-            State::EndLf => {
-                if byte != b'\n' {
-                    return Err(ChunkError::MissingCrlf { byte });
-                }
-                if self.trailer_fields > 0 {
-                    self.count_trailer_byte()?;
-                }
-                Ok(State::Done)
-            }
+            State::SizeStart => self.size_start(byte),
+            State::Size => self.size(byte),
+            State::SizeWhitespace => self.size_whitespace(byte),
+            State::Extension => self.extension(byte),
+            State::SizeLf => self.size_lf(byte),
+            State::DataCr => data_cr(byte),
+            State::DataLf => data_lf(byte),
+            State::TrailerStart => self.trailer_start(byte),
+            State::TrailerName => self.trailer_name(byte),
+            State::TrailerValue => self.trailer_value(byte),
+            State::TrailerLf => self.trailer_lf(byte),
+            State::EndLf => self.end_lf(byte),
             // Not reached: skip_framing stops at both.
             State::Data | State::Done => Ok(self.state),
         }
+    }
+
+    /// The first byte of a size line: a new chunk's first hex digit.
+    fn size_start(&mut self, byte: u8) -> Result<State, ChunkError> {
+        self.remaining = 0;
+        self.size_line = 0;
+        self.size_digit(byte)
+    }
+
+    /// A byte after a size digit: another digit, whitespace, an extension or the line's CR.
+    fn size(&mut self, byte: u8) -> Result<State, ChunkError> {
+        match byte {
+            b' ' | b'\t' => self.padding(State::SizeWhitespace),
+            b';' => Ok(State::Extension),
+            b'\r' => Ok(State::SizeLf),
+            _ => self.size_digit(byte),
+        }
+    }
+
+    /// A byte after the size's whitespace: more whitespace, an extension or the line's CR.
+    fn size_whitespace(&mut self, byte: u8) -> Result<State, ChunkError> {
+        match byte {
+            b' ' | b'\t' => self.padding(State::SizeWhitespace),
+            b';' => Ok(State::Extension),
+            b'\r' => Ok(State::SizeLf),
+            _ => Err(ChunkError::InvalidSize { byte }),
+        }
+    }
+
+    /// A byte of a chunk extension, counted against [`MAX_EXTENSION_BYTES`] over the body.
+    fn extension(&mut self, byte: u8) -> Result<State, ChunkError> {
+        match byte {
+            b'\r' => Ok(State::SizeLf),
+            b'\t' | b' '..=0x7e | 0x80..=0xff => {
+                self.extension_bytes += 1;
+                if self.extension_bytes >= MAX_EXTENSION_BYTES {
+                    return Err(ChunkError::ExtensionsTooLong);
+                }
+                Ok(State::Extension)
+            }
+            _ => Err(ChunkError::InvalidExtension { byte }),
+        }
+    }
+
+    /// The LF that ends a size line: the chunk's data follows, or the trailers after the last.
+    fn size_lf(&mut self, byte: u8) -> Result<State, ChunkError> {
+        match byte {
+            b'\n' if self.remaining == 0 => Ok(State::TrailerStart),
+            b'\n' => Ok(State::Data),
+            _ => Err(ChunkError::MissingCrlf { byte }),
+        }
+    }
+
+    /// The first byte of a trailer line: a field name, or the CR of the blank line that ends the
+    /// body.
+    fn trailer_start(&mut self, byte: u8) -> Result<State, ChunkError> {
+        if byte == b'\r' {
+            if self.trailer_fields > 0 {
+                self.count_trailer_byte()?;
+            }
+            return Ok(State::EndLf);
+        }
+        if self.trailer_fields >= MAX_TRAILER_FIELDS {
+            return Err(ChunkError::TooManyTrailers);
+        }
+        self.count_trailer_byte()?;
+        // A field line starts with its name: no obs-fold, no empty name.
+        if !super::parse::is_tchar(byte) {
+            return Err(ChunkError::InvalidTrailer { byte });
+        }
+        Ok(State::TrailerName)
+    }
+
+    /// A byte of a trailer field's name, or the `:` after it.
+    fn trailer_name(&mut self, byte: u8) -> Result<State, ChunkError> {
+        self.count_trailer_byte()?;
+        match byte {
+            b':' => Ok(State::TrailerValue),
+            _ if super::parse::is_tchar(byte) => Ok(State::TrailerName),
+            _ => Err(ChunkError::InvalidTrailer { byte }),
+        }
+    }
+
+    /// A byte of a trailer field's value, or the CR that ends its line.
+    fn trailer_value(&mut self, byte: u8) -> Result<State, ChunkError> {
+        self.count_trailer_byte()?;
+        match byte {
+            b'\r' => Ok(State::TrailerLf),
+            b'\t' | b' '..=0x7e | 0x80..=0xff => Ok(State::TrailerValue),
+            _ => Err(ChunkError::InvalidTrailer { byte }),
+        }
+    }
+
+    /// The LF that ends a trailer field's line, counting the field.
+    fn trailer_lf(&mut self, byte: u8) -> Result<State, ChunkError> {
+        self.count_trailer_byte()?;
+        match byte {
+            b'\n' => {
+                self.trailer_fields += 1;
+                Ok(State::TrailerStart)
+            }
+            _ => Err(ChunkError::MissingCrlf { byte }),
+        }
+    }
+
+    /// The LF of the blank line that ends the body.
+    fn end_lf(&mut self, byte: u8) -> Result<State, ChunkError> {
+        if byte != b'\n' {
+            return Err(ChunkError::MissingCrlf { byte });
+        }
+        if self.trailer_fields > 0 {
+            self.count_trailer_byte()?;
+        }
+        Ok(State::Done)
     }
 
     /// Adds the hex digit `byte` to the chunk size.
@@ -289,6 +322,22 @@ impl ChunkedDecoder {
             });
         }
         Ok(())
+    }
+}
+
+/// The CR after a chunk's data.
+fn data_cr(byte: u8) -> Result<State, ChunkError> {
+    match byte {
+        b'\r' => Ok(State::DataLf),
+        _ => Err(ChunkError::MissingCrlf { byte }),
+    }
+}
+
+/// The LF after a chunk's data: the next size line follows.
+fn data_lf(byte: u8) -> Result<State, ChunkError> {
+    match byte {
+        b'\n' => Ok(State::SizeStart),
+        _ => Err(ChunkError::MissingCrlf { byte }),
     }
 }
 

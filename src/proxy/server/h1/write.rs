@@ -49,30 +49,80 @@ pub fn write_head(
     answering: Answering,
 ) -> Written {
     let status = parts.status;
-    let version: &[u8] = if answering.http10 {
-        b"HTTP/1.0 "
-    } else {
-        b"HTTP/1.1 "
+    write_status_line(out, status, answering.http10);
+    let method = answering.head.then_some(&Method::HEAD);
+    let can_chunk = !answering.http10 && can_have_body(method, status);
+    let said = write_fields(out, parts, size, answering, can_chunk);
+    let framing = match said.framing {
+        Some(framing) => framing,
+        None => write_framing(out, status, method, size, can_chunk),
     };
+    let framing = if can_have_body(method, status) {
+        framing
+    } else {
+        Framing::Length(0)
+    };
+    let mut keep_alive = answering.keep_alive;
+    if said.close || framing == Framing::Close {
+        keep_alive = false;
+    }
+    write_connection(out, answering.http10, keep_alive, &said);
+    if !said.date {
+        out.extend_from_slice(b"date: ");
+        with_date(|date| out.extend_from_slice(date));
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    Written {
+        framing,
+        keep_alive,
+    }
+}
+
+/// What a response's own fields said about its framing and its connection.
+struct Said {
+    /// From its `Content-Length` or `Transfer-Encoding`, when one is sent.
+    framing: Option<Framing>,
+    /// Its `Connection` lists `keep-alive`.
+    keep_alive: bool,
+    /// Its `Connection` lists `close`.
+    close: bool,
+    /// It has a `Date`.
+    date: bool,
+}
+
+fn write_status_line(out: &mut Vec<u8>, status: StatusCode, http10: bool) {
+    let version: &[u8] = if http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " };
     out.extend_from_slice(version);
     out.extend_from_slice(status.as_str().as_bytes());
     out.push(b' ');
     // A reason phrase is always written, as many parsers expect one.
     out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
     out.extend_from_slice(b"\r\n");
+}
 
-    let method = answering.head.then_some(&Method::HEAD);
-    let can_chunk = !answering.http10 && can_have_body(method, status);
-    let mut framing = None;
-    let mut keep_alive = answering.keep_alive;
-    let mut said_keep_alive = false;
-    let mut said_close = false;
-    let mut wrote_date = false;
+/// Appends the response's own fields, leaving out or rewriting those that would misframe its
+/// body: a `Content-Length` beside `Transfer-Encoding` or unlike the body's exact size, a
+/// `Transfer-Encoding` (or `Trailer`) where chunking cannot be.
+fn write_fields(
+    out: &mut Vec<u8>,
+    parts: &Parts,
+    size: &SizeHint,
+    answering: Answering,
+    can_chunk: bool,
+) -> Said {
+    let status = parts.status;
+    let mut said = Said {
+        framing: None,
+        keep_alive: false,
+        close: false,
+        date: false,
+    };
     let chunked_field = can_chunk && parts.headers.contains_key(header::TRANSFER_ENCODING);
     for (name, value) in &parts.headers {
         match *name {
             header::CONTENT_LENGTH => {
-                if chunked_field || !can_have_content_length(status) || framing.is_some() {
+                if chunked_field || !can_have_content_length(status) || said.framing.is_some() {
                     continue;
                 }
                 let Some(announced) = content_length(value) else {
@@ -80,7 +130,7 @@ pub fn write_head(
                     continue;
                 };
                 // The body's own length wins: the head never promises bytes it will not send.
-                framing = Some(Framing::Length(size.exact().unwrap_or(announced)));
+                said.framing = Some(Framing::Length(size.exact().unwrap_or(announced)));
                 if let Some(exact) = size.exact().filter(|exact| *exact != announced)
                     && !answering.head
                 {
@@ -92,7 +142,7 @@ pub fn write_head(
                 if !can_chunk {
                     continue;
                 }
-                framing = Some(Framing::Chunked);
+                said.framing = Some(Framing::Chunked);
                 out.extend_from_slice(b"transfer-encoding: ");
                 out.extend_from_slice(value.as_bytes());
                 if !last_coding_is_chunked(value) {
@@ -102,57 +152,52 @@ pub fn write_head(
                 continue;
             }
             header::CONNECTION => {
-                said_close |= names(value, "close");
-                said_keep_alive |= names(value, "keep-alive");
+                said.close |= names(value, "close");
+                said.keep_alive |= names(value, "keep-alive");
             }
-            header::DATE => wrote_date = true,
+            header::DATE => said.date = true,
             header::TRAILER if !can_chunk => continue,
             _ => {}
         }
         write_field(out, name.as_str().as_bytes(), value.as_bytes());
     }
-    let framing = match framing {
-        Some(framing) => framing,
-        None => match size.exact() {
-            Some(length) if can_have_content_length(status) => {
-                if length > 0 || method.is_none() {
-                    write_field(out, b"content-length", length.to_string().as_bytes());
-                }
-                Framing::Length(length)
+    said
+}
+
+/// The framing of a response whose fields announced none, from its body's size, with the field
+/// that announces it.
+fn write_framing(
+    out: &mut Vec<u8>,
+    status: StatusCode,
+    method: Option<&Method>,
+    size: &SizeHint,
+    can_chunk: bool,
+) -> Framing {
+    match size.exact() {
+        Some(length) if can_have_content_length(status) => {
+            if length > 0 || method.is_none() {
+                write_field(out, b"content-length", length.to_string().as_bytes());
             }
-            Some(_) => Framing::Length(0),
-            None if can_chunk => {
-                out.extend_from_slice(b"transfer-encoding: chunked\r\n");
-                Framing::Chunked
-            }
-            None => Framing::Close,
-        },
-    };
-    let framing = if can_have_body(method, status) {
-        framing
-    } else {
-        Framing::Length(0)
-    };
-    if said_close || framing == Framing::Close {
-        keep_alive = false;
+            Framing::Length(length)
+        }
+        Some(_) => Framing::Length(0),
+        None if can_chunk => {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+            Framing::Chunked
+        }
+        None => Framing::Close,
     }
-    if answering.http10 {
-        if keep_alive && !said_keep_alive {
+}
+
+/// Says `Connection` where the response's own fields leave the connection's fate unsaid.
+fn write_connection(out: &mut Vec<u8>, http10: bool, keep_alive: bool, said: &Said) {
+    if http10 {
+        if keep_alive && !said.keep_alive {
             write_field(out, b"connection", b"keep-alive");
         }
-    } else if !keep_alive && !said_close {
+    } else if !keep_alive && !said.close {
         // Beside a Connection field the response has, one more line adds to the same list.
         write_field(out, b"connection", b"close");
-    }
-    if !wrote_date {
-        out.extend_from_slice(b"date: ");
-        with_date(|date| out.extend_from_slice(date));
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-    Written {
-        framing,
-        keep_alive,
     }
 }
 
