@@ -13,6 +13,7 @@ use http::{Response, StatusCode, response};
 use hyper::body::Incoming;
 
 mod first;
+mod hits;
 mod known;
 mod read;
 mod revalidate;
@@ -238,18 +239,8 @@ impl Proxy {
                 let response = Response::from_parts(head, respond::empty());
                 return Step::Done(Answer::new(response, Served::Sliced { hits: 0, of: 0 }));
             };
-            // A slice held was fetched for this request: stored by it, never a hit of it.
             let fetched = held.as_ref().map(|(index, _)| *index);
-            let hits = slices
-                .iter()
-                .filter(|index| {
-                    fetched != Some(**index)
-                        && self
-                            .store
-                            .peek(&slice_key(&exchange.key, **index))
-                            .is_some()
-                })
-                .count() as u64;
+            let hits = self.slice_hits(&exchange.key, &slices, fetched);
             let of = slices.len() as u64;
             let had = match held.take() {
                 Some((index, bytes)) if index == first => Ok(bytes),
