@@ -532,24 +532,8 @@ async fn slices_reach_the_disk_only_when_asked_for_again_and_a_purge_removes_the
         .await
         .expect("the synthetic origin");
     let dir = common::TempDir::new("slices-disk");
-    let mut config = ProxyConfig::new(&origin.url());
     // RAM holds four of the object's sixteen 64 KiB slices; probation two.
-    config
-        .mode("probation")
-        .probation_share(0.5)
-        .set("cache", "max_bytes", "\"320KiB\"")
-        .set("cache", "max_object_bytes", "\"128KiB\"")
-        .set("cache", "slice_above", "\"128KiB\"")
-        .set("cache", "slice_bytes", "\"64KiB\"")
-        .set("cache.key", "include_host", "false")
-        .set(
-            "disk",
-            "path",
-            &format!("{:?}", dir.path().display().to_string()),
-        )
-        .set("disk", "max_bytes", "\"16MiB\"")
-        .set("disk", "block_bytes", "\"1MiB\"")
-        .set("disk", "write_buffer", "\"4MiB\"");
+    let config = crate::slices_disk::sliced_on_disk(&origin, &dir);
     let proxy = config.start();
     let client = Client::new();
     let size: u64 = 1 << 20;

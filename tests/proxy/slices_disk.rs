@@ -19,7 +19,7 @@ const SIZE: u64 = 1 << 20;
 
 /// A proxy whose RAM holds four of the object's sixteen 64 KiB slices, over a disk tier in `dir`:
 /// slices asked for again reach the disk as RAM gives them up.
-fn sliced_on_disk(origin: &OriginHandle, dir: &TempDir) -> ProxyConfig {
+pub(crate) fn sliced_on_disk(origin: &OriginHandle, dir: &TempDir) -> ProxyConfig {
     let mut config = ProxyConfig::new(&origin.url());
     config
         .mode("probation")
