@@ -78,6 +78,7 @@ pub const KEYS: &[Key] = &[
     applied("routes[].host"),
     applied("routes[].path_prefix"),
     applied("routes[].upstream"),
+    applied("routes[].early_hints"),
     // A route's name and cache policy: read by each request from the configuration it started on.
     applied("routes[].name"),
     applied("routes[].cache.enabled"),

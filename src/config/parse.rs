@@ -550,6 +550,7 @@ mod tests {
                 "routes[].host",
                 "routes[].path_prefix",
                 "routes[].upstream",
+                "routes[].early_hints",
                 "routes[].name",
                 "routes[].cache.admission",
                 "routes[].cache.default_ttl",

@@ -19,6 +19,9 @@ pub struct RouteConfig {
     pub upstream: String,
     /// `[routes.cache]`: what the operator says about caching this route's responses.
     pub cache: std::sync::Arc<CachePolicy>,
+    /// `Link` values sent as a `103 Early Hints` to an HTTP/1.1 client whose GET or HEAD goes to
+    /// the origin (a miss, a revalidation or a pass), before the final response.
+    pub early_hints: std::sync::Arc<[http::HeaderValue]>,
 }
 
 /// A `host` of a route: `a.example` or `*.example.com` (any name below `example.com`, not
@@ -76,6 +79,7 @@ pub(super) fn default_route(upstream: &str) -> RouteConfig {
     RouteConfig {
         name: "default".to_owned(),
         cache: std::sync::Arc::new(CachePolicy::rfc()),
+        early_hints: std::sync::Arc::new([]),
         host: None,
         path_prefix: "/".to_owned(),
         upstream: upstream.to_owned(),
@@ -155,12 +159,14 @@ fn read_route(
         Ok(prefix)
     });
     let upstream = s.required("upstream", values::string);
+    let early_hints = s.optional("early_hints", values::links);
     Some(RouteConfig {
         name: name?.unwrap_or(default_name),
         cache: std::sync::Arc::new(cache?.unwrap_or_else(CachePolicy::rfc)),
         host: host?,
         path_prefix: path_prefix?.unwrap_or_else(|| "/".to_owned()),
         upstream: upstream?,
+        early_hints: early_hints?.unwrap_or_default().into(),
     })
 }
 

@@ -473,10 +473,18 @@ mod tests {
             upstream = "b"
             [[routes]]
             upstream = "a"
+            early_hints = ["</app.css>; rel=preload; as=style"]
             "#,
         )
         .expect("valid");
         let upstreams = config.upstreams();
+        assert_eq!(
+            upstreams.routes[1].early_hints.as_ref(),
+            [http::HeaderValue::from_static(
+                "</app.css>; rel=preload; as=style"
+            )]
+        );
+        assert!(upstreams.routes[0].early_hints.is_empty());
         let a = &upstreams.groups[0];
         assert_eq!(a.servers[0].weight, 3);
         assert!(a.servers[2].backup);
@@ -570,6 +578,18 @@ mod tests {
             (
                 "[[routes]]\nupstream = \"a\"".to_owned(),
                 "routes: given without any [upstreams.NAME]",
+            ),
+            (
+                format!("{group}[[routes]]\nupstream = \"a\"\nearly_hints = [\"/app.css\"]"),
+                "routes[0].early_hints: \"/app.css\" is not a Link value",
+            ),
+            (
+                format!("{group}[[routes]]\nupstream = \"a\"\nearly_hints = [\"</a>\\r\\nx: y\"]"),
+                "routes[0].early_hints: \"</a>\\r\\nx: y\" is not a Link value",
+            ),
+            (
+                format!("{group}[[routes]]\nupstream = \"a\"\nearly_hints = \"</a>\""),
+                "routes[0].early_hints: expected a list of Link values",
             ),
         ];
         for (text, expected) in cases {

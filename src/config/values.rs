@@ -83,6 +83,27 @@ pub fn names(value: &Value) -> Result<Vec<String>, String> {
     })
 }
 
+/// Reads a list of `Link` field values (RFC 8288: `<uri-reference>` and its parameters), each
+/// one a valid field value: what a route's `early_hints` sends in a `103 Early Hints`.
+pub fn links(value: &Value) -> Result<Vec<http::HeaderValue>, String> {
+    let texts = names(value).map_err(|_| {
+        "expected a list of Link values like [\"</app.css>; rel=preload; as=style\"]".to_owned()
+    })?;
+    texts
+        .into_iter()
+        .map(|text| {
+            let linked = text.starts_with('<') && text[1..].contains('>');
+            match (linked, http::HeaderValue::from_str(&text)) {
+                (true, Ok(value)) => Ok(value),
+                _ => Err(format!(
+                    "{text:?} is not a Link value: expected <uri-reference> and parameters, \
+                     like \"</app.css>; rel=preload; as=style\", on one line"
+                )),
+            }
+        })
+        .collect()
+}
+
 /// Reads a list of field names, lower-cased.
 pub fn field_names(value: &Value) -> Result<Vec<http::HeaderName>, String> {
     names(value)?

@@ -235,6 +235,13 @@ fn routes(upstreams: &Upstreams) -> Value {
         entry.insert("name".to_owned(), text(&route.name));
         entry.insert("path_prefix".to_owned(), text(&route.path_prefix));
         entry.insert("upstream".to_owned(), text(&route.upstream));
+        if !route.early_hints.is_empty() {
+            let links = route
+                .early_hints
+                .iter()
+                .map(|link| text(link.to_str().unwrap_or("")));
+            entry.insert("early_hints".to_owned(), Value::Array(links.collect()));
+        }
         if *route.cache != CachePolicy::rfc() {
             entry.insert("cache".to_owned(), policy_table(&route.cache));
         }

@@ -279,6 +279,81 @@ async fn early_hints_from_the_origin_go_to_the_client_first_and_are_never_stored
 }
 
 #[tokio::test]
+async fn a_route_s_early_hints_go_out_once_before_a_miss_and_never_before_a_hit() {
+    let origin = Origin::start();
+    origin.set(
+        "/page",
+        Reply::ok("page").header("cache-control", "max-age=60"),
+    );
+    origin.set(
+        "/api",
+        Reply::ok("api").header("cache-control", "max-age=60"),
+    );
+    let upstreams = format!(
+        "[upstreams.o]\nservers = [\"{}\"]\n\
+         [[routes]]\nname = \"pages\"\npath_prefix = \"/page\"\nupstream = \"o\"\n\
+         early_hints = [\"</app.css>; rel=preload; as=style\", \"<https://cdn.example>; rel=preconnect\"]\n\
+         [[routes]]\nname = \"rest\"\nupstream = \"o\"\n",
+        origin.url()
+    );
+    let mut config = ProxyConfig::with_upstreams(&upstreams);
+    config.set("server", "http1", "\"native\"").admission(false);
+    let proxy = config.start();
+    let ask = |path: &str, version: &str| {
+        format!("GET {path} {version}\r\nHost: hints.example\r\nConnection: close\r\n\r\n")
+    };
+
+    // A miss: one 103 with both links, then the final response without them.
+    let miss = raw_exchange(
+        proxy.addr,
+        ask("/page", "HTTP/1.1").as_bytes(),
+        Duration::from_millis(500),
+    )
+    .await;
+    let (interim, last) = miss
+        .split_once("\r\n\r\n")
+        .expect("a head before the final response");
+    assert_eq!(
+        interim,
+        "HTTP/1.1 103 Early Hints\r\nlink: </app.css>; rel=preload; as=style\r\n\
+         link: <https://cdn.example>; rel=preconnect",
+        "{miss:?}"
+    );
+    let finals = parse_responses(last.as_bytes(), false).expect("a well-framed final response");
+    assert!(
+        matches!(finals.as_slice(), [one] if one.status == 200 && one.header("link").is_none()),
+        "{miss:?}"
+    );
+
+    // A hit answers at once: no hint before it.
+    let hit = raw_exchange(
+        proxy.addr,
+        ask("/page", "HTTP/1.1").as_bytes(),
+        Duration::from_millis(500),
+    )
+    .await;
+    assert!(hit.starts_with("HTTP/1.1 200 OK\r\n"), "{hit:?}");
+    assert!(hit.contains("; hit"), "{hit:?}");
+
+    // Another route has none; an HTTP/1.0 client is sent no 1xx (RFC 9110 section 15.2).
+    let other = raw_exchange(
+        proxy.addr,
+        ask("/api", "HTTP/1.1").as_bytes(),
+        Duration::from_millis(500),
+    )
+    .await;
+    assert!(other.starts_with("HTTP/1.1 200 OK\r\n"), "{other:?}");
+    origin.set("/page2", Reply::ok("page2"));
+    let old = raw_exchange(
+        proxy.addr,
+        ask("/page2", "HTTP/1.0").as_bytes(),
+        Duration::from_millis(500),
+    )
+    .await;
+    assert!(old.starts_with("HTTP/1.0 200 OK\r\n"), "{old:?}");
+}
+
+#[tokio::test]
 async fn an_http2_client_on_the_plain_listener_is_still_served_by_hyper() {
     let origin = Origin::start();
     origin.set("/h2", Reply::ok("over h2"));

@@ -199,6 +199,9 @@ impl Exchange {
             .unwrap_or_else(|_| Uri::from(self.target.clone()));
         *request.headers_mut() = to_origin(&self.parts.headers, &self.forwarding(server), body);
         if let Some(sink) = self.parts.extensions.get::<InterimSink>() {
+            if matches!(self.parts.method, Method::GET | Method::HEAD) {
+                sink.early_hints(&self.routed.early_hints);
+            }
             sink.watch(&mut request);
         }
         request

@@ -25,6 +25,8 @@ pub struct Routed {
     pub name: Arc<str>,
     pub group: Arc<Group>,
     pub policy: Arc<CachePolicy>,
+    /// The `Link` values of its `103 Early Hints` (`routes[].early_hints`).
+    pub early_hints: Arc<[http::HeaderValue]>,
     /// Its requests and bytes (the `route` label).
     pub series: RouteSeries,
 }
@@ -82,6 +84,7 @@ impl Routing {
                     name: Arc::from(route.name.as_str()),
                     group: Arc::clone(group),
                     policy: Arc::clone(&route.cache),
+                    early_hints: Arc::clone(&route.early_hints),
                     series: RouteSeries::new(&route.name),
                 });
                 Some((route.host.clone(), route.path_prefix.clone(), routed))
@@ -94,6 +97,7 @@ impl Routing {
                 name: Arc::from("default"),
                 group: Arc::clone(&groups[0]),
                 policy: Arc::new(CachePolicy::rfc()),
+                early_hints: Arc::new([]),
                 series: RouteSeries::new("default"),
             }),
         };
