@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::request::Parts;
 use http::uri::PathAndQuery;
 use http::{Method, Request, Uri};
@@ -14,7 +14,7 @@ use http_body_util::{BodyExt, Empty};
 
 use crate::cache::policy::{self, PolicyRule};
 use crate::cache::{Authority, CacheKey, ClientTls, KeyError, StoredResponse, keyed_query};
-use crate::config::Config;
+use crate::config::{CacheKeyConfig, CachePolicy, Config};
 use crate::proxy::Live;
 use crate::proxy::outcome::served::Fwd;
 use crate::proxy::request::body::RequestBody;
@@ -63,12 +63,9 @@ impl Exchange {
             Some(rule) if is_cacheable(&parts) => Route::Pass(Fwd::Bypass, Some(rule)),
             _ => route(&parts),
         };
-        if route == Route::Cache {
-            policy::prepare_request(policy, &mut parts.headers);
-        }
         let key_config = policy.key.as_ref().unwrap_or(&live.config.cache.key);
-        if route == Route::Cache && key_config.normalize_accept_encoding {
-            policy::normalize_accept_encoding(&mut parts.headers);
+        if route == Route::Cache {
+            prepare_keyed_headers(policy, key_config, &mut parts.headers);
         }
         let query = keyed_query(parts.uri.query(), key_config);
         let key = CacheKey::for_target(&authority, &parts, query.as_deref(), key_config)?;
@@ -247,6 +244,20 @@ fn is_cacheable(parts: &Parts) -> bool {
     matches!(parts.method, Method::GET | Method::HEAD)
 }
 
+/// A cacheable request's fields as its route's policy and key see them: those the route ignores
+/// removed, `Accept-Encoding` reduced when the key says so. A lookup and a purge of one target
+/// prepare them alike, so they name the same key.
+fn prepare_keyed_headers(
+    policy: &CachePolicy,
+    key_config: &CacheKeyConfig,
+    headers: &mut HeaderMap,
+) {
+    policy::prepare_request(policy, headers);
+    if key_config.normalize_accept_encoding {
+        policy::normalize_accept_encoding(headers);
+    }
+}
+
 /// The key a PURGE of `parts` removes: the one a GET of the same target would be stored under,
 /// by the key of the route it takes.
 pub fn purge_key(live: &Live, parts: &Parts) -> Result<CacheKey, KeyError> {
@@ -254,9 +265,7 @@ pub fn purge_key(live: &Live, parts: &Parts) -> Result<CacheKey, KeyError> {
     let routed = live.routing.routed(authority.as_str(), parts.uri.path());
     let key_config = routed.policy.key.as_ref().unwrap_or(&live.config.cache.key);
     let mut headers = parts.headers.clone();
-    if key_config.normalize_accept_encoding {
-        policy::normalize_accept_encoding(&mut headers);
-    }
+    prepare_keyed_headers(&routed.policy, key_config, &mut headers);
     let query = keyed_query(parts.uri.query(), key_config);
     let mut keyed = Request::new(());
     *keyed.uri_mut() = parts.uri.clone();
