@@ -4,7 +4,7 @@
 //! Combined (nginx's `combined`, then `key=value` fields; times in UTC):
 //!
 //! ```text
-//! 192.0.2.7 - - [10/Oct/2024:13:55:36 +0000] "GET /a.jpg?w=1 HTTP/1.1" 200 1024 "-" "curl/8.5" host="example.com" cache=miss fwd=miss detail=probation decision=probation origin_status=200 origin_ms=3.210 server=http://10.0.0.1:8080 duration_ms=3.512 size=1024
+//! 192.0.2.7 - - [10/Oct/2024:13:55:36 +0000] "GET /a.jpg?w=1 HTTP/1.1" 200 1024 "-" "curl/8.5" host="example.com" cache=miss fwd=miss detail=probation decision=probation origin_status=200 origin_ms=3.210 server=http://10.0.0.1:8080 duration_ms=3.512 size=1024 range=-
 //! ```
 //!
 //! Every byte a client chose (method, target, referer, user agent, host) is written with `"`, `\`,
@@ -16,7 +16,8 @@
 //! `status`, `bytes_sent`, `user_agent`, `referer`.
 //!
 //! As a trace, a line is one request for the object `host` + `target` (the cache key under the
-//! default `cache.key` rules) of `size` bytes, at `time`. Only GET and HEAD are requests the cache
+//! default `cache.key` rules) of `size` bytes, at `time`, for the bytes its `range` names (all of
+//! them without one, or with one that is not a single byte range). Only GET and HEAD are requests the cache
 //! answers: lines of other methods are skipped, as are lines whose object size the proxy did not
 //! know (`size=-`: a 304 to a conditional request, a body cut short without a length).
 
@@ -66,6 +67,8 @@ pub struct AccessLine<'a> {
     /// The whole object's length, when known: the response's `Content-Length` (a HEAD's too),
     /// else the body sent when it ended whole.
     pub size: Option<u64>,
+    /// The request's `Range`, as sent: with `size`, the bytes of the object it asked for.
+    pub range: Option<&'a [u8]>,
     pub user_agent: Option<&'a [u8]>,
     pub referer: Option<&'a [u8]>,
 }
@@ -132,6 +135,11 @@ impl AccessLine<'_> {
         push_ms(out, self.duration);
         out.extend_from_slice(b" size=");
         push_optional(out, self.size);
+        out.extend_from_slice(b" range=");
+        match self.range {
+            Some(range) => quoted_into(out, Some(range)),
+            None => out.push(b'-'),
+        }
         out.push(b'\n');
     }
 
@@ -159,6 +167,7 @@ impl AccessLine<'_> {
             origin_ms: self.origin_time.map(ms),
             server: self.server,
             size: self.size,
+            range: text(self.range),
             user_agent: text(self.user_agent),
             referer: text(self.referer),
         };
@@ -188,6 +197,7 @@ struct JsonOut<'a> {
     origin_ms: Option<f64>,
     server: Option<&'a str>,
     size: Option<u64>,
+    range: Option<Cow<'a, str>>,
     user_agent: Option<Cow<'a, str>>,
     referer: Option<Cow<'a, str>>,
 }
@@ -321,6 +331,7 @@ pub(super) mod tests {
             origin_time: Some(Duration::from_micros(3210)),
             server: Some("http://10.0.0.1:8080"),
             size: Some(1024),
+            range: None,
             user_agent: Some(b"curl/8.5"),
             referer: None,
         }
@@ -345,7 +356,7 @@ pub(super) mod tests {
             "192.0.2.7 - - [10/Oct/2024:13:55:36 +0000] \"GET /a.jpg?w=1 HTTP/1.1\" 200 1024 \
              \"-\" \"curl/8.5\" host=\"Example.com\" cache=miss fwd=miss detail=probation \
              decision=probation origin_status=200 origin_ms=3.210 server=http://10.0.0.1:8080 \
-             duration_ms=3.512 size=1024\n"
+             duration_ms=3.512 size=1024 range=-\n"
         );
         let hit = AccessLine {
             cache: "hit",
@@ -362,7 +373,7 @@ pub(super) mod tests {
         assert!(
             combined(&hit).ends_with(
                 "host=- cache=hit fwd=- detail=- decision=- origin_status=- origin_ms=- \
-                 server=- duration_ms=3.512 size=-\n"
+                 server=- duration_ms=3.512 size=- range=-\n"
             ),
             "{}",
             combined(&hit)
@@ -430,7 +441,8 @@ pub(super) mod tests {
             read,
             Some(Logged {
                 time: 1_728_568_536.0,
-                size: 1024
+                size: 1024,
+                range: None,
             })
         );
         assert_eq!(key, "example.com/a.jpg?w=1");
@@ -492,6 +504,39 @@ pub(super) mod tests {
         proptest::collection::vec(any::<u8>(), 0..40)
     }
 
+    #[test]
+    fn a_logged_range_reads_back_as_the_one_byte_range_it_names() {
+        use crate::trace::range::RangeSpec;
+        let cases: [(&[u8], Option<RangeSpec>); 8] = [
+            (b"bytes=100-199", Some(RangeSpec::FromTo(100, 199))),
+            (b"bytes=4096-", None),
+            (b"bytes=1024-", Some(RangeSpec::From(1024))),
+            (b"BYTES=-500", Some(RangeSpec::Suffix(500))),
+            // Several parts, another unit, or no range at all: the whole object is asked for.
+            (b"bytes=0-1,5-6", None),
+            (b"items=1-2", None),
+            (b"bytes=9-1", None),
+            (b"bytes=\"x\" size=1", None),
+        ];
+        for (range, expected) in cases {
+            let partial = AccessLine {
+                status: 206,
+                size: Some(4096),
+                range: Some(range),
+                ..line()
+            };
+            let mut key = String::new();
+            for text in [combined(&partial), json(&partial)] {
+                let read = match text.starts_with('{') {
+                    true => read_json(text.trim_end(), &mut key),
+                    false => read_combined(text.trim_end(), &mut key),
+                };
+                let read = read.unwrap().unwrap();
+                assert_eq!((read.size, read.range), (4096, expected), "{text}");
+            }
+        }
+    }
+
     proptest! {
         #[test]
         fn any_client_bytes_stay_in_one_line_and_read_back(
@@ -501,6 +546,7 @@ pub(super) mod tests {
             referer in bytes(),
             seconds in 0u64..253_402_300_799,
             size in any::<u64>(),
+            range in bytes(),
         ) {
             let logged = AccessLine {
                 time: UNIX_EPOCH + Duration::from_secs(seconds),
@@ -509,19 +555,22 @@ pub(super) mod tests {
                 user_agent: Some(&user_agent),
                 referer: Some(&referer),
                 size: Some(size),
+                range: Some(&range),
                 ..line()
             };
             let text = combined(&logged);
             prop_assert_eq!(text.matches('\n').count(), 1);
             let mut key = String::new();
             let read = read_combined(text.trim_end(), &mut key).unwrap();
-            prop_assert_eq!(read, Some(Logged { time: seconds as f64, size }));
+            let read = read.map(|Logged { time, size, .. }| (time, size));
+            prop_assert_eq!(read, Some((seconds as f64, size)));
             let host = String::from_utf8_lossy(&host).to_ascii_lowercase();
             prop_assert_eq!(key, format!("{host}{target}"));
             let text = json(&logged);
             prop_assert_eq!(text.matches('\n').count(), 1);
             let read = read_json(text.trim_end(), &mut String::new()).unwrap();
-            prop_assert_eq!(read, Some(Logged { time: seconds as f64, size }));
+            let read = read.map(|Logged { time, size, .. }| (time, size));
+            prop_assert_eq!(read, Some((seconds as f64, size)));
         }
 
         #[test]

@@ -92,11 +92,11 @@ impl Layout {
     /// One line's request; `None` for a line that is no request for a cached object.
     pub(super) fn parse(&self, line: &str, key: &mut String) -> Result<Option<Parsed>, LineError> {
         let logged = |read: Option<Logged>| {
-            read.map(|Logged { time, size }| Parsed {
+            read.map(|Logged { time, size, range }| Parsed {
                 time: Some(time),
                 key: Key::Built,
                 size: Some(size),
-                range: None,
+                range,
             })
         };
         match self {

@@ -172,6 +172,10 @@ async fn each_request_gets_one_line_with_its_fields_in_both_formats() {
             .await;
         assert_eq!(miss.status, StatusCode::OK);
         assert!(client.get(&proxy.url("/a")).await.is_hit());
+        let part = client
+            .get_with(&proxy.url("/a"), &[("range", "bytes=10-19")])
+            .await;
+        assert_eq!(part.status, StatusCode::PARTIAL_CONTENT);
         let pass = client.send(Method::POST, &proxy.url("/p"), &[]).await;
         assert_eq!(pass.unwrap().status, StatusCode::CREATED);
         let bad = common::raw_exchange(
@@ -186,15 +190,32 @@ async fn each_request_gets_one_line_with_its_fields_in_both_formats() {
         let failed = client.get(&proxy.url("/gone")).await;
         assert_eq!(failed.status, StatusCode::BAD_GATEWAY);
 
-        let lines = lines(&path, 6).await;
+        let lines = lines(&path, 7).await;
         assert_eq!(
             lines.len(),
-            6,
+            7,
             "{format}: one line per request:\n{lines:#?}"
         );
-        let [miss, hit, pass, bad, h2, failed] = &lines[..] else {
-            unreachable!()
+        // A line is written when its response body ends, so requests on other connections may
+        // log in another order: each is found by what it asked and got.
+        let find = |method: &str, target: &str, status: &str, protocol: &str, nth: usize| {
+            let mut found = lines.iter().filter(|line| {
+                let f = fields(line);
+                let asked = [&f["method"], &f["target"], &f["status"], &f["protocol"]];
+                asked.map(String::as_str) == [method, target, status, protocol]
+            });
+            found.nth(nth).unwrap_or_else(|| {
+                panic!("{format}: no line {nth} for {method} {target} {status}:\n{lines:#?}")
+            })
         };
+        // The miss and the hit came one after the other on one connection.
+        let miss = find("GET", "/a", "200", "HTTP/1.1", 0);
+        let hit = find("GET", "/a", "200", "HTTP/1.1", 1);
+        let part = find("GET", "/a", "206", "HTTP/1.1", 0);
+        let pass = find("POST", "/p", "201", "HTTP/1.1", 0);
+        let bad = find("GET", "/bad", "400", "HTTP/1.1", 0);
+        let h2 = find("GET", "/a", "200", "HTTP/2.0", 0);
+        let failed = find("GET", "/gone", "502", "HTTP/1.1", 0);
         assert_fields(
             miss,
             &[
@@ -232,7 +253,19 @@ async fn each_request_gets_one_line_with_its_fields_in_both_formats() {
                 ("origin_status", "-"),
                 ("origin_ms", "-"),
                 ("size", "100"),
+                ("range", "-"),
                 ("referer", "-"),
+            ],
+        );
+        // A part logs the whole object's size and the range asked for: a trace of both.
+        assert_fields(
+            part,
+            &[
+                ("status", "206"),
+                ("bytes_sent", "10"),
+                ("cache", "hit"),
+                ("size", "100"),
+                ("range", "bytes=10-19"),
             ],
         );
         assert_fields(
@@ -573,7 +606,7 @@ fn bloomgate(args: &[&std::ffi::OsStr]) -> Vec<u8> {
 }
 
 /// The trace summary `bloomgate simulate --trace` gives for a log, and the requests `bloomgate
-/// replay --trace` sent for it (to `origin`, one at a time).
+/// replay --trace` sent for it (to `origin`, one at a time), each with its `Range` when it had one.
 fn simulate_and_replay(log: &Path, origin: &Origin) -> (serde_json::Value, Vec<String>) {
     let words = |text: &'static str| text.split(' ').map(std::ffi::OsStr::new);
     let simulate: Vec<_> = words("simulate --json --cache-bytes 1MiB --trace")
@@ -592,7 +625,10 @@ fn simulate_and_replay(log: &Path, origin: &Origin) -> (serde_json::Value, Vec<S
     let sent = origin
         .all_received()
         .into_iter()
-        .map(|request| request.target)
+        .map(|request| match request.header("range") {
+            Some(range) => format!("{} {range}", request.target),
+            None => request.target,
+        })
         .collect();
     (report["trace"].clone(), sent)
 }
@@ -628,20 +664,29 @@ async fn simulate_and_replay_read_back_the_log_the_proxy_wrote_in_both_formats()
             .get_with(&proxy.url("/img/a.png"), &[("if-none-match", "\"v1\"")])
             .await;
         assert_eq!(not_modified.status, StatusCode::NOT_MODIFIED);
-        lines(&path, 7).await;
+        // A part: a request for the object's bytes it names.
+        let part = client
+            .get_with(&proxy.url("/img/a.png"), &[("range", "bytes=100-199")])
+            .await;
+        assert_eq!(part.status, StatusCode::PARTIAL_CONTENT);
+        lines(&path, 8).await;
         drop(proxy);
 
         let replayed = Origin::start();
         let (trace, sent) = simulate_and_replay(&path, &replayed);
         let expected: Vec<String> = [
-            ("/img/a.png", 300),
-            ("/img/b.png?w=2", 50),
-            ("/img/a.png", 300),
-            ("/img/a.png", 300),
-            ("/img/b.png?w=2", 50),
+            ("/img/a.png", 300, ""),
+            ("/img/b.png?w=2", 50, ""),
+            ("/img/a.png", 300, ""),
+            ("/img/a.png", 300, ""),
+            ("/img/b.png?w=2", 50, ""),
+            ("/img/a.png", 300, " bytes=100-199"),
         ]
         .iter()
-        .map(|(target, size)| request_path(PathMode::Obj, &format!("{host}{target}"), *size))
+        .map(|(target, size, range)| {
+            let path = request_path(PathMode::Obj, &format!("{host}{target}"), *size);
+            format!("{path}{range}")
+        })
         .collect();
         assert_eq!(
             sent, expected,

@@ -33,6 +33,7 @@ pub struct Entry {
     host: Option<HeaderValue>,
     user_agent: Option<HeaderValue>,
     referer: Option<HeaderValue>,
+    range: Option<HeaderValue>,
     answer: Option<Answered>,
     /// Body bytes handed to the client's connection.
     sent: u64,
@@ -46,6 +47,8 @@ struct Answered {
     served: Served,
     origin: Option<OriginHead>,
     content_length: Option<u64>,
+    /// A 206's `Content-Range` complete length: the whole object's.
+    complete_length: Option<u64>,
 }
 
 impl Entry {
@@ -69,6 +72,7 @@ impl Entry {
             host: headers.get(header::HOST).cloned(),
             user_agent: headers.get(header::USER_AGENT).cloned(),
             referer: headers.get(header::REFERER).cloned(),
+            range: headers.get(header::RANGE).cloned(),
             answer: None,
             sent: 0,
             whole: false,
@@ -88,11 +92,19 @@ impl Entry {
             .get(header::CONTENT_LENGTH)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.parse().ok());
+        // `bytes first-last/complete` (RFC 9110 section 14.4); `*` or no field: unknown.
+        let complete_length = response
+            .headers()
+            .get(header::CONTENT_RANGE)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.rsplit_once('/'))
+            .and_then(|(_, complete)| complete.parse().ok());
         self.answer = Some(Answered {
             status: response.status(),
             served,
             origin,
             content_length,
+            complete_length,
         });
     }
 
@@ -106,12 +118,17 @@ impl Entry {
         }
     }
 
-    /// The object's whole length, for a response that stands for a whole object: its
-    /// `Content-Length` (a HEAD's too), else the body sent when it ended whole. Not for a part
-    /// (206), a 304 (no body and no length) or an error the proxy or the origin made (400, 5xx).
+    /// The object's whole length: a part's (206) `Content-Range` complete length; for a response
+    /// that stands for the whole object its `Content-Length` (a HEAD's too), else the body sent
+    /// when it ended whole. Not for several parts (a 206 without `Content-Range`), a 304 (no body
+    /// and no length), a 416 (no byte of the object) or an error the proxy or the origin made
+    /// (400, 5xx).
     fn object_size(&self, answer: &Answered) -> Option<u64> {
         let status = answer.status;
-        let no_object = matches!(status.as_u16(), 204 | 206 | 304)
+        if status == StatusCode::PARTIAL_CONTENT {
+            return answer.complete_length;
+        }
+        let no_object = matches!(status.as_u16(), 204 | 304 | 416)
             || status.is_informational()
             || status.is_server_error()
             || answer.served == Served::Refused;
@@ -154,6 +171,7 @@ impl Drop for Entry {
             origin_time: origin.map(|origin| origin.elapsed),
             server: origin.and_then(|origin| origin.server.as_deref()),
             size: answer.and_then(|answer| self.object_size(answer)),
+            range: self.range.as_ref().map(HeaderValue::as_bytes),
             user_agent: self.user_agent.as_ref().map(HeaderValue::as_bytes),
             referer: self.referer.as_ref().map(HeaderValue::as_bytes),
         };

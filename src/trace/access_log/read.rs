@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::time::UNIX_EPOCH;
 
 use crate::trace::error::LineError;
+use crate::trace::range::RangeSpec;
 use crate::trace::time_local::parse_nginx_time;
 
 /// The fields of a JSON line that make a trace request.
@@ -18,14 +19,19 @@ struct JsonIn<'a> {
     #[serde(borrow)]
     host: Option<Cow<'a, str>>,
     size: Option<u64>,
+    #[serde(borrow, default)]
+    range: Option<Cow<'a, str>>,
 }
 
-/// A logged request that is a request for a cached object: when, and the object's size. Its key
-/// is left in the caller's buffer.
+/// A logged request that is a request for a cached object: when, the object's size, and the
+/// bytes of it asked for. Its key is left in the caller's buffer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(in crate::trace) struct Logged {
     pub time: f64,
     pub size: u64,
+    /// The one byte range its `Range` named; `None` for the whole object (no `Range`, or one a
+    /// cache answers whole or as several parts: another unit, several ranges).
+    pub range: Option<RangeSpec>,
 }
 
 /// Reads a JSON line; `Ok(None)` for a line that is not a request for a cached object.
@@ -53,6 +59,10 @@ pub(in crate::trace) fn read_json(
     Ok(Some(Logged {
         time: time.as_secs_f64(),
         size,
+        range: line
+            .range
+            .as_deref()
+            .and_then(|range| one_range(range, size)),
     }))
 }
 
@@ -96,7 +106,7 @@ pub(in crate::trace) fn read_combined(
     let (_user_agent, mut rest) =
         quoted(rest.trim_start()).ok_or(("user_agent", "missing".to_owned()))?;
     // `host` is quoted when the request had one, a bare `-` when not.
-    let (mut host, mut size) = (None, None);
+    let (mut host, mut size, mut range) = (None, None, None);
     loop {
         rest = rest.trim_start_matches(' ');
         if rest.is_empty() {
@@ -118,6 +128,7 @@ pub(in crate::trace) fn read_combined(
         match name {
             "host" => host = Some(was_quoted.then_some(value)),
             "size" => size = Some(value),
+            "range" if was_quoted => range = Some(value),
             _ => {}
         }
         rest = after;
@@ -135,7 +146,21 @@ pub(in crate::trace) fn read_combined(
     };
     let host = host.map(unescape);
     object_key(key, host.as_deref(), &unescape(target));
-    Ok(Some(Logged { time, size }))
+    let range = range.and_then(|range| one_range(&unescape(range), size));
+    Ok(Some(Logged { time, size, range }))
+}
+
+/// The one byte range a `Range` value names within an object of `size` bytes, if it names
+/// exactly one (RFC 9110 section 14.2; the unit is case-insensitive). One that is not satisfiable
+/// was answered whole or refused: the line asks for the whole object.
+fn one_range(value: &str, size: u64) -> Option<RangeSpec> {
+    let (unit, set) = value.trim().split_once('=')?;
+    if !unit.eq_ignore_ascii_case("bytes") || set.contains(',') {
+        return None;
+    }
+    RangeSpec::parse(set)
+        .ok()
+        .filter(|range| range.resolve(size).is_ok())
 }
 
 /// GET and HEAD: the methods the cache answers (and a HEAD stores what a GET would).
