@@ -8,11 +8,15 @@
 # which serves small hits fastest, and "nginx-sendfile" with `sendfile on` (as Debian's nginx.conf
 # has it), which serves 64 KiB and disk hits fastest; both with `tcp_nopush off`, because Debian's
 # `tcp_nopush on` beside sendfile stalled every response about 40 ms on loopback here (1,547 req/s).
+# Both keep a connection for any number of requests (`keepalive_requests`, 1,000 by default, after
+# which nginx closes an HTTP/1.1 connection and sends HTTP/2 GOAWAY: h2load counted the streams cut
+# by it as errors), as bloomgate does.
 # The summary compares bloomgate with the better of the two per workload. Drives each in turn with wrk: a 1 KiB and a
 # 64 KiB cached object, and a mix of popular objects and one-hit misses; then, for the peers that
 # serve HTTPS here (bloomgate and nginx, one ECDSA P-256 certificate made for the run), the 1 KiB hit
 # over TLS with keep-alive ("https") and with a new connection and full handshake per request
-# ("tls-hs", `Connection: close`); and hits read from a disk cache: bloomgate runs a second instance
+# ("tls-hs", `Connection: close`), and over HTTP/2 on TLS with h2load ("h2": 10 streams on each
+# connection; p50/p99 from h2load's per-request log); and hits read from a disk cache: bloomgate runs a second instance
 # with 4 MiB of RAM over a disk tier, nginx and ATS serve from their file caches, all three under
 # DISK_DIR (one file system for all), page cache warm, objects at random: "disk" (DISK_OBJECTS of
 # 64 KiB), "disk1k" (DISK_SMALL_OBJECTS of 1 KiB, more than the 4 MiB of RAM holds), "disk1m"
@@ -50,7 +54,7 @@
 #   BASELINE_ADMISSION='mode = "probation"'  the baseline's [admission] line instead (for a
 #                                         version that reads `mode`: then both run the same mode)
 #   WORKLOADS="1KiB 64KiB mix https tls-hs disk"   which workloads to run, in this order (also:
-#                                         disk1k disk1m disk-tls ram64)
+#                                         h2 disk1k disk1m disk-tls ram64)
 #   RATES="25 50 75"                      after the closed-loop rounds, offer each of RATE_WORKLOADS
 #                                         (default "1KiB 64KiB mix") at these percentages of nginx's
 #                                         median peak for it, to every peer, with oha (-q,
@@ -86,7 +90,7 @@ DISK_SMALL_OBJECTS=${DISK_SMALL_OBJECTS:-20000}
 DISK_MIB=${DISK_MIB:-1024}
 declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)) [group]=$((BASE_PORT + 14)) [policy]=$((BASE_PORT + 18)) [nginx-sendfile]=$((BASE_PORT + 20)) [native]=$((BASE_PORT + 22)))
 # The HTTPS listeners of the peers that have one here.
-declare -A TLS_PORT=([bloomgate]=$((BASE_PORT + 6)) [nginx]=$((BASE_PORT + 7)) [nginx-sendfile]=$((BASE_PORT + 21)))
+declare -A TLS_PORT=([bloomgate]=$((BASE_PORT + 6)) [nginx]=$((BASE_PORT + 7)) [nginx-sendfile]=$((BASE_PORT + 21)) [baseline]=$((BASE_PORT + 23)))
 DISK_TLS_PORT=$((BASE_PORT + 12))
 # Where each peer serves hits from its disk cache: bloomgate's and ATS's second instances (small
 # RAM over their disk); nginx keeps every cached body in files anyway. Varnish caches in memory only.
@@ -112,6 +116,7 @@ install_missing() {
   command -v nginx >/dev/null || missing+=(nginx)
   command -v varnishd >/dev/null || missing+=(varnish)
   command -v traffic_server >/dev/null || missing+=(trafficserver)
+  command -v h2load >/dev/null || missing+=(nghttp2-client)
   if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -342,7 +347,7 @@ start_native() {
 
 start_baseline() {
   [[ -n "${BASELINE:-}" ]] || { log "PEERS names baseline but BASELINE is not set"; return 1; }
-  bloomgate_config "${PORT[baseline]}" "$((ADMIN_PORT - 1))" "${BASELINE_ADMISSION:-enabled = true}" >"$WORK/baseline.toml"
+  bloomgate_config "${PORT[baseline]}" "$((ADMIN_PORT - 1))" "${BASELINE_ADMISSION:-enabled = true}" "${TLS_PORT[baseline]}" >"$WORK/baseline.toml"
   "$BASELINE" serve --config "$WORK/baseline.toml" >"$WORK/baseline.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
@@ -368,6 +373,7 @@ http {
   access_log off;
   sendfile $sendfile;
   tcp_nopush off;
+  keepalive_requests 1000000;
   client_body_temp_path $dir/temp/body;
   proxy_temp_path $dir/temp/proxy;
   fastcgi_temp_path $dir/temp/fastcgi;
@@ -380,7 +386,7 @@ http {
   ssl_protocols TLSv1.2 TLSv1.3;
   server {
     listen 127.0.0.1:${PORT[$name]};
-    listen 127.0.0.1:${TLS_PORT[$name]} ssl;
+    listen 127.0.0.1:${TLS_PORT[$name]} ssl http2;
     location / {
       proxy_pass http://origin;
       proxy_http_version 1.1;
@@ -528,7 +534,24 @@ to_ms() {
 }
 
 # Runs wrk; prints "requests/s p50_ms p99_ms errors requests".
+# HTTP/2 over TLS (ALPN h2) with h2load: CONNECTIONS connections of H2_STREAMS concurrent streams
+# each; p50 and p99 from its log of every request (microseconds, third column).
+drive_h2() {
+  local out requests_log="$WORK/h2load-requests.log"
+  out=$(h2load -t "$THREADS" -c "$CONNECTIONS" -m "${H2_STREAMS:-10}" -D "$DURATION" \
+    --log-file="$requests_log" "$@" 2>&1)
+  echo "$out" >>"$WORK/h2load.log"
+  local rps requests errors p50 p99
+  rps=$(echo "$out" | awk '/^finished in/ {printf "%.0f", $4}')
+  requests=$(echo "$out" | awk '/^requests:/ {print $8}')
+  errors=$(echo "$out" | awk '/^requests:/ {n = $10 + $12} /^status codes:/ {n += $6 + $8} END {print n + 0}')
+  read -r p50 p99 < <(cut -f3 "$requests_log" | sort -n |
+    awk '{v[NR] = $1} END {if (NR) printf "%.3f %.3f\n", v[int(NR * 0.5) + 1] / 1000, v[int(NR * 0.99) + 1] / 1000; else print "0 0"}')
+  echo "${rps:-0} $p50 $p99 $errors ${requests:-0}"
+}
+
 drive() {
+  [[ ${DRIVER:-wrk} == h2load ]] && { drive_h2 "$@"; return; }
   local out
   out=$(wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" --latency "$@" 2>&1)
   echo "$out" >>"$WORK/wrk.log"
@@ -612,7 +635,7 @@ for round in $(seq "$ROUNDS"); do
     for peer in "${order[@]}"; do
       base="http://127.0.0.1:${PORT[$peer]}"
       secure="https://127.0.0.1:${TLS_PORT[$peer]:-0}"
-      if [[ $workload == https || $workload == tls-hs ]] && [[ -z "${TLS_PORT[$peer]:-}" ]]; then
+      if [[ $workload == https || $workload == tls-hs || $workload == h2 ]] && [[ -z "${TLS_PORT[$peer]:-}" ]]; then
         continue
       fi
       [[ $workload == disk* && -z "${DISK_PORT[$peer]:-}" ]] && continue
@@ -629,6 +652,7 @@ for round in $(seq "$ROUNDS"); do
         mix) args=(-s "$WORK/mix.lua" "$base" -- "$round") ;;
         https) args=("$secure/obj/small?size=1024") ;;
         tls-hs) args=(-H "Connection: close" "$secure/obj/small?size=1024") ;;
+        h2) args=("$secure/obj/small?size=1024") ;;
         disk | disk1k | disk1m) args=(-s "$WORK/$workload.lua" "http://127.0.0.1:${DISK_PORT[$peer]}") ;;
         disk-tls) args=(-s "$WORK/disk.lua" "$disk_secure") ;;
         ram64) args=(-s "$WORK/disk.lua" "$base") ;;
@@ -637,7 +661,9 @@ for round in $(seq "$ROUNDS"); do
       before=$(origin_requests)
       disk_hits_before=$(disk_hits)
       cpu_before=$(cpu_ticks "$server")
-      read -r rps p50 p99 errors requests < <(drive "${args[@]}")
+      driver=wrk
+      [[ $workload == h2 ]] && driver=h2load
+      read -r rps p50 p99 errors requests < <(DRIVER=$driver drive "${args[@]}")
       cpu_after=$(cpu_ticks "$server")
       after=$(origin_requests)
       if [[ $workload == disk* && $peer == bloomgate ]]; then
