@@ -67,6 +67,20 @@ fn cache_percent_is_of_the_footprint_of_distinct_objects() {
 }
 
 #[test]
+fn the_default_doorkeeper_window_is_twice_the_objects_the_cache_holds() {
+    // 4,000 distinct objects of 100 B: a cache of half the footprint holds 2,000 of them.
+    let text: String = (0..4000).map(|i| format!("{i},k{i},100\n")).collect();
+    let path = trace_file("window.csv", &format!("time,key,size\n{text}"));
+    let report = simulate(&args(path)).unwrap();
+    let capacities: Vec<u64> = report
+        .caches
+        .iter()
+        .map(|cache| cache.doorkeeper.capacity)
+        .collect();
+    assert_eq!(capacities, [4000, 8000]);
+}
+
+#[test]
 fn bad_arguments_and_bad_lines_are_errors_naming_them() {
     let path = trace_file("bad.csv", "time,key,size\n1,a,100\n2,b,x\n");
     let error = simulate(&args(path.clone())).unwrap_err();
