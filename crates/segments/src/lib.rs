@@ -12,6 +12,7 @@ mod meta;
 mod read;
 mod recover;
 mod table;
+mod verified;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -292,6 +293,8 @@ struct Shared {
     queued_bytes: AtomicU64,
     counters: Counters,
     read_mode: ReadMode,
+    /// Records whose payload checksum a read has checked under their segment's sequence.
+    verified: verified::Verified,
 }
 
 /// A disk cache of byte records under byte keys, in fixed-size segment files in one directory.
@@ -417,6 +420,7 @@ impl Engine {
             queued_bytes: AtomicU64::new(0),
             counters,
             read_mode,
+            verified: verified::Verified::new(segments as usize),
         });
         if shared.log.lock().free.is_empty() {
             // Every segment holds records: the oldest makes room (recovered entries carry no
