@@ -25,6 +25,7 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 pub use error::OpenError;
+pub use files::InFile;
 pub use index::{MAX_SEGMENT_BYTES, MAX_SEGMENTS};
 pub use layout::record_bytes;
 pub use read::{ColdRead, Lookup, ReadMode};
@@ -482,7 +483,8 @@ impl Engine {
         }
     }
 
-    /// The value under `key`: [`Lookup::Hit`] when it is in RAM or the page cache,
+    /// The value under `key`: [`Lookup::Hit`] when it is in RAM or the page cache (or
+    /// [`Lookup::Mapped`], with its place in the file, when read through a mapping),
     /// [`Lookup::Cold`] when reading it would block (finish it on a blocking thread). Records
     /// are checked (header, key, checksums) before their value is returned; one that fails is
     /// dropped and counted ([`Stats::dropped`]) and reads as a miss.
@@ -498,7 +500,7 @@ impl Engine {
     pub fn read(&self, key: &[u8]) -> std::io::Result<Option<Bytes>> {
         match self.get(key) {
             Lookup::Miss => Ok(None),
-            Lookup::Hit(value) => Ok(Some(value)),
+            Lookup::Hit(value) | Lookup::Mapped(value, _) => Ok(Some(value)),
             Lookup::Cold(cold) => cold.finish(),
         }
     }

@@ -14,7 +14,7 @@ use rustix::buffer::spare_capacity;
 use rustix::io::{Errno, ReadWriteFlags};
 
 use crate::Shared;
-use crate::files::{Generation, SegmentFile};
+use crate::files::{self, Generation, InFile, SegmentFile};
 use crate::index::Location;
 use crate::layout::RecordHeader;
 
@@ -90,6 +90,9 @@ pub enum Lookup {
     Miss,
     /// The value, a slice of the buffer the record was read into (or of the RAM batch).
     Hit(Bytes),
+    /// The value, a slice of a segment's mapping ([`ReadMode::Mapped`], values of 16 KiB and
+    /// more), with its place in the file: both hold the same pin.
+    Mapped(Bytes, InFile),
     /// The record is not (all) in the page cache: finish the read where blocking is allowed.
     Cold(ColdRead),
 }
@@ -183,7 +186,10 @@ pub(crate) fn lookup(shared: &Arc<Shared>, key: &[u8]) -> Lookup {
                 Some(range) if range.len() < COPY_BELOW => {
                     Lookup::Hit(Bytes::copy_from_slice(&pin.bytes()[range]))
                 }
-                Some(range) => Lookup::Hit(Bytes::from(pin).slice(range)),
+                Some(range) => {
+                    let (value, file) = files::in_file(pin, range);
+                    Lookup::Mapped(value, file)
+                }
                 None => Lookup::Miss,
             };
         }
@@ -348,7 +354,9 @@ fn check(
     match verdict {
         Verdict::Value(range) => {
             if !checked {
-                shared.verified.insert(location.segment, seq, location.offset);
+                shared
+                    .verified
+                    .insert(location.segment, seq, location.offset);
             }
             Some(range)
         }

@@ -69,7 +69,10 @@ mod tests {
         assert!(!verified.contains(0, 7, 64), "another segment's record");
         assert!(!verified.contains(1, 7, 128), "another record");
         verified.insert(1, 8, 128);
-        assert!(!verified.contains(1, 7, 64), "forgotten when the sequence moved on");
+        assert!(
+            !verified.contains(1, 7, 64),
+            "forgotten when the sequence moved on"
+        );
         verified.forget(1);
         assert!(!verified.contains(1, 8, 128));
     }
