@@ -1165,7 +1165,9 @@ async fn a_disk_hit_sent_from_its_segment_file_is_the_origins_bytes() {
     let origin = synthetic_origin().await;
     let dir = TempDir::in_memory("disk-sendfile");
     let mut config = tiered(&origin.url(), dir.path());
-    config.set("server", "http1", "\"native\"");
+    config
+        .set("server", "http1", "\"native\"")
+        .set("server", "sendfile", "true");
     let proxy = config.start();
     let client = Client::new();
     let sent_from_files = |s: &str| common::metric(s, "bloomgate_disk_sendfile_bytes_total");

@@ -46,6 +46,8 @@ pub struct Settings {
     pub between_requests: Duration,
     /// `server.send_timeout`: the longest a socket write may wait.
     pub send: Duration,
+    /// `server.sendfile`: a body that names its place in a file is sent from there.
+    pub sendfile: bool,
 }
 
 /// Serves `stream` (accepted at `accepted`) until the client closes it, a timeout ends it, a
@@ -289,7 +291,10 @@ impl Connection<'_> {
         B::Error: std::fmt::Display,
     {
         let (mut parts, body) = response.into_parts();
-        let file = parts.extensions.remove::<InFile>();
+        let file = parts
+            .extensions
+            .remove::<InFile>()
+            .filter(|_| self.settings.sendfile);
         self.out.clear();
         // Interim responses the origin sent just before its final one, as when both came in one
         // read, go out in the same write, ahead of it.
