@@ -486,7 +486,8 @@ impl Engine {
     /// The value under `key`: [`Lookup::Hit`] when it is in RAM or the page cache (or
     /// [`Lookup::Mapped`], with its place in the file, when read through a mapping),
     /// [`Lookup::Cold`] when reading it would block (finish it on a blocking thread). Records
-    /// are checked (header, key, checksums) before their value is returned; one that fails is
+    /// are checked (header, key, checksums) before their value is returned, the key-and-value
+    /// checksum once per record while its segment keeps its sequence; one that fails is
     /// dropped and counted ([`Stats::dropped`]) and reads as a miss.
     pub fn get(&self, key: &[u8]) -> Lookup {
         read::lookup(&self.shared, key)
