@@ -421,7 +421,7 @@ impl Engine {
             queued_bytes: AtomicU64::new(0),
             counters,
             read_mode,
-            verified: verified::Verified::new(segments as usize),
+            verified: verified::Verified::new(segments as usize, segment_bytes),
         });
         if shared.log.lock().free.is_empty() {
             // Every segment holds records: the oldest makes room (recovered entries carry no

@@ -345,7 +345,7 @@ fn check(
     // CPU): once per record and sequence is enough, since a record is never rewritten in place.
     let checked = shared
         .verified
-        .contains(location.segment, seq, location.offset);
+        .contains(location.segment, seq, location.offset, location.len);
     let verdict = if current == seq {
         verify(hash, key, location, seq, record, !checked)
     } else {
@@ -356,7 +356,7 @@ fn check(
             if !checked {
                 shared
                     .verified
-                    .insert(location.segment, seq, location.offset);
+                    .insert(location.segment, seq, location.offset, location.len);
             }
             Some(range)
         }
