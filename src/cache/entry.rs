@@ -7,6 +7,7 @@ use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use super::control::{Delta, RequestDirectives, ResponseControl, ResponseDirectives};
+use super::disk::InFile;
 use super::freshness::{
     Lifetime, has_explicit_freshness, heuristically_cacheable, http_date, understood,
 };
@@ -137,6 +138,9 @@ pub struct StoredResponse {
     /// Its header fields as one block ([`Head`]); [`StoredResponse::headers`] makes a map of them.
     pub head: Head,
     pub body: Bytes,
+    /// Where `body` lies in a disk segment's file, for a body read from disk through a mapping:
+    /// an HTTP/1.1 connection of our own sends it from there with `sendfile`.
+    pub body_file: Option<InFile>,
     /// Its freshness lifetime and age.
     pub lifetime: Lifetime,
     /// Every use needs a successful validation first (`no-cache`).
@@ -276,6 +280,7 @@ impl StoredResponse {
             targeted: control.is_targeted(),
             head: Head::of(&headers),
             body,
+            body_file: None,
             vary,
         }
     }
@@ -323,7 +328,7 @@ impl StoredResponse {
                 headers.append(name.clone(), value.clone());
             }
         }
-        StoredResponse::under_policy(
+        let mut refreshed = StoredResponse::under_policy(
             self.status,
             headers,
             self.body.clone(),
@@ -331,7 +336,9 @@ impl StoredResponse {
             targeted,
             policy,
             now,
-        )
+        );
+        refreshed.body_file = self.body_file.clone();
+        refreshed
     }
 
     /// Whether a 304 answering a conditional request made from this entry's validators is about
@@ -416,6 +423,7 @@ impl StoredResponse {
             status: self.status,
             head: self.head.clone(),
             body: self.body.clone(),
+            body_file: self.body_file.clone(),
             lifetime: self.lifetime.ending_at(at),
             always_revalidate: self.always_revalidate,
             stale_allowed: self.stale_allowed,

@@ -49,6 +49,7 @@ pub const KEYS: &[Key] = &[
     restart("server.max_header_bytes"),
     // Each serving thread picks its HTTP/1.1 server once, at start.
     restart("server.http1"),
+    restart("server.sendfile"),
     applied("server.shutdown_grace"),
     applied("server.purge_allowed_networks"),
     // Adding or removing `[server.tls]` is a change of this key: a listener to open or close.

@@ -100,6 +100,9 @@ pub struct ServerConfig {
     pub tls: Option<TlsListenerConfig>,
     /// Which server reads plain HTTP/1.1 connections. Default [`Http1Server::Native`].
     pub http1: Http1Server,
+    /// The native server sends a disk hit's body from its segment file with `sendfile` (segments
+    /// read through a mapping only). Default false.
+    pub sendfile: bool,
 }
 
 /// `server.http1`: the server that reads plain-HTTP/1.1 client connections. HTTP/2 and every

@@ -191,6 +191,7 @@ fn read_server(s: &mut Section) -> Option<ServerConfig> {
     let http1 = s.get("http1", |v| {
         values::one_of(v, &Http1Server::ALL, Http1Server::as_str)
     });
+    let sendfile = s.get("sendfile", values::boolean);
     Some(ServerConfig {
         listen: listen?,
         max_connections: max_connections?,
@@ -203,6 +204,7 @@ fn read_server(s: &mut Section) -> Option<ServerConfig> {
         purge_allowed_networks: purge_allowed_networks?,
         tls: tls?,
         http1: http1?,
+        sendfile: sendfile?,
     })
 }
 

@@ -72,6 +72,7 @@ fn server_table(server: &ServerConfig) -> Value {
             texts(&server.purge_allowed_networks),
         ),
         ("http1", text(server.http1.as_str())),
+        ("sendfile", Value::Boolean(server.sendfile)),
     ]);
     if let (Value::Table(server), Some(tls)) = (&mut server, tls) {
         server.insert("tls".to_owned(), tls);

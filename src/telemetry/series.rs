@@ -12,9 +12,9 @@ use metrics::{Counter, Histogram, counter, histogram};
 
 use super::labels::{CachedError, DecisionLabel, OriginOutcome, Outcome, PurgeLabel, SliceEvent};
 use super::{
-    ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CACHED_ERRORS_TOTAL, ORIGIN_BYTES_TOTAL,
-    ORIGIN_REQUESTS_TOTAL, PURGED_ENTRIES_TOTAL, PURGES_TOTAL, REQUEST_DURATION_SECONDS,
-    REQUESTS_TOTAL, SLICE_ORIGIN_BYTES_TOTAL, SLICES_TOTAL, recorder,
+    ADMISSION_TOTAL, CACHE_HIT_BYTES_TOTAL, CACHED_ERRORS_TOTAL, DISK_SENDFILE_BYTES_TOTAL,
+    ORIGIN_BYTES_TOTAL, ORIGIN_REQUESTS_TOTAL, PURGED_ENTRIES_TOTAL, PURGES_TOTAL,
+    REQUEST_DURATION_SECONDS, REQUESTS_TOTAL, SLICE_ORIGIN_BYTES_TOTAL, SLICES_TOTAL, recorder,
 };
 
 /// The series of one route (the `route` label): its requests by outcome, and the body bytes it
@@ -72,6 +72,8 @@ pub struct Series {
     /// `bloomgate_slices_total{event}`, in the order of [`SliceEvent::ALL`].
     slices: [Counter; SliceEvent::ALL.len()],
     pub slice_origin_bytes: Counter,
+    /// `bloomgate_disk_sendfile_bytes_total`, counted per `sendfile`.
+    pub disk_sendfile_bytes: Counter,
 }
 
 impl Series {
@@ -119,6 +121,7 @@ pub fn series() -> &'static Series {
                 .map(|kind| counter!(PURGED_ENTRIES_TOTAL, "kind" => kind.as_str())),
             slices: SliceEvent::ALL.map(|event| counter!(SLICES_TOTAL, "event" => event.as_str())),
             slice_origin_bytes: counter!(SLICE_ORIGIN_BYTES_TOTAL),
+            disk_sendfile_bytes: counter!(DISK_SENDFILE_BYTES_TOTAL),
         }
     })
 }

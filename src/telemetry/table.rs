@@ -206,6 +206,9 @@ metrics_table! {
     DISK_HIT_BYTES_TOTAL: Counter(Bytes), "bloomgate_disk_hit_bytes_total", AtScrape,
         "Body bytes read from disk records.",
         [];
+    DISK_SENDFILE_BYTES_TOTAL: Counter(Bytes), "bloomgate_disk_sendfile_bytes_total", AtStart,
+        "Body bytes of disk hits sent from their segment file with sendfile (plain HTTP/1.1 on the native server, segments read through a mapping).",
+        [];
     DISK_MISSES_TOTAL: Counter, "bloomgate_disk_misses_total", AtScrape,
         "RAM misses with no record on disk.",
         [];

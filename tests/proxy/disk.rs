@@ -1157,6 +1157,70 @@ async fn the_disk_keeps_to_max_bytes_under_churn() {
     );
 }
 
+/// On tmpfs the tier reads through a mapping, and the native HTTP/1.1 server sends a disk hit's
+/// body from the segment file with `sendfile`: the client gets the origin's bytes, and only a
+/// whole body goes that way (a range is cut from memory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_hit_sent_from_its_segment_file_is_the_origins_bytes() {
+    let origin = synthetic_origin().await;
+    let dir = TempDir::in_memory("disk-sendfile");
+    let mut config = tiered(&origin.url(), dir.path());
+    config
+        .set("server", "http1", "\"native\"")
+        .set("server", "sendfile", "true");
+    let proxy = config.start();
+    let client = Client::new();
+    let sent_from_files = |s: &str| common::metric(s, "bloomgate_disk_sendfile_bytes_total");
+    // 1.5 MiB of proven objects through 256 KiB of RAM: the oldest go to disk.
+    let proven = objects("sendfile", 24, 64 * KIB);
+    prove(&client, &proxy, &proven).await;
+    let written = common::scrape_until(&client, &proxy, |s| {
+        common::metric(s, &writes("ram_hit")) >= 6.0
+    })
+    .await;
+    assert_eq!(
+        sent_from_files(&written),
+        0.0,
+        "RAM hits of origin bodies are not in files"
+    );
+    // Past the writer's idle flush: records still in its RAM batch are not read from a file.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+
+    let mut disk_hits = 0;
+    for object in &proven[..6] {
+        // `fetch` checks the body against the origin's, byte for byte.
+        if from_disk(&fetch(&client, &proxy, object).await) {
+            disk_hits += 1;
+        }
+    }
+    let scrape = scrape_metrics(&client, &proxy).await;
+    assert!(
+        disk_hits > 0,
+        "nothing came from disk:\n{}",
+        disk_metrics(&scrape)
+    );
+    assert_eq!(
+        sent_from_files(&scrape),
+        (disk_hits * 64 * KIB) as f64,
+        "every disk hit's body goes from its file:\n{}",
+        disk_metrics(&scrape)
+    );
+
+    // A range of a body held in a file is cut from memory: the bytes asked for, none sent
+    // from the file.
+    let object = &proven[0];
+    let reply = client
+        .get_with(
+            &format!("http://{}{}", proxy.addr, object.path()),
+            &[("range", "bytes=1000-1999")],
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::PARTIAL_CONTENT);
+    assert_eq!(&reply.body[..], &object.body()[1000..2000]);
+    let after = scrape_metrics(&client, &proxy).await;
+    assert_eq!(sent_from_files(&after), sent_from_files(&scrape));
+}
+
 /// On tmpfs the tier reads through a mapping and RAM keeps the disk hits it restores as slices of
 /// it: a segment reclaimed under them moves to a new file, and no body is ever served changed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

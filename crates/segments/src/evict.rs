@@ -42,6 +42,7 @@ impl Shared {
         // kept for them (see `Active::reserved`).
         self.reinsert(keep);
         self.seqs[segment as usize].store(0, Ordering::Release);
+        self.verified.forget(segment);
         // Values handed out as pins of the mapping keep their bytes: the segment moves to a new
         // inode rather than be rewritten under them.
         match file.renew_if_pinned() {

@@ -8,8 +8,10 @@
 //! last pin goes; the rest of it is punched out at once).
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice};
+use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
@@ -110,6 +112,88 @@ impl From<Pin> for Bytes {
     fn from(pin: Pin) -> Bytes {
         Bytes::from_owner(pin)
     }
+}
+
+/// A pin shared by the [`Bytes`] made of it and the [`InFile`]s that name its place.
+struct SharedPin(Arc<Pin>);
+
+impl AsRef<[u8]> for SharedPin {
+    fn as_ref(&self) -> &[u8] {
+        self.0.bytes()
+    }
+}
+
+/// A value's place in its segment file, pinned: while it lives, a reclaim leaves those bytes of
+/// that inode as they are (it gives the segment a new inode instead), so a `sendfile` of
+/// [`InFile::len`] bytes from [`InFile::file`] at [`InFile::offset`] sends the value and nothing
+/// else, however long the send takes and whatever the engine writes meanwhile.
+#[derive(Clone)]
+pub struct InFile {
+    pin: Arc<Pin>,
+    /// The value's bytes within the pinned range.
+    start: u32,
+    len: u32,
+}
+
+impl fmt::Debug for InFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InFile")
+            .field("offset", &self.offset())
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InFile {
+    /// The segment file's inode the value lies in (not necessarily the segment's current one).
+    pub fn file(&self) -> &File {
+        &self.pin.generation.file
+    }
+
+    /// Where the value starts in [`InFile::file`].
+    pub fn offset(&self) -> u64 {
+        u64::from(self.pin.offset) + u64::from(self.start)
+    }
+
+    /// The value's length in bytes.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether the value is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The value's bytes as the mapping shows them: what a send from the file sends.
+    pub fn bytes(&self) -> &[u8] {
+        let start = self.start as usize;
+        &self.pin.bytes()[start..start + self.len as usize]
+    }
+
+    /// The part `range` of the value (relative to its start), still pinned; `None` when `range`
+    /// passes its end.
+    pub fn slice(&self, range: Range<usize>) -> Option<InFile> {
+        if range.start > range.end || range.end > self.len as usize {
+            return None;
+        }
+        Some(InFile {
+            pin: Arc::clone(&self.pin),
+            start: self.start + range.start as u32,
+            len: (range.end - range.start) as u32,
+        })
+    }
+}
+
+/// `range` of `pin` as [`Bytes`] (no copy) and as its place in the file, sharing the one pin.
+pub(crate) fn in_file(pin: Pin, range: Range<usize>) -> (Bytes, InFile) {
+    let pin = Arc::new(pin);
+    let file = InFile {
+        pin: Arc::clone(&pin),
+        start: range.start as u32,
+        len: range.len() as u32,
+    };
+    (Bytes::from_owner(SharedPin(pin)).slice(range), file)
 }
 
 impl Generation {

@@ -12,6 +12,7 @@ mod meta;
 mod read;
 mod recover;
 mod table;
+mod verified;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 pub use error::OpenError;
+pub use files::InFile;
 pub use index::{MAX_SEGMENT_BYTES, MAX_SEGMENTS};
 pub use layout::record_bytes;
 pub use read::{ColdRead, Lookup, ReadMode};
@@ -292,6 +294,8 @@ struct Shared {
     queued_bytes: AtomicU64,
     counters: Counters,
     read_mode: ReadMode,
+    /// Records whose payload checksum a read has checked under their segment's sequence.
+    verified: verified::Verified,
 }
 
 /// A disk cache of byte records under byte keys, in fixed-size segment files in one directory.
@@ -417,6 +421,7 @@ impl Engine {
             queued_bytes: AtomicU64::new(0),
             counters,
             read_mode,
+            verified: verified::Verified::new(segments as usize, segment_bytes),
         });
         if shared.log.lock().free.is_empty() {
             // Every segment holds records: the oldest makes room (recovered entries carry no
@@ -478,9 +483,11 @@ impl Engine {
         }
     }
 
-    /// The value under `key`: [`Lookup::Hit`] when it is in RAM or the page cache,
+    /// The value under `key`: [`Lookup::Hit`] when it is in RAM or the page cache (or
+    /// [`Lookup::Mapped`], with its place in the file, when read through a mapping),
     /// [`Lookup::Cold`] when reading it would block (finish it on a blocking thread). Records
-    /// are checked (header, key, checksums) before their value is returned; one that fails is
+    /// are checked (header, key, checksums) before their value is returned, the key-and-value
+    /// checksum once per record while its segment keeps its sequence; one that fails is
     /// dropped and counted ([`Stats::dropped`]) and reads as a miss.
     pub fn get(&self, key: &[u8]) -> Lookup {
         read::lookup(&self.shared, key)
@@ -494,7 +501,7 @@ impl Engine {
     pub fn read(&self, key: &[u8]) -> std::io::Result<Option<Bytes>> {
         match self.get(key) {
             Lookup::Miss => Ok(None),
-            Lookup::Hit(value) => Ok(Some(value)),
+            Lookup::Hit(value) | Lookup::Mapped(value, _) => Ok(Some(value)),
             Lookup::Cold(cold) => cold.finish(),
         }
     }

@@ -73,7 +73,7 @@ fn page_cache_dropped_record_reads_back_through_either_path() {
     }
     let value_back = match engine.get(b"evicted") {
         // tmpfs and some overlays keep the pages whatever the advice.
-        Lookup::Hit(value) => value,
+        Lookup::Hit(value) | Lookup::Mapped(value, _) => value,
         Lookup::Cold(cold) => cold.finish().expect("finish").expect("present"),
         Lookup::Miss => panic!("the record must be found"),
     };
@@ -90,7 +90,7 @@ fn a_memory_backed_file_system_is_read_on_the_calling_thread() {
     engine.put(b"shm", &value);
     engine.wait();
     match engine.get(b"shm") {
-        Lookup::Hit(back) => assert_eq!(back, value),
+        Lookup::Hit(back) | Lookup::Mapped(back, _) => assert_eq!(back, value),
         other => panic!("a flushed record on tmpfs must be read at once, got {other:?}"),
     }
 }
@@ -141,6 +141,58 @@ fn churn(engine: &Engine, prefix: &str, count: usize) {
     engine.wait();
 }
 
+/// Sends `file`'s value with `sendfile` into a new file in `dir` and returns what arrived.
+fn sent_from(file: &InFile, dir: &Path) -> Vec<u8> {
+    let out_path = dir.join("sent");
+    let out = std::fs::File::create(&out_path).expect("create the receiving file");
+    let mut offset = file.offset();
+    let mut left = file.len();
+    while left > 0 {
+        let sent =
+            rustix::fs::sendfile(&out, file.file(), Some(&mut offset), left).expect("sendfile");
+        assert!(sent > 0, "the file ended inside the value");
+        left -= sent;
+    }
+    std::fs::read(&out_path).expect("read what was sent")
+}
+
+#[test]
+fn a_value_sent_from_its_file_after_its_segment_was_reclaimed_is_its_own() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("a directory on /dev/shm");
+    let out = tempfile::tempdir().expect("a directory for what is sent");
+    let engine = mapped_engine(dir.path());
+    let value: Vec<u8> = (0..60_000u32).map(|n| (n % 251) as u8).collect();
+    engine.put(b"sent", &value);
+    engine.wait();
+    let Lookup::Mapped(bytes, file) = engine.get(b"sent") else {
+        panic!("a large flushed record on tmpfs must be read through the mapping");
+    };
+    assert_eq!(
+        file.bytes().as_ptr(),
+        bytes.as_ptr(),
+        "the value and its place are one"
+    );
+    // Only the place is held, as while a send is under way: the bytes are dropped.
+    drop(bytes);
+    let renewed = engine.stats().renewed;
+    // 9 MiB through a 3 MiB engine: every segment is reclaimed and rewritten, twice over, with
+    // other keys' records where this one was.
+    churn(&engine, "churn", 4_000);
+    assert!(
+        engine.stats().renewed > renewed,
+        "the held segment was rewritten in place"
+    );
+    assert!(
+        sent_from(&file, out.path()) == value,
+        "a send from the file sent other bytes"
+    );
+    assert!(file.slice(0..value.len() + 1).is_none());
+    let tail = file
+        .slice(59_000..60_000)
+        .expect("a slice within the value");
+    assert!(sent_from(&tail, out.path()) == value[59_000..]);
+}
+
 #[test]
 fn a_mapped_value_held_while_its_segment_is_reclaimed_keeps_its_bytes() {
     let dir = tempfile::tempdir_in("/dev/shm").expect("a directory on /dev/shm");
@@ -148,7 +200,7 @@ fn a_mapped_value_held_while_its_segment_is_reclaimed_keeps_its_bytes() {
     let value: Vec<u8> = (0..60_000u32).map(|n| (n % 253) as u8).collect();
     engine.put(b"held", &value);
     engine.wait();
-    let Lookup::Hit(held) = engine.get(b"held") else {
+    let Lookup::Mapped(held, _) = engine.get(b"held") else {
         panic!("a flushed record on tmpfs must be read at once");
     };
     let first = engine.stats().renewed;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use segments::{Engine, Lookup, Options, Stored};
+use segments::{Engine, InFile, Lookup, Options, Stored};
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -26,7 +26,7 @@ pub trait DiskEngine: Send + Sync + 'static {
     fn put(&self, key: &str, record: Bytes);
     /// The record under `key`: `Ok(None)` when there is none, or when the one there failed its
     /// checksum (the engine drops it; see [`EngineCounts::dropped`]).
-    fn get(&self, key: &str) -> BoxFuture<std::io::Result<Option<Bytes>>>;
+    fn get(&self, key: &str) -> BoxFuture<std::io::Result<Option<Found>>>;
     /// Removes the record under `key`, now and across restarts.
     fn remove(&self, key: &str);
     /// Whether a record may be stored under `key` (no false negatives).
@@ -39,6 +39,20 @@ pub trait DiskEngine: Send + Sync + 'static {
     fn wait(&self) -> BoxFuture<()>;
     /// Waits for queued writes, then refuses new ones.
     fn close(&self) -> BoxFuture<()>;
+}
+
+/// A record read back, checked.
+#[derive(Debug)]
+pub struct Found {
+    pub record: Bytes,
+    /// Where `record` lies in its segment file, held there, when it was read through a mapping.
+    pub file: Option<InFile>,
+}
+
+impl Found {
+    fn of(record: Bytes) -> Found {
+        Found { record, file: None }
+    }
 }
 
 /// How the engine is laid out; see `[disk]` in `config/bloomgate.toml`.
@@ -126,17 +140,25 @@ impl DiskEngine for SegmentEngine {
         }
     }
 
-    fn get(&self, key: &str) -> BoxFuture<std::io::Result<Option<Bytes>>> {
-        match self.engine.get(key.as_bytes()) {
-            Lookup::Miss => Box::pin(std::future::ready(Ok(None))),
-            Lookup::Hit(value) => Box::pin(std::future::ready(Ok(Some(value)))),
-            // Only a record not in the page cache leaves this thread.
-            Lookup::Cold(read) => Box::pin(async move {
-                tokio::task::spawn_blocking(move || read.finish())
-                    .await
-                    .map_err(std::io::Error::other)?
+    fn get(&self, key: &str) -> BoxFuture<std::io::Result<Option<Found>>> {
+        let found = match self.engine.get(key.as_bytes()) {
+            Lookup::Miss => None,
+            Lookup::Hit(record) => Some(Found::of(record)),
+            Lookup::Mapped(record, file) => Some(Found {
+                record,
+                file: Some(file),
             }),
-        }
+            // Only a record not in the page cache leaves this thread.
+            Lookup::Cold(read) => {
+                return Box::pin(async move {
+                    let record = tokio::task::spawn_blocking(move || read.finish())
+                        .await
+                        .map_err(std::io::Error::other)??;
+                    Ok(record.map(Found::of))
+                });
+            }
+        };
+        Box::pin(std::future::ready(Ok(found)))
     }
 
     fn remove(&self, key: &str) {

@@ -39,8 +39,11 @@ use super::{CacheKey, Evicted, Store, StoredResponse, Variants};
 use crate::config::{DiskConfig, DiskSync};
 
 pub use counts::{DiskCounters, DiskStats, Rejection, WriteReason};
-pub use engine::{BoxFuture, DiskEngine, EngineOptions, Recovery, SegmentEngine, engine_files};
+pub use engine::{
+    BoxFuture, DiskEngine, EngineOptions, Found, Recovery, SegmentEngine, engine_files,
+};
 pub use record::{RecordError, decode, encode};
+pub use segments::InFile;
 
 use purges::{PURGE_SETTLES, Purges};
 use writer::{Job, Rate, Writer, allocated, panic_text};
@@ -330,25 +333,27 @@ impl DiskTier {
             }
         };
         match read {
-            Ok(Some(record)) => match record::decode(record, targeted, policy) {
-                Ok(variants) => {
-                    counters.hits.fetch_add(1, Ordering::Relaxed);
-                    let bytes: usize = variants.iter().map(|v| v.body.len()).sum();
-                    counters
-                        .hit_bytes
-                        .fetch_add(bytes as u64, Ordering::Relaxed);
-                    Some(variants)
-                }
-                Err(error) => {
-                    tracing::warn!(%error, %key, dir = %shared.dir.display(),
+            Ok(Some(found)) => {
+                match record::decode(found.record, found.file.as_ref(), targeted, policy) {
+                    Ok(variants) => {
+                        counters.hits.fetch_add(1, Ordering::Relaxed);
+                        let bytes: usize = variants.iter().map(|v| v.body.len()).sum();
+                        counters
+                            .hit_bytes
+                            .fetch_add(bytes as u64, Ordering::Relaxed);
+                        Some(variants)
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, %key, dir = %shared.dir.display(),
                         "disk record dropped: it passed the engine's checksum but does not decode");
-                    counters.undecodable.fetch_add(1, Ordering::Relaxed);
-                    // A miss, as one the engine's checksum caught is.
-                    counters.misses.fetch_add(1, Ordering::Relaxed);
-                    engine.remove(key.as_str());
-                    None
+                        counters.undecodable.fetch_add(1, Ordering::Relaxed);
+                        // A miss, as one the engine's checksum caught is.
+                        counters.misses.fetch_add(1, Ordering::Relaxed);
+                        engine.remove(key.as_str());
+                        None
+                    }
                 }
-            },
+            }
             Ok(None) => {
                 counters.misses.fetch_add(1, Ordering::Relaxed);
                 None
@@ -563,9 +568,13 @@ mod tests {
         fn put(&self, key: &str, record: Bytes) {
             self.records().insert(key.to_owned(), record);
         }
-        fn get(&self, key: &str) -> BoxFuture<std::io::Result<Option<Bytes>>> {
-            let record = self.records().get(key).cloned();
-            Box::pin(std::future::ready(Ok(record)))
+        fn get(&self, key: &str) -> BoxFuture<std::io::Result<Option<Found>>> {
+            let found = self
+                .records()
+                .get(key)
+                .cloned()
+                .map(|record| Found { record, file: None });
+            Box::pin(std::future::ready(Ok(found)))
         }
         fn remove(&self, key: &str) {
             self.records().remove(key);

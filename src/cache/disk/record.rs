@@ -23,6 +23,7 @@ use bytes::{Buf, Bytes};
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
+use super::InFile;
 use crate::cache::StoredResponse;
 use crate::config::CachePolicy;
 
@@ -83,11 +84,16 @@ pub fn encode(variants: &[Arc<StoredResponse>]) -> Vec<u8> {
 ///
 /// `targeted` are the fields whose directives replace `Cache-Control` (`cache.targeted_fields`).
 /// `policy` is the route's that reads their directives, as when they were stored.
+///
+/// `file` is where the record lies in a segment file, when the engine read it through a mapping:
+/// each body then carries its own place there ([`StoredResponse::body_file`]).
 pub fn decode(
     record: Bytes,
+    file: Option<&InFile>,
     targeted: &[HeaderName],
     policy: &CachePolicy,
 ) -> Result<Vec<StoredResponse>, RecordError> {
+    let start = record.as_ptr() as usize;
     let mut reader = Reader { rest: record };
     if reader.take(MAGIC.len(), "magic")? != MAGIC[..] {
         return Err(RecordError::Magic);
@@ -124,7 +130,8 @@ pub fn decode(
             usize::try_from(body_len).map_err(|_| RecordError::Invalid("body length"))?,
             "body",
         )?;
-        variants.push(StoredResponse::under_policy(
+        let body_file = file.and_then(|file| body_in_file(file, start, &body));
+        let mut variant = StoredResponse::under_policy(
             status,
             headers,
             body,
@@ -132,12 +139,23 @@ pub fn decode(
             targeted,
             policy,
             response_time,
-        ));
+        );
+        variant.body_file = body_file;
+        variants.push(variant);
     }
     if reader.rest.has_remaining() {
         return Err(RecordError::Invalid("trailing bytes"));
     }
     Ok(variants)
+}
+
+/// The place of `body`, a slice of the record that starts at address `start`, in the record's
+/// `file`; `None` unless it is exactly the bytes the file's mapping shows there.
+fn body_in_file(file: &InFile, start: usize, body: &Bytes) -> Option<InFile> {
+    let from = (body.as_ptr() as usize).checked_sub(start)?;
+    let placed = file.slice(from..from.checked_add(body.len())?)?;
+    // An empty body's pointer is not kept by `Bytes`; nothing to send from a file either.
+    (!body.is_empty() && placed.bytes().as_ptr() == body.as_ptr()).then_some(placed)
 }
 
 fn put_u16(out: &mut Vec<u8>, n: usize) {
@@ -231,7 +249,8 @@ mod tests {
         let stored = [variant(b"gzip body", Some("gzip")), variant(b"plain", None)];
         let record = encode(&stored);
         let now = SystemTime::now();
-        let read = decode(Bytes::from(record), &[], crate::cache::policy::rfc()).expect("decodes");
+        let read =
+            decode(Bytes::from(record), None, &[], crate::cache::policy::rfc()).expect("decodes");
         assert_eq!(read.len(), 2);
         for (before, after) in stored.iter().zip(&read) {
             assert_eq!(after.status, before.status);
@@ -253,7 +272,7 @@ mod tests {
         for len in 0..record.len() {
             let cut = Bytes::copy_from_slice(&record[..len]);
             assert!(
-                decode(cut, &[], crate::cache::policy::rfc()).is_err(),
+                decode(cut, None, &[], crate::cache::policy::rfc()).is_err(),
                 "a record cut at {len} of {} bytes was accepted",
                 record.len()
             );
@@ -261,11 +280,11 @@ mod tests {
         let mut flipped = record.clone();
         flipped[0] ^= 0xff;
         assert!(matches!(
-            decode(Bytes::from(flipped), &[], crate::cache::policy::rfc()),
+            decode(Bytes::from(flipped), None, &[], crate::cache::policy::rfc()),
             Err(RecordError::Magic)
         ));
         let mut longer = record;
         longer.push(0);
-        assert!(decode(Bytes::from(longer), &[], crate::cache::policy::rfc()).is_err());
+        assert!(decode(Bytes::from(longer), None, &[], crate::cache::policy::rfc()).is_err());
     }
 }

@@ -135,7 +135,15 @@ fn from_entry(parts: &Parts, entry: &StoredResponse, headers: HeaderMap) -> Resp
             let length = entry.body.len() as u64;
             ranged(head, WholeBody::Whole(entry.body.clone()), length, &ranges)
         }
-        None => Response::from_parts(head, full(entry.body.clone())),
+        None => {
+            let mut response = Response::from_parts(head, full(entry.body.clone()));
+            // The whole body, from a disk segment: a connection that can send it from the file
+            // does (it checks that the body it would write is these very bytes).
+            if let Some(file) = &entry.body_file {
+                response.extensions_mut().insert(file.clone());
+            }
+            response
+        }
     }
 }
 

@@ -125,6 +125,7 @@ impl Serving {
                 header_read: server.header_read_timeout,
                 between_requests: server.idle_timeout,
                 send: server.send_timeout,
+                sendfile: server.sendfile,
             });
         Serving {
             proxy,

@@ -26,6 +26,7 @@ use super::body::{Feed, advance, request_body};
 use super::parse::{self, RequestHead, parse_request};
 use super::send::{send, write_all};
 use super::write::{Answering, write_head, write_interim, write_refusal};
+use crate::cache::disk::InFile;
 use crate::proxy::Proxy;
 use crate::proxy::request::body::RequestBody;
 use crate::proxy::request::interim::{InterimHead, InterimSink};
@@ -45,6 +46,8 @@ pub struct Settings {
     pub between_requests: Duration,
     /// `server.send_timeout`: the longest a socket write may wait.
     pub send: Duration,
+    /// `server.sendfile`: a body that names its place in a file is sent from there.
+    pub sendfile: bool,
 }
 
 /// Serves `stream` (accepted at `accepted`) until the client closes it, a timeout ends it, a
@@ -287,7 +290,11 @@ impl Connection<'_> {
         B: Body<Data = Bytes> + Unpin,
         B::Error: std::fmt::Display,
     {
-        let (parts, body) = response.into_parts();
+        let (mut parts, body) = response.into_parts();
+        let file = parts
+            .extensions
+            .remove::<InFile>()
+            .filter(|_| self.settings.sendfile);
         self.out.clear();
         // Interim responses the origin sent just before its final one, as when both came in one
         // read, go out in the same write, ahead of it.
@@ -303,6 +310,7 @@ impl Connection<'_> {
                 &mut self.write,
                 &head,
                 body,
+                file,
                 written.framing,
                 self.settings.send,
             );

@@ -10,18 +10,24 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Body;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
 use tokio::net::tcp::WriteHalf;
 
 use super::write::Framing;
+use crate::cache::disk::InFile;
 use crate::proxy::server::stall::StallScope;
+use crate::telemetry::series;
 
 /// Writes a response: its head with the first body bytes in one vectored write when they are
-/// ready at once, then the rest of the body in `framing`. An error leaves the connection unusable.
+/// ready at once, then the rest of the body in `framing`. A body whose one frame is exactly the
+/// bytes of `file` (a disk hit read through a mapping) goes from the file with `sendfile`
+/// instead. An error leaves the connection unusable.
 pub(super) async fn send<B>(
     write: &mut WriteHalf<'_>,
     head: &[u8],
     mut body: B,
+    file: Option<InFile>,
     framing: Framing,
     timeout: Duration,
 ) -> std::io::Result<()>
@@ -81,6 +87,9 @@ where
             write_all(write, &mut [IoSlice::new(head_slice)], timeout).await?;
             continue;
         }
+        if let Some(file) = file.as_ref().filter(|file| is_whole(file, &data, framing)) {
+            return send_file(write, head_slice, file, timeout).await;
+        }
         let data = within_length(&mut remaining, data);
         write_data(write, head_slice, &data, framing, timeout).await?;
         if remaining == Some(0) {
@@ -115,6 +124,61 @@ async fn end_body(
         timeout,
     )
     .await
+}
+
+/// Whether `data`, the first frame of a body framed by `framing`, is the whole body and the very
+/// bytes `file` names: the same memory (the mapping of that file range), so that what `sendfile`
+/// sends is what the body would have written. Anything else (a body replaced or cut on its way
+/// here, chunked framing) is written as it is.
+fn is_whole(file: &InFile, data: &Bytes, framing: Framing) -> bool {
+    framing == Framing::Length(data.len() as u64)
+        && file.len() == data.len()
+        && file.bytes().as_ptr() == data.as_ptr()
+}
+
+/// Writes what is left of the head, then the body from `file` with `sendfile`: the kernel hands
+/// the file's pages to the socket, with no copy through the process. Each write within
+/// `timeout`; the pin in `file` keeps those bytes of the file the body's until it is dropped.
+async fn send_file(
+    write: &mut WriteHalf<'_>,
+    head_slice: &[u8],
+    file: &InFile,
+    timeout: Duration,
+) -> std::io::Result<()> {
+    write_all(write, &mut [IoSlice::new(head_slice)], timeout).await?;
+    let stream: &TcpStream = write.as_ref();
+    let mut offset = file.offset();
+    let mut left = file.len();
+    while left > 0 {
+        let sending = async {
+            loop {
+                stream.writable().await?;
+                let sent = stream.try_io(Interest::WRITABLE, || {
+                    rustix::fs::sendfile(stream, file.file(), Some(&mut offset), left)
+                        .map_err(std::io::Error::from)
+                });
+                match sent {
+                    Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
+                    sent => return sent,
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, sending).await {
+            // The file ends inside the body: the response is cut short, never filled with
+            // other bytes.
+            Ok(Ok(0)) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(Ok(sent)) => {
+                left -= sent;
+                series().disk_sendfile_bytes.increment(sent as u64);
+            }
+            Ok(Err(error)) => return Err(error),
+            Err(_) => {
+                StallScope::Connection.count();
+                return Err(std::io::ErrorKind::TimedOut.into());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The part of `data` the head announced room for, counted off `remaining` (`None`: no length).
