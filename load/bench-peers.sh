@@ -71,6 +71,8 @@
 #                                         unless given; e.g. DISK_DIR=/var/tmp for the machine's disk)
 #   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+23 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
+#   DISK_VERIFY_READS=first               bloomgate's disk instance checks a record's checksum on its
+#                                         first read only (`disk.verify_reads`; default "every")
 #   DISK_MMAP=false                       bloomgate's disk instance reads tmpfs segments with pread
 #                                         (disk.mmap; default true)
 set -euo pipefail
@@ -254,6 +256,7 @@ max_bytes = "${DISK_MIB}MiB"
 block_bytes = "16MiB"
 write_buffer = "64MiB"
 mmap = ${DISK_MMAP:-true}
+verify_reads = "${DISK_VERIFY_READS:-every}"
 [admin]
 listen = "127.0.0.1:$((BASE_PORT + 11))"
 [admission]

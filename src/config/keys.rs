@@ -150,6 +150,7 @@ pub const KEYS: &[Key] = &[
     restart("disk.write_buffer"),
     restart("disk.write_budget"),
     restart("disk.sync"),
+    restart("disk.verify_reads"),
     restart("admin.listen"),
     restart("log.level"),
     applied("log.access.path"),

@@ -266,6 +266,9 @@ pub struct DiskConfig {
     pub mmap: bool,
     /// When the engine waits for the device. Default [`DiskSync::Seal`].
     pub sync: DiskSync,
+    /// Whether only a record's first read checks its checksum (`disk.verify_reads = "first"`).
+    /// Default false (`"every"`).
+    pub verify_first_read_only: bool,
 }
 
 /// `disk.sync`: when the disk engine waits for the device, for what a power cut may take.

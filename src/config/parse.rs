@@ -379,6 +379,9 @@ fn read_disk(s: &mut Section) -> Option<DiskConfig> {
     let sync = s.get("sync", |v| {
         values::one_of(v, &DiskSync::ALL, DiskSync::as_str)
     });
+    let verify_reads = s.get("verify_reads", |v| {
+        values::one_of(v, &["every", "first"], |name| name)
+    });
     let (block_bytes, max_bytes, write_buffer) = (block_bytes?, max_bytes?, write_buffer?);
     if max_bytes < 4 * block_bytes {
         s.report(
@@ -422,6 +425,7 @@ fn read_disk(s: &mut Section) -> Option<DiskConfig> {
         write_budget: write_budget?,
         mmap: mmap?,
         sync: sync?,
+        verify_first_read_only: verify_reads? == "first",
     })
 }
 
@@ -639,6 +643,20 @@ mod tests {
         assert!(
             Config::defaults().disk.path.is_none(),
             "no disk tier by default"
+        );
+    }
+
+    #[test]
+    fn disk_reads_check_every_record_by_default_or_only_its_first_read() {
+        assert!(!Config::defaults().disk.verify_first_read_only);
+        let config = Config::from_toml_str("[disk]\nverify_reads = \"first\"").unwrap();
+        assert!(config.disk.verify_first_read_only);
+        let message = Config::from_toml_str("[disk]\nverify_reads = \"never\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("disk.verify_reads") && message.contains("every"),
+            "{message}"
         );
     }
 

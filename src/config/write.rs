@@ -172,6 +172,14 @@ fn disk_table(disk: &DiskConfig) -> Value {
         ("write_budget", size(disk.write_budget)),
         ("mmap", Value::Boolean(disk.mmap)),
         ("sync", text(disk.sync.as_str())),
+        (
+            "verify_reads",
+            text(if disk.verify_first_read_only {
+                "first"
+            } else {
+                "every"
+            }),
+        ),
     ])
 }
 

@@ -254,6 +254,7 @@ fn tier_recovering_until_released(config: &Config) -> (DiskTier, std::sync::mpsc
         write_buffer: config.disk.write_buffer,
         mmap: config.disk.mmap,
         sync_on_seal: true,
+        verify_first_read_only: config.disk.verify_first_read_only,
     };
     let (release, gate) = std::sync::mpsc::channel::<()>();
     let tier = DiskTier::opening(&config.disk, dir, move || {

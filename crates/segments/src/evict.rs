@@ -42,7 +42,9 @@ impl Shared {
         // kept for them (see `Active::reserved`).
         self.reinsert(keep);
         self.seqs[segment as usize].store(0, Ordering::Release);
-        self.verified.forget(segment);
+        if let Some(verified) = &self.verified {
+            verified.forget(segment);
+        }
         // Values handed out as pins of the mapping keep their bytes: the segment moves to a new
         // inode rather than be rewritten under them.
         match file.renew_if_pinned() {

@@ -53,6 +53,7 @@ pub struct Options {
     nowait_reads: bool,
     mmap_reads: bool,
     sync_on_seal: bool,
+    remember_checks: bool,
 }
 
 impl Options {
@@ -67,6 +68,7 @@ impl Options {
             nowait_reads: true,
             mmap_reads: true,
             sync_on_seal: true,
+            remember_checks: false,
         }
     }
 
@@ -107,6 +109,14 @@ impl Options {
     /// page the kernel evicted would be read back by a fault on the serving thread.
     pub fn mmap_reads(mut self, enabled: bool) -> Options {
         self.mmap_reads = enabled;
+        self
+    }
+
+    /// Whether a record's payload checksum, once it passed, is remembered while its segment keeps
+    /// its sequence, so later reads check header and key only (default false: every read checks
+    /// every byte). Records of 16 KiB and more; see `verified.rs` for what this gives up.
+    pub fn remember_checks(mut self, enabled: bool) -> Options {
+        self.remember_checks = enabled;
         self
     }
 
@@ -294,8 +304,9 @@ struct Shared {
     queued_bytes: AtomicU64,
     counters: Counters,
     read_mode: ReadMode,
-    /// Records whose payload checksum a read has checked under their segment's sequence.
-    verified: verified::Verified,
+    /// Records whose payload checksum a read has checked under their segment's sequence, when
+    /// checks are remembered ([`Options::remember_checks`]).
+    verified: Option<verified::Verified>,
 }
 
 /// A disk cache of byte records under byte keys, in fixed-size segment files in one directory.
@@ -380,6 +391,7 @@ impl Engine {
         let seqs: Box<[AtomicU64]> = (0..segments).map(|_| AtomicU64::new(0)).collect();
         let index = Index::default();
         let segment_bytes = options.segment_bytes as u32;
+        let remember_checks = options.remember_checks;
         let counters = Counters::default();
         let sync = options.sync_on_seal.then_some(&counters);
         let recovered = recover::recover(&files, segment_bytes, &index, &seqs, sync);
@@ -421,7 +433,8 @@ impl Engine {
             queued_bytes: AtomicU64::new(0),
             counters,
             read_mode,
-            verified: verified::Verified::new(segments as usize, segment_bytes),
+            verified: remember_checks
+                .then(|| verified::Verified::new(segments as usize, segment_bytes)),
         });
         if shared.log.lock().free.is_empty() {
             // Every segment holds records: the oldest makes room (recovered entries carry no

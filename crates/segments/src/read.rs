@@ -342,10 +342,11 @@ fn check(
     // a miss, and the reclaim has dealt with the entry.
     let current = shared.seqs[location.segment as usize].load(Ordering::Acquire);
     // The payload checksum is the cost of a large record's read (a fifth of a 64 KiB disk hit's
-    // CPU): once per record and sequence is enough, since a record is never rewritten in place.
-    let checked = shared
-        .verified
-        .contains(location.segment, seq, location.offset, location.len);
+    // CPU): with checks remembered, once per record and sequence, since a record is never
+    // rewritten in place.
+    let checked = shared.verified.as_ref().is_some_and(|verified| {
+        verified.contains(location.segment, seq, location.offset, location.len)
+    });
     let verdict = if current == seq {
         verify(hash, key, location, seq, record, !checked)
     } else {
@@ -353,10 +354,8 @@ fn check(
     };
     match verdict {
         Verdict::Value(range) => {
-            if !checked {
-                shared
-                    .verified
-                    .insert(location.segment, seq, location.offset, location.len);
+            if let Some(verified) = shared.verified.as_ref().filter(|_| !checked) {
+                verified.insert(location.segment, seq, location.offset, location.len);
             }
             Some(range)
         }

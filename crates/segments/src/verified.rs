@@ -1,5 +1,7 @@
 //! Records whose checksum a read has already checked since their segment last started: later
-//! reads of them check header and key, not the payload's checksum again.
+//! reads of them check header and key, not the payload's checksum again. Only with
+//! `Options::remember_checks` (bloomgate's `disk.verify_reads = "first"`); by default every read
+//! checks every byte.
 //!
 //! A record never changes in place while its segment keeps its sequence (segments are appended
 //! to, then reclaimed whole, which starts a new sequence), so the checksum's answer for the bytes

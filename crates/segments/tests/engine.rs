@@ -384,3 +384,60 @@ fn reopen_of_a_full_gibibyte_timing() {
         drop(engine);
     }
 }
+
+/// Flips a byte in the middle of the first copy of `value` found in the segment files, as another
+/// process writing a file could; returns whether it found one.
+fn damage_in_place(dir: &Path, value: &[u8]) -> bool {
+    let window = &value[..4096];
+    for entry in std::fs::read_dir(dir).expect("list") {
+        let path = entry.expect("entry").path();
+        if !path.to_string_lossy().contains("segment-") {
+            continue;
+        }
+        let bytes = std::fs::read(&path).expect("read segment");
+        if let Some(at) = bytes.windows(window.len()).position(|w| w == window) {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .expect("open segment");
+            let middle = (at + value.len() / 2) as u64;
+            std::os::unix::fs::FileExt::write_all_at(
+                &file,
+                &[bytes[at + value.len() / 2] ^ 0xFF],
+                middle,
+            )
+            .expect("write");
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn a_value_changed_in_its_file_after_a_read_is_caught_unless_checks_are_remembered() {
+    for remember in [false, true] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = Options::new(dir.path(), 32 << 20)
+            .segment_bytes(8 << 20)
+            .remember_checks(remember);
+        let engine = open(options);
+        let body = value("k", 0, 64 << 10);
+        engine.put(b"k", &body);
+        engine.wait();
+        assert_eq!(read(&engine, b"k").as_deref(), Some(&body[..]));
+        assert!(damage_in_place(dir.path(), &body), "the value is in a file");
+        let again = read(&engine, b"k");
+        match remember {
+            // Every read checks: the damage is caught, the record dropped, never served.
+            false => {
+                assert_eq!(again, None);
+                assert_eq!(engine.stats().dropped, 1);
+            }
+            // The first read's check is remembered: what `remember_checks` gives up.
+            true => assert!(
+                again.is_some_and(|v| v.len() == body.len() && v[..] != body[..]),
+                "the damaged value, unchecked"
+            ),
+        }
+    }
+}

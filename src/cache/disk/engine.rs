@@ -66,6 +66,8 @@ pub struct EngineOptions {
     pub mmap: bool,
     /// `fdatasync` each segment as it is sealed (`disk.sync = "seal"`).
     pub sync_on_seal: bool,
+    /// Check a record's checksum on its first read only (`disk.verify_reads = "first"`).
+    pub verify_first_read_only: bool,
 }
 
 /// What the engine counts of itself.
@@ -110,7 +112,8 @@ impl SegmentEngine {
             .segment_bytes(options.block_bytes)
             .write_buffer(options.write_buffer)
             .mmap_reads(options.mmap)
-            .sync_on_seal(options.sync_on_seal);
+            .sync_on_seal(options.sync_on_seal)
+            .remember_checks(options.verify_first_read_only);
         let (engine, found) = Engine::open(options)?;
         // "memory": a tmpfs refuses RWF_NOWAIT, and its reads never wait for a device;
         // "mapped": the same, read through a mapping with no copy (`disk.mmap`);

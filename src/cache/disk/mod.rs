@@ -138,6 +138,7 @@ impl DiskTier {
             write_buffer: config.write_buffer,
             mmap: config.mmap,
             sync_on_seal: config.sync == DiskSync::Seal,
+            verify_first_read_only: config.verify_first_read_only,
         };
         Ok(DiskTier::opening(config, dir, move || {
             let (engine, recovery) = SegmentEngine::open(&options)?;
