@@ -109,6 +109,7 @@ fn main() {
         disk_percent: None,
         jobs: None,
         seed: 1,
+        weigh: Weigh::Body,
         json: false,
         plot: None,
         skip_bad_lines: false,
