@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use bloomgate::config::parse_size;
 use bloomgate::sim::{
     CacheSetup, Interner, MainEviction, PolicyKind, ProbationSetup, SimRequest, SimulateArgs,
-    Simulator, key_fingerprint, simulate,
+    Simulator, Weigh, key_fingerprint, simulate,
 };
 use bloomgate::trace::{Compression, ReadOptions, SyntheticTrace, TraceReader, TraceWriter};
 use rustix::time::{ClockId, clock_gettime};
@@ -72,6 +72,7 @@ fn main() {
         },
         probation: ProbationSetup::default(),
         seed: 1,
+        weigh: Weigh::Body,
     };
     let modes: Vec<PolicyKind> = PolicyKind::ALL
         .into_iter()
@@ -108,6 +109,7 @@ fn main() {
         disk_percent: None,
         jobs: None,
         seed: 1,
+        weigh: Weigh::Body,
         json: false,
         plot: None,
         skip_bad_lines: false,
@@ -208,6 +210,7 @@ fn read_interned(trace: &Path, keep: bool) -> (u64, Vec<SimRequest>) {
         if let Some(request) = &request {
             batch.push(SimRequest {
                 id: 0,
+                key_bytes: u32::try_from(request.key.len()).unwrap_or(u32::MAX),
                 fingerprint: key_fingerprint(request.key),
                 size: request.size,
                 time: request.time,

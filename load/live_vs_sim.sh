@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The live proxy against the simulator: replays a trace through `bloomgate serve` (probation
 # admission, the cache size and doorkeeper capacity `simulate` picks) one request at a time, runs
-# `bloomgate simulate --policies probation` on the same trace and cache size, and prints both
-# object hit ratios and their difference. Exits 1 when they differ by more than 1 point.
+# `bloomgate simulate --policies probation --weigh proxy` on the same trace and cache size (each
+# object weighed as the proxy stores it: body, head, key), and prints both object hit ratios and
+# their difference, with the simulator's figure for bodies alone (`--weigh body`, the default)
+# beside them. Exits 1 when the live and proxy-weighed ratios differ by more than 1 point.
 #
 # Usage: load/live_vs_sim.sh [TRACE] [CACHE_PERCENT]   (default: load/traces/web07.csv.gz at 5)
 # Environment:
@@ -19,12 +21,16 @@ cd "$(dirname "$0")/.."
 source load/lib.sh
 find_bloomgate
 
-"$BLOOMGATE" simulate --trace "$TRACE" --cache-percent "$PERCENT" --policies probation --json \
-  >"$WORK/sim.json" || die "simulate failed"
-read -r CACHE_BYTES CAPACITY SIM_RATIO < <(python3 - "$WORK/sim.json" <<'PY'
+for weigh in proxy body; do
+  "$BLOOMGATE" simulate --trace "$TRACE" --cache-percent "$PERCENT" --policies probation \
+    --weigh "$weigh" --json >"$WORK/sim-$weigh.json" || die "simulate --weigh $weigh failed"
+done
+read -r CACHE_BYTES CAPACITY SIM_RATIO BODY_RATIO < <(python3 - "$WORK/sim-proxy.json" "$WORK/sim-body.json" <<'PY'
 import json, sys
-cache = json.load(open(sys.argv[1]))["caches"][0]
-print(cache["cache_bytes"], cache["doorkeeper"]["capacity"], cache["policies"][0]["hit_ratio"])
+proxy, body = (json.load(open(path))["caches"][0] for path in sys.argv[1:3])
+assert (proxy["cache_bytes"], proxy["doorkeeper"]) == (body["cache_bytes"], body["doorkeeper"])
+print(proxy["cache_bytes"], proxy["doorkeeper"]["capacity"],
+      proxy["policies"][0]["hit_ratio"], body["policies"][0]["hit_ratio"])
 PY
 )
 
@@ -44,15 +50,17 @@ start_proxy proxy "$WORK/proxy.toml"
   >"$WORK/replay.json" || die "replay failed"
 scrape "$ADMIN_URL" "$WORK/proxy.metrics" || die "no metrics from $ADMIN_URL"
 
-python3 - "$WORK/replay.json" "$SIM_RATIO" "$TRACE" "$PERCENT" "$CACHE_BYTES" "$CAPACITY" <<'PY'
+python3 - "$WORK/replay.json" "$SIM_RATIO" "$TRACE" "$PERCENT" "$CACHE_BYTES" "$CAPACITY" "$BODY_RATIO" <<'PY'
 import json, sys
 replay = json.load(open(sys.argv[1]))
 sim = float(sys.argv[2])
+body = float(sys.argv[7])
 live = replay["hit_ratio"]
 print(f"trace {sys.argv[3]}, cache {sys.argv[4]}% of its footprint ({sys.argv[5]} bytes), "
       f"doorkeeper capacity {sys.argv[6]}")
 print(f"  live (bloomgate serve, replayed):  {100 * live:6.2f} % object hits of {replay['requests']} requests")
-print(f"  simulate --policies probation:     {100 * sim:6.2f} %")
+print(f"  simulate, --weigh proxy:           {100 * sim:6.2f} %")
 print(f"  difference (live - simulated):     {100 * (live - sim):+6.2f} points")
+print(f"  simulate, --weigh body:            {100 * body:6.2f} % (live - body: {100 * (live - body):+.2f})")
 sys.exit(0 if abs(live - sim) <= 0.01 else 1)
 PY

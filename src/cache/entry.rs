@@ -286,12 +286,10 @@ impl StoredResponse {
     }
 
     /// Bytes this entry costs the store: body, headers, its `Vary` selection, and its struct in an
-    /// `Arc` (the `Arc`'s two counts), as jemalloc rounds them (see [`weight`]).
+    /// `Arc` (the `Arc`'s two counts), as jemalloc rounds them ([`weight::response`]).
     pub fn weight(&self) -> u32 {
-        let bytes = weight::allocation(self.body.len())
-            + self.head.weight()
-            + self.vary.as_ref().map_or(0, |vary| vary.weight())
-            + weight::allocation(std::mem::size_of::<StoredResponse>() + 16);
+        let bytes = weight::response(self.body.len(), self.head.len())
+            + self.vary.as_ref().map_or(0, |vary| vary.weight());
         u32::try_from(bytes).unwrap_or(u32::MAX)
     }
 

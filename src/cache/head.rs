@@ -115,9 +115,14 @@ impl Head {
         self.fields().any(|(field, _)| field.is(name))
     }
 
-    /// Bytes the block holds in memory.
-    pub fn weight(&self) -> usize {
-        super::weight::allocation(self.0.len())
+    /// Bytes in the block: what [`super::weight::entry`] weighs a head by.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the block is empty: it never is, as it starts with its count of fields.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// The fields in order, each name with one value (a name sent on several lines comes once

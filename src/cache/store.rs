@@ -27,18 +27,8 @@ use proof::{PROOF_NONE, PROOF_RAM_HIT, PROOF_SEEN_BEFORE};
 use queues::Queues;
 use tick::Tick;
 
-/// What a key costs the store beside its variants (whose own cost [`Variants`] counts): the key;
-/// its slot in the index (with the variants' handle), whose tables run between half and seven
-/// eighths full; and a queue node
-/// for each of its `variants` written and a stale one (nodes of replaced entries wait until they
-/// outnumber the live ones), in queues up to half empty after they grow. Measured in
-/// `tests/memory`.
-fn key_bookkeeping(key: &CacheKey, variants: usize) -> usize {
-    let slot = 2 * size_of::<(CacheKey, Slot)>();
-    let queue = 2 * size_of::<(CacheKey, u64)>() * (variants + 1);
-    let key = weight::allocation(key.as_str().len() + 16);
-    slot + queue + key
-}
+/// An index slot with its key: what [`weight::key_bookkeeping`] counts for the index.
+pub(super) const SLOT: usize = size_of::<(CacheKey, Slot)>();
 
 /// Counters the store keeps about itself, read by the metrics exporter.
 #[derive(Debug, Default)]
@@ -318,7 +308,7 @@ impl Store {
             _ => PROOF_NONE,
         };
         let cap = inner.max_variants;
-        let bookkeeping = |variants| key_bookkeeping(&key, variants);
+        let bookkeeping = |variants| weight::key_bookkeeping(key.as_str().len(), variants);
         let mut variants =
             Variants::with(existing.as_ref(), Arc::clone(response), cap, bookkeeping);
         if u64::from(variants.weight()) > inner.budget.total() {
@@ -655,6 +645,29 @@ mod tests {
     fn a_key_takes_48_bytes_of_the_index() {
         assert_eq!(size_of::<Variants>(), 16);
         assert_eq!(size_of::<(CacheKey, Slot)>(), 48);
+    }
+
+    /// The simulator weighs an object with [`weight::entry`] (`simulate --weigh proxy`): the
+    /// store must spend exactly that on a plain entry, so that the two cannot drift apart.
+    #[test]
+    fn a_plain_entry_weighs_what_the_shared_weight_function_says() {
+        for (name, body) in [
+            ("a", 0),
+            ("b/c.jpg?size=1", 100),
+            (&"k".repeat(300), 70_000),
+        ] {
+            let store = Store::new(Budget::new(u64::MAX, 0.1), 4);
+            let entry = plain(body);
+            let expected =
+                weight::entry(entry.body.len(), entry.head.len(), key(name).as_str().len());
+            store.insert(key(name), entry, Segment::Probation);
+            let usage = store.usage();
+            assert_eq!(
+                usage.bytes[0] + usage.bytes[1],
+                expected,
+                "key {name:?}, body {body}"
+            );
+        }
     }
 
     #[test]

@@ -4,6 +4,12 @@
 //! `max_bytes` of memory whatever the size of its objects (`tests/memory` measures an entry's
 //! allocations against its weight).
 
+use std::mem::size_of;
+
+use super::entry::StoredResponse;
+use super::key::CacheKey;
+use super::store::SLOT;
+
 /// jemalloc's options, compiled into the binary (`src/main.rs`) and assumed by [`allocation`]:
 /// freed pages go back to the system within 200 ms, from a background thread, instead of ten
 /// seconds: the cache frees bodies as fast as misses arrive, and with 1 MiB objects at 60/s a
@@ -42,6 +48,31 @@ const PAGE: usize = 4096;
 /// What a buffer shared by reference counting costs beyond its bytes (`bytes`' `Shared`).
 pub const SHARED: usize = 32;
 
+/// Bytes a key holding one response that does not vary costs the store: a body of `body` bytes,
+/// a head block ([`super::Head`]) of `head` bytes and a cache key of `key` bytes. What
+/// [`super::Store`] spends of its budget on such an entry, and what `bloomgate simulate --weigh
+/// proxy` weighs an object at.
+pub fn entry(body: usize, head: usize, key: usize) -> u64 {
+    u64::try_from(response(body, head) + key_bookkeeping(key, 1)).unwrap_or(u64::MAX)
+}
+
+/// Bytes a stored response costs beside its `Vary` selection: its body, its head block, and its
+/// struct in an `Arc` (the `Arc`'s two counts).
+pub(super) fn response(body: usize, head: usize) -> usize {
+    allocation(body) + allocation(head) + allocation(size_of::<StoredResponse>() + 16)
+}
+
+/// What a key of `key` bytes costs the store beside its variants (whose own cost
+/// [`super::Variants`] counts): the key; its slot in the index (with the variants' handle), whose
+/// tables run between half and seven eighths full; and a queue node for each of its `variants`
+/// written and a stale one (nodes of replaced entries wait until they outnumber the live ones),
+/// in queues up to half empty after they grow. Measured in `tests/memory`.
+pub(super) fn key_bookkeeping(key: usize, variants: usize) -> usize {
+    let slot = 2 * SLOT;
+    let queue = 2 * size_of::<(CacheKey, u64)>() * (variants + 1);
+    slot + queue + allocation(key + 16)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,5 +89,17 @@ mod tests {
         assert_eq!(allocation(14336), 14336);
         assert_eq!(allocation(14337), 16384);
         assert_eq!(allocation((1 << 20) + 1), (1 << 20) + 4096);
+    }
+
+    #[test]
+    fn an_entry_weighs_its_body_head_and_key_as_jemalloc_rounds_them() {
+        let small = entry(100, 70, 40);
+        assert_eq!(entry(100, 70, 41), small, "the same size classes");
+        assert_eq!(entry(112, 80, 48), small, "still the same size classes");
+        assert_eq!(entry(113, 70, 40), small + 16, "the body's next class");
+        assert!(
+            entry(0, 0, 0) > 0,
+            "a key and its slot cost something even when empty"
+        );
     }
 }

@@ -21,6 +21,7 @@ use super::report::{GatedVsWriteAll, TierSimReport};
 use super::request::{SimRequest, TraceStats};
 use super::segmented::MainEviction;
 use super::tiers::{DiskPolicy, TierReport, TierSim};
+use super::weigh::Weigh;
 use super::{SimError, pipeline};
 
 /// The smallest default doorkeeper capacity, so tiny caches still get a meaningful window.
@@ -69,6 +70,13 @@ pub struct SimulateArgs {
     /// Default: all of them.
     #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["ram_bytes", "ram_percent", "disk_bytes", "disk_percent"])]
     pub policies: Vec<PolicyKind>,
+    /// What bloomgate's policies weigh an object at against the cache's bytes: `body` (its body,
+    /// as the research references and libCacheSim count) or `proxy` (what `bloomgate serve`
+    /// spends on it when replayed from `bloomgate origin`: body, head and key as the allocator
+    /// rounds them, and the index's share; a smaller effective cache). Hit and written bytes
+    /// count bodies either way.
+    #[arg(long, value_enum, default_value_t = Weigh::Body, conflicts_with_all = ["ram_bytes", "ram_percent", "disk_bytes", "disk_percent"])]
+    pub weigh: Weigh,
     /// The `probation` policy's share of the cache for its probation FIFO (the proxy's
     /// `admission.probation_share`).
     #[arg(long, default_value_t = 0.1)]
@@ -333,6 +341,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
                 main_eviction: args.probation_main,
             },
             seed: args.seed,
+            weigh: args.weigh,
             doorkeeper: DoorkeeperConfig {
                 capacity: door.capacity,
                 target_fpr: door.target_fpr,
@@ -360,6 +369,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<SimReport, SimError> {
         .collect();
     Ok(SimReport {
         trace: trace_summary(args, &info, stats),
+        weigh: args.weigh,
         caches,
         elapsed_seconds: elapsed,
         requests_per_second: stats.requests as f64 / elapsed.max(1e-9),

@@ -20,6 +20,7 @@ fn cost(kind: PolicyKind) -> u32 {
     }
 }
 use super::request::{SimRequest, TraceStats, key_fingerprint};
+use super::weigh::{Weigh, Weigher};
 
 /// The cache size and doorkeeper parameters of one simulated cache (run under every policy).
 #[derive(Debug, Clone)]
@@ -30,6 +31,8 @@ pub struct CacheSetup {
     pub probation: ProbationSetup,
     /// Seeds the doorkeeper's secrets ([`super::DoorkeeperModel`]): the same seed, the same report.
     pub seed: u64,
+    /// What bloomgate's policies weigh an object at.
+    pub weigh: Weigh,
 }
 
 /// Replays requests through one policy simulation per setup and policy, all in one pass.
@@ -65,6 +68,7 @@ impl Simulator {
                             &setup.doorkeeper,
                             setup.probation,
                             setup.seed,
+                            Weigher::new(setup.weigh),
                         ),
                     )
                 })
@@ -80,7 +84,7 @@ impl Simulator {
     #[inline]
     pub fn request(&mut self, request: SimRequest) {
         for (_, policy) in &mut self.policies {
-            policy.request(request.id, request.fingerprint, request.size, request.time);
+            policy.request(request);
         }
     }
 
@@ -109,6 +113,7 @@ impl Simulator {
         let id = self.interner.intern(fingerprint, size);
         self.request(SimRequest {
             id,
+            key_bytes: u32::try_from(key.len()).unwrap_or(u32::MAX),
             fingerprint,
             size,
             time,

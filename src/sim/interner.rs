@@ -140,6 +140,7 @@ mod tests {
         let mut requests: Vec<SimRequest> = (0..count)
             .map(|i| SimRequest {
                 id: 0,
+                key_bytes: 0,
                 fingerprint: fingerprint(i),
                 size: 1,
                 time: 0.0,

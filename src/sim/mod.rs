@@ -27,6 +27,7 @@ mod request;
 mod segmented;
 mod slices;
 mod tiers;
+mod weigh;
 
 pub use cli::{SimulateArgs, run, simulate, simulate_tiers};
 pub use doorkeeper::DoorkeeperModel;
@@ -48,6 +49,7 @@ pub use slices::{
     SliceTierReport, SliceTraceStats, run_slices, simulate_slices, slice_fingerprint,
 };
 pub use tiers::{DiskPolicy, TierReport, TierSim};
+pub use weigh::{Weigh, Weigher};
 
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]

@@ -66,6 +66,7 @@ fn read(
         let request = request?;
         batch.push(SimRequest {
             id: 0,
+            key_bytes: u32::try_from(request.key.len()).unwrap_or(u32::MAX),
             fingerprint: key_fingerprint(request.key),
             size: request.size,
             time: request.time,

@@ -10,7 +10,9 @@ use super::lru::ByteLru;
 use super::prefetch::prefetch;
 use super::ratio::ratio;
 use super::reference::{Access, ReferenceCache, S3Fifo, Sieve, WTinyLfu};
+use super::request::SimRequest;
 use super::segmented::{MainEviction, SegmentedCache};
+use super::weigh::Weigher;
 
 /// What nginx keeps per key for `proxy_cache_min_uses` ("one megabyte zone can store about
 /// 8 thousand keys", the `proxy_cache_path keys_zone` documentation): 128 bytes.
@@ -92,7 +94,8 @@ pub struct PolicyReport {
     pub writes: u64,
     pub written_bytes: u64,
     /// Writes into main and their bytes: every write of the single-segment policies; for
-    /// `probation` the seen-before misses plus the promotions; for `s3-fifo` and `w-tinylfu` what
+    /// `probation` the seen-before misses plus the promotions (a promotion's bytes are its
+    /// weight, which `--weigh proxy` makes more than its body); for `s3-fifo` and `w-tinylfu` what
     /// enters main from their small FIFO or window, plus S3-FIFO's ghost hits.
     pub main_writes: u64,
     pub main_written_bytes: u64,
@@ -230,17 +233,21 @@ impl Default for ProbationSetup {
 pub struct PolicySim {
     cache: CacheModel,
     admission: AdmissionState,
+    /// What an object weighs in a cache of bloomgate's (the references weigh bodies).
+    weigher: Weigher,
     report: PolicyReport,
 }
 
 impl PolicySim {
-    /// `seed` seeds the doorkeeper's secrets (see [`DoorkeeperModel`]).
+    /// `seed` seeds the doorkeeper's secrets (see [`DoorkeeperModel`]); `weigher` weighs objects
+    /// against `cache_bytes`, unless `kind` is a research reference.
     pub fn new(
         kind: PolicyKind,
         cache_bytes: u64,
         doorkeeper: &DoorkeeperConfig,
         probation: ProbationSetup,
         seed: u64,
+        weigher: Weigher,
     ) -> PolicySim {
         let admission = match kind {
             PolicyKind::AdmitAll
@@ -275,6 +282,7 @@ impl PolicySim {
         PolicySim {
             cache,
             admission,
+            weigher,
             report: PolicyReport {
                 policy: kind,
                 requests: 0,
@@ -341,10 +349,16 @@ impl PolicySim {
     }
 
     /// One request: a hit refreshes the object; a miss goes to the origin and, if admission
-    /// agrees (consulted only on misses, as the proxy does) and it fits, is stored.
-    /// `id` is the object's dense id, `fingerprint` the 64-bit hash of its key.
+    /// agrees (consulted only on misses, as the proxy does) and it fits, is stored at its weight.
     #[inline]
-    pub fn request(&mut self, id: u32, fingerprint: u64, size: u64, time: f64) {
+    pub fn request(&mut self, request: SimRequest) {
+        let SimRequest {
+            id,
+            key_bytes,
+            fingerprint,
+            size,
+            time,
+        } = request;
         let report = &mut self.report;
         report.requests += 1;
         report.requested_bytes += size;
@@ -367,13 +381,14 @@ impl PolicySim {
             AdmissionState::Exact(window) => window.observe(id, time),
             AdmissionState::Bloom(doorkeeper) => doorkeeper.observe(fingerprint, time),
         };
+        let weight = self.weigher.weight(size, key_bytes);
         match &mut self.cache {
             CacheModel::Lru(lru) => {
                 if admission == Admission::FirstSeen {
                     report.first_hits += 1;
                     return;
                 }
-                match lru.insert(id, size) {
+                match lru.insert(id, weight) {
                     Some(evictions) => {
                         report.evictions += evictions;
                         report.wrote(Segment::Main, size);
@@ -384,10 +399,10 @@ impl PolicySim {
             CacheModel::Segmented(cache) => {
                 match cache
                     .budget()
-                    .place(Mode::Probation, Some(admission), false, size)
+                    .place(Mode::Probation, Some(admission), false, weight)
                 {
                     Placement::Store(segment) => {
-                        let evicted = cache.insert(id, size, segment);
+                        let evicted = cache.insert(id, weight, segment);
                         report.evictions += evicted.evictions;
                         report.promotions += evicted.promotions;
                         report.main_writes += evicted.promotions;

@@ -6,12 +6,15 @@ use super::policy::{PolicyKind, PolicyReport};
 use super::ratio::ratio;
 use super::request::TraceStats;
 use super::tiers::TierReport;
+use super::weigh::Weigh;
 use crate::trace::{Compression, TraceFormat};
 
 /// The whole run.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SimReport {
     pub trace: TraceSummary,
+    /// What bloomgate's policies weighed an object at (`--weigh`).
+    pub weigh: Weigh,
     pub caches: Vec<CacheReport>,
     /// Wall time of the simulating pass (not of a footprint prepass, if one ran).
     pub elapsed_seconds: f64,
@@ -169,6 +172,13 @@ impl fmt::Display for HumanBytes {
 impl fmt::Display for SimReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write_trace(f, &self.trace)?;
+        if self.weigh == Weigh::Proxy {
+            writeln!(
+                f,
+                "admit-all, second-hit-exact, bloom and probation weigh an object as the proxy \
+                 stores it (body, head, key); the references weigh bodies"
+            )?;
+        }
         for cache in &self.caches {
             writeln!(f)?;
             write_policies(f, cache)?;

@@ -18,6 +18,8 @@ pub fn key_fingerprint(key: &str) -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SimRequest {
     pub id: u32,
+    /// Bytes of the trace's key (what `simulate --weigh proxy` weighs a cache key by).
+    pub key_bytes: u32,
     pub fingerprint: u64,
     pub size: u64,
     pub time: f64,

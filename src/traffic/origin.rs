@@ -54,6 +54,7 @@ use tokio::task::{JoinHandle, JoinSet};
 mod object;
 
 use object::ObjectRequest;
+pub use object::stored_head_bytes;
 
 use super::TrafficError;
 use super::fault::{Fault, FaultStream, Takeover};

@@ -7,7 +7,7 @@ use bloomgate::admission::DoorkeeperConfig;
 use bloomgate::config::Config;
 use bloomgate::sim::{
     CacheSetup, DiskPolicy, MainEviction, PolicyKind, ProbationSetup, SimError, SimulateArgs,
-    Simulator, simulate, simulate_tiers,
+    Simulator, Weigh, simulate, simulate_tiers,
 };
 use bloomgate::trace::{Compression, ReadOptions, SyntheticTrace, TraceReader, TraceWriter};
 
@@ -29,6 +29,7 @@ fn args(trace: PathBuf) -> SimulateArgs {
         disk_percent: None,
         jobs: None,
         seed: 1,
+        weigh: Weigh::Body,
         json: true,
         plot: None,
         skip_bad_lines: false,
@@ -285,6 +286,49 @@ fn simulate_json(trace: &Path, extra: &[&str]) -> serde_json::Value {
     report
 }
 
+/// `--weigh proxy` counts what the proxy stores beside a body (head, key, index), so bloomgate's
+/// policies hold fewer objects in the same bytes; the references, and what a hit is worth, stay
+/// as they were.
+#[test]
+fn weighing_as_the_proxy_makes_bloomgates_caches_smaller_and_leaves_the_references_alone() {
+    // Small objects, whose head and key weigh about as much as their body.
+    let trace = SyntheticTrace {
+        requests: 40_000,
+        objects: 6_000,
+        size_median: 500,
+        ..SyntheticTrace::default()
+    };
+    let path = crate::synthetic_trace_file("weigh.csv", &trace);
+    let sizes = ["--cache-percent", "5,20"];
+    let body = simulate_json(&path, &sizes);
+    let proxy = simulate_json(&path, &[&sizes[..], &["--weigh", "proxy"]].concat());
+    assert_eq!(body["weigh"], "body");
+    assert_eq!(proxy["weigh"], "proxy");
+    for (body, proxy) in body["caches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(proxy["caches"].as_array().unwrap())
+    {
+        assert_eq!(body["cache_bytes"], proxy["cache_bytes"]);
+        for (body, proxy) in body["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(proxy["policies"].as_array().unwrap())
+        {
+            let name = body["policy"].as_str().unwrap();
+            assert_eq!(body["requested_bytes"], proxy["requested_bytes"], "{name}");
+            let ratio = |report: &serde_json::Value| report["hit_ratio"].as_f64().unwrap();
+            if ["s3-fifo", "w-tinylfu", "sieve"].contains(&name) {
+                assert_eq!(body, proxy, "{name} weighs bodies either way");
+            } else {
+                assert!(ratio(proxy) < ratio(body), "{name}: {proxy} against {body}");
+            }
+        }
+    }
+}
+
 #[test]
 fn jobs_share_out_the_work_and_change_nothing_in_the_report() {
     let trace = SyntheticTrace {
@@ -351,6 +395,7 @@ fn the_threaded_pipeline_reports_what_one_request_at_a_time_reports() {
             },
             probation: ProbationSetup::default(),
             seed: 1,
+            weigh: Weigh::Body,
         })
         .collect();
     let mut one_at_a_time = Simulator::new(&setups);

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use bloomgate::admission::DoorkeeperConfig;
 use bloomgate::sim::{
-    CacheSetup, MainEviction, PolicyKind, PolicyReport, ProbationSetup, Simulator,
+    CacheSetup, MainEviction, PolicyKind, PolicyReport, ProbationSetup, Simulator, Weigh,
 };
 use bloomgate::trace::SyntheticTrace;
 
@@ -29,6 +29,7 @@ fn simulate_with(
         doorkeeper: doorkeeper(capacity),
         probation,
         seed: 1,
+        weigh: Weigh::Body,
     }]);
     for (time, key) in keys.split_whitespace().enumerate() {
         simulator.request_key(key, size, time as f64);
@@ -107,6 +108,7 @@ fn exact_and_bloom_agree_when_the_filter_is_nearly_empty() {
         doorkeeper: doorkeeper(100_000),
         probation: ProbationSetup::default(),
         seed: 1,
+        weigh: Weigh::Body,
     }]);
     for request in trace.iter() {
         simulator.request_key(&request.key, request.size, request.time);
@@ -135,6 +137,7 @@ fn max_age_rotates_on_trace_time() {
         },
         probation: ProbationSetup::default(),
         seed: 1,
+        weigh: Weigh::Body,
     }]);
     // A at t=0 and again at t=40, with two 10 s generations in between: first seen again.
     simulator.request_key("A", 10, 0.0);

@@ -4,9 +4,11 @@ use crate::origin_support;
 
 use std::time::{Duration, Instant};
 
-use bloomgate::traffic::origin::LAST_MODIFIED;
+use bloomgate::cache::Head;
+use bloomgate::traffic::origin::{LAST_MODIFIED, stored_head_bytes};
 use bloomgate::traffic::pattern::object_bytes;
 use bloomgate::traffic::{OriginOptions, start_origin};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 use origin_support::{RawConnection, get};
 
 #[tokio::test]
@@ -355,4 +357,33 @@ async fn a_body_the_client_hangs_up_on_counts_only_what_the_connection_took() {
     .await;
     assert_eq!(range.status, 206);
     assert_eq!(origin.stats.taken_bytes(), before + 100);
+}
+
+/// `simulate --weigh proxy` weighs each object's head by `stored_head_bytes`: it must be the block
+/// a proxy stores from what this origin sends over the wire (hyper's `Date` included).
+#[tokio::test]
+async fn stored_head_bytes_is_the_block_of_the_fields_sent() {
+    let origin = start_origin(OriginOptions::default()).await.unwrap();
+    for size in [0, 7, 1_000, 123_456, 10_000_000] {
+        let response = get(origin.addr, &format!("/obj/head-{size}?size={size}"), &[]).await;
+        assert!(response.header("date").is_some(), "hyper adds a Date");
+        let mut fields = HeaderMap::new();
+        for (name, value) in &response.headers {
+            assert!(
+                !["connection", "keep-alive", "transfer-encoding"]
+                    .contains(&name.to_ascii_lowercase().as_str()),
+                "a hop-by-hop field the proxy would drop: {name}"
+            );
+            fields.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        assert_eq!(
+            Head::of(&fields).len(),
+            stored_head_bytes(size, OriginOptions::default().max_age),
+            "size {size}: {:?}",
+            response.headers
+        );
+    }
 }

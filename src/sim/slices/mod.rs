@@ -39,7 +39,9 @@ use crate::trace::ByteRange;
 
 use super::interner::Interner;
 use super::policy::{PolicyKind, PolicySim, ProbationSetup};
+use super::request::SimRequest;
 use super::tiers::{DiskPolicy, TierSim};
+use super::weigh::{Weigh, Weigher};
 
 /// How a run caches a large object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -170,6 +172,7 @@ impl SliceSim {
                     &setup.doorkeeper,
                     setup.probation,
                     setup.seed,
+                    Weigher::new(Weigh::Body),
                 ),
                 passed_bytes: 0,
                 passed_requests: 0,
@@ -242,8 +245,13 @@ impl SliceSim {
                 }
             };
             for item in items {
-                run.policy
-                    .request(item.id, item.fingerprint, item.size, time);
+                run.policy.request(SimRequest {
+                    id: item.id,
+                    key_bytes: 0,
+                    fingerprint: item.fingerprint,
+                    size: item.size,
+                    time,
+                });
             }
         }
         for tier in &mut self.tiers {

@@ -15,6 +15,26 @@ use crate::traffic::fault::{Fault, RawEnding, RawResponse, Takeover};
 use crate::traffic::object_path::decode_key;
 use crate::traffic::pattern::{ObjectChunks, OriginBody, stable_hash};
 
+/// Bytes of the head block ([`crate::cache::Head`]) a proxy stores for a plain object of `size`
+/// bytes served with `max_age`: the fields [`ObjectRequest`] sends the first time its key is asked
+/// for (`X-Origin-Count: 1`), with the `Date` that hyper adds. What `bloomgate simulate --weigh
+/// proxy` weighs a head at; a key fetched again after eviction has a count of more digits.
+pub fn stored_head_bytes(size: u64, max_age: u64) -> usize {
+    let object = ObjectRequest::plain(String::new(), size);
+    let mut headers = object.headers(max_age, &default_etag("", size), 1);
+    // Any IMF-fixdate weighs the same: the block keeps a date as its seconds.
+    headers.insert(header::DATE, HeaderValue::from_static(LAST_MODIFIED));
+    crate::cache::Head::of(&headers).len()
+}
+
+/// The strong ETag of an object's bytes: of its content key and size, always 18 bytes.
+fn default_etag(content_key: &str, size: u64) -> String {
+    format!(
+        "\"{:016x}\"",
+        stable_hash(&[content_key.as_bytes(), &size.to_le_bytes()])
+    )
+}
+
 /// An object request with the parameters that shape its response.
 #[derive(Debug)]
 pub(super) struct ObjectRequest {
@@ -94,13 +114,11 @@ impl ObjectRequest {
         takeover: &Takeover,
     ) -> Response<OriginBody> {
         let content_key = self.content_key(request);
-        let etag = self.etag.clone().unwrap_or_else(|| {
-            format!(
-                "\"{:016x}\"",
-                stable_hash(&[content_key.as_bytes(), &self.size.to_le_bytes()])
-            )
-        });
-        let headers = self.headers(state, &etag, count);
+        let etag = self
+            .etag
+            .clone()
+            .unwrap_or_else(|| default_etag(&content_key, self.size));
+        let headers = self.headers(state.opts.max_age, &etag, count);
 
         if self.status == StatusCode::OK
             && self.fault.is_none()
@@ -178,11 +196,11 @@ impl ObjectRequest {
         }
     }
 
-    fn headers(&self, state: &OriginState, etag: &str, count: u64) -> HeaderMap {
+    fn headers(&self, max_age: u64, etag: &str, count: u64) -> HeaderMap {
         let mut headers = HeaderMap::new();
         let cache_control = match &self.cache_control {
             Some(cc) => cc.clone(),
-            None => Some(format!("public, max-age={}", state.opts.max_age)),
+            None => Some(format!("public, max-age={max_age}")),
         };
         let mut insert = |name: HeaderName, value: &str| {
             // Values that are not valid in a header (from a query parameter) are left out.
