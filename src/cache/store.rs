@@ -268,6 +268,46 @@ impl Store {
         self.peek(key)
     }
 
+    /// Takes a first copy out of probation on its second request: the entry under `key`, if it
+    /// is live in probation and was never hit, leaves the store (not counted as an eviction) and
+    /// is returned proven by this request, for a tier below RAM to keep. `None` leaves the store
+    /// as it was.
+    pub fn take_first_copy(&self, key: &CacheKey) -> Option<Evicted> {
+        let inner = &*self.inner;
+        let mut queues = inner.lock();
+        let taken = inner.index.remove_if(key, |_, slot| {
+            slot.segment == Segment::Probation
+                && Tick::now() < slot.expires
+                && slot.proof.load(Ordering::Relaxed) == PROOF_NONE
+        });
+        let (key, slot) = taken?;
+        queues.subtract(Segment::Probation, u64::from(slot.variants.weight()));
+        queues.stale += 1;
+        inner.compact_if_stale(&mut queues);
+        Some(Evicted {
+            key,
+            variants: slot.variants,
+            proof: Some(Proof::RamHit),
+        })
+    }
+
+    /// `response` as an entry leaving the store with `proof` would be handed on, without its
+    /// ever entering RAM: for a write that goes to a tier below directly.
+    pub fn passed_below(
+        &self,
+        key: CacheKey,
+        response: Arc<StoredResponse>,
+        proof: Proof,
+    ) -> Evicted {
+        let bookkeeping = |variants| key_bookkeeping(&key, variants);
+        let variants = Variants::with(None, response, self.inner.max_variants, bookkeeping);
+        Evicted {
+            key,
+            variants,
+            proof: Some(proof),
+        }
+    }
+
     /// The variants stored under `key`, expired or not, without recording a use.
     pub fn peek(&self, key: &CacheKey) -> Option<Variants> {
         self.inner.index.get(key).map(|slot| slot.variants.clone())

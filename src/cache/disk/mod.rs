@@ -226,6 +226,11 @@ impl DiskTier {
         &self.shared.dir
     }
 
+    /// Whether the tier takes writes now: open, and not failed.
+    pub fn is_open(&self) -> bool {
+        self.shared.engine.get().is_some() && !self.shared.failed.load(Ordering::Relaxed)
+    }
+
     /// Takes an entry RAM evicted: queued for disk if it proved itself and is not on disk
     /// already, else counted as refused. Called with the store's lock held: never blocks.
     pub fn offer(&self, evicted: Evicted) {

@@ -28,11 +28,12 @@ use super::coalesce::{self, FlightOutcome, Role, SharedResponse};
 use super::decision;
 use super::exchange::Exchange;
 use super::fetch::Fetch;
+use crate::admission::probation::Segment;
 use crate::cache::policy as cache_policy;
 use crate::cache::slice::{
     ContentRange, Version, slice_bounds, slice_count, slice_key, slices_covering,
 };
-use crate::cache::{CacheKey, ResponseControl, StoredResponse, storability};
+use crate::cache::{CacheKey, Proof, ResponseControl, StoredResponse, storability};
 use crate::proxy::Proxy;
 use crate::proxy::outcome::served::{Fwd, Served};
 use crate::proxy::response::assembled::{AssembledBody, Parts};
@@ -399,26 +400,43 @@ impl Proxy {
         Ok(entry.body.clone())
     }
 
-    /// The stored slice under `key`, fresh or not, from RAM or (copied back into RAM) from disk,
-    /// unless a purge of one of its tags removed it.
+    /// The stored slice under `key`, fresh or not, from RAM or from disk, unless a purge of one
+    /// of its tags removed it. Over an open disk tier, RAM holds a slice only as a first copy in
+    /// probation: its second request hands it to the disk and takes it out of RAM, and a slice
+    /// read from disk is served from there, not copied back, so that RAM's room goes to first
+    /// copies waiting for their second request (a slice asked for once never reaches the disk).
     async fn stored_slice(
         &self,
         exchange: &Exchange,
         key: &CacheKey,
     ) -> Option<Arc<StoredResponse>> {
-        let mut variants = self.store.get(key);
-        if variants.is_none()
+        let none = HeaderMap::new();
+        let open_disk = self.disk.as_ref().filter(|disk| disk.is_open());
+        let mut entry = None;
+        if let Some(disk) = open_disk
+            && let Some(first) = self.store.take_first_copy(key)
+        {
+            entry = first.variants.select(&none).cloned();
+            disk.offer(first);
+        }
+        if entry.is_none() {
+            entry = self
+                .store
+                .get(key)
+                .and_then(|variants| variants.select(&none).cloned());
+        }
+        if entry.is_none()
             && let Some(disk) = &self.disk
         {
             let targeted = &exchange.config().cache.targeted_fields;
-            if let Some(restored) =
-                Box::pin(disk.load(key, targeted, &exchange.routed.policy)).await
-            {
-                variants = self.store.restore(key, restored);
-            }
+            let read = Box::pin(disk.load(key, targeted, &exchange.routed.policy)).await;
+            entry = read
+                .into_iter()
+                .flatten()
+                .find(|response| response.vary_matches(&none))
+                .map(Arc::new);
         }
-        let none = HeaderMap::new();
-        let entry = variants?.select(&none)?.clone();
+        let entry = entry?;
         // A purge of a tag the slice carries (its origin's fields) removes it, hard or soft: a
         // slice is fetched again rather than revalidated.
         let tag_field = &exchange.config().cache.tag_header;
@@ -573,12 +591,27 @@ impl Proxy {
             false,
             Some(length),
         );
-        match decided.segment() {
-            Some(segment) => {
+        match (
+            decided.segment(),
+            self.disk.as_ref().filter(|disk| disk.is_open()),
+        ) {
+            // Proven on arrival (seen before, or admission off): over an open disk tier it goes
+            // there, not into RAM, whose room is the first copies' (see `stored_slice`).
+            (Some(Segment::Main), Some(disk)) => {
+                series().slice(SliceEvent::Stored).increment(1);
+                let entry = Arc::new(entry);
+                let proof = Proof::SeenBefore;
+                disk.offer(
+                    self.store
+                        .passed_below(key.clone(), Arc::clone(&entry), proof),
+                );
+                Ok((entry, true))
+            }
+            (Some(segment), _) => {
                 series().slice(SliceEvent::Stored).increment(1);
                 Ok((self.store.insert(key.clone(), entry, segment), true))
             }
-            None => {
+            (None, _) => {
                 series().slice(SliceEvent::FirstHit).increment(1);
                 Ok((Arc::new(entry), false))
             }
