@@ -269,16 +269,21 @@ impl Store {
     }
 
     /// Takes a first copy out of probation on its second request: the entry under `key`, if it
-    /// is live in probation and was never hit, leaves the store (not counted as an eviction) and
-    /// is returned proven by this request, for a tier below RAM to keep. `None` leaves the store
-    /// as it was.
-    pub fn take_first_copy(&self, key: &CacheKey) -> Option<Evicted> {
+    /// is live in probation, was never hit, and `below` takes its variants, leaves the store (not
+    /// counted as an eviction) and is returned proven by this request, for the tier below RAM
+    /// that `below` asks. `None` leaves the store as it was.
+    pub fn take_first_copy(
+        &self,
+        key: &CacheKey,
+        below: impl FnOnce(&Variants) -> bool,
+    ) -> Option<Evicted> {
         let inner = &*self.inner;
         let mut queues = inner.lock();
         let taken = inner.index.remove_if(key, |_, slot| {
             slot.segment == Segment::Probation
                 && Tick::now() < slot.expires
                 && slot.proof.load(Ordering::Relaxed) == PROOF_NONE
+                && below(&slot.variants)
         });
         let (key, slot) = taken?;
         queues.subtract(Segment::Probation, u64::from(slot.variants.weight()));

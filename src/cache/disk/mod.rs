@@ -20,6 +20,7 @@
 
 mod counts;
 mod engine;
+mod pending;
 mod purges;
 mod record;
 mod writer;
@@ -42,6 +43,7 @@ pub use counts::{DiskCounters, DiskStats, Rejection, WriteReason};
 pub use engine::{BoxFuture, DiskEngine, EngineOptions, Recovery, SegmentEngine, engine_files};
 pub use record::{RecordError, decode, encode};
 
+use pending::Pending;
 use purges::{PURGE_SETTLES, Purges};
 use writer::{Job, Rate, Writer, allocated, panic_text};
 
@@ -73,6 +75,8 @@ struct Shared {
     write_buffer: u64,
     counters: DiskCounters,
     purges: Purges,
+    /// Entries queued for the writer thread, by key.
+    pending: Pending,
     /// Bytes of entries queued for the writer thread.
     queued: AtomicU64,
     full: AtomicBool,
@@ -187,6 +191,7 @@ impl DiskTier {
             write_buffer: config.write_buffer,
             counters: DiskCounters::default(),
             purges: Purges::default(),
+            pending: Pending::default(),
             queued: AtomicU64::new(0),
             full: AtomicBool::new(false),
             failed: AtomicBool::new(false),
@@ -226,9 +231,14 @@ impl DiskTier {
         &self.shared.dir
     }
 
-    /// Whether the tier takes writes now: open, and not failed.
-    pub fn is_open(&self) -> bool {
-        self.shared.engine.get().is_some() && !self.shared.failed.load(Ordering::Relaxed)
+    /// Whether the tier would queue `variants` now: open, not failed, and with room for them in
+    /// its write queue (`disk.write_buffer`). For a write that has the choice of staying in RAM.
+    pub fn has_room_for(&self, variants: &Variants) -> bool {
+        let shared = &self.shared;
+        let weight = u64::from(variants.weight());
+        shared.engine.get().is_some()
+            && !shared.failed.load(Ordering::Relaxed)
+            && shared.queued.load(Ordering::Acquire) + weight <= shared.write_buffer
     }
 
     /// Takes an entry RAM evicted: queued for disk if it proved itself and is not on disk
@@ -246,7 +256,9 @@ impl DiskTier {
             self.shared.reject(Rejection::Recovering);
             return;
         };
-        if engine.may_contain(evicted.key.as_str()) {
+        if engine.may_contain(evicted.key.as_str())
+            || self.shared.pending.get(&evicted.key).is_some()
+        {
             // Read back from disk earlier, and still there: nothing new to write.
             self.shared.counters.skipped.fetch_add(1, Ordering::Relaxed);
             return;
@@ -278,7 +290,9 @@ impl DiskTier {
             shared.reject(Rejection::Budget);
             return;
         }
+        let ticket = shared.pending.add(&key, &variants);
         let job = Job::Write {
+            ticket,
             key,
             variants,
             reason,
@@ -291,8 +305,11 @@ impl DiskTier {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .send(job);
-        if sent.is_err() {
+        if let Err(mpsc::SendError(job)) = sent {
             // The writer thread is gone.
+            if let Job::Write { key, ticket, .. } = job {
+                shared.pending.settled(&key, ticket);
+            }
             shared.queued.fetch_sub(weight, Ordering::AcqRel);
             shared.fail("the writer thread stopped");
             shared.reject(Rejection::Failed);
@@ -366,12 +383,19 @@ impl DiskTier {
         }
     }
 
+    /// The variants queued to be written under `key` that the engine does not have yet: what
+    /// the disk will hold, for a lookup that comes before the write.
+    pub fn queued(&self, key: &CacheKey) -> Option<Variants> {
+        self.shared.pending.get(key)
+    }
+
     /// Removes `key`'s record (purge, invalidation) now and across restarts, and drops any write
     /// of it still queued; returns whether there may have been one. While the engine recovers,
     /// the removal waits to be applied before it serves, and there may have been one.
     pub fn remove(&self, key: &CacheKey) -> bool {
         let shared = &self.shared;
         shared.purges.record(key);
+        shared.pending.remove(key);
         let engine = match shared.engine.get() {
             Some(engine) => engine,
             None => {
@@ -599,7 +623,7 @@ mod tests {
         CacheKey::from_string(text.into())
     }
 
-    fn variants() -> Variants {
+    pub(super) fn variants() -> Variants {
         let response = StoredResponse::new(
             StatusCode::OK,
             HeaderMap::new(),

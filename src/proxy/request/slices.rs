@@ -400,8 +400,8 @@ impl Proxy {
         Ok(entry.body.clone())
     }
 
-    /// The stored slice under `key`, fresh or not, from RAM or from disk, unless a purge of one
-    /// of its tags removed it. Over an open disk tier, RAM holds a slice only as a first copy in
+    /// The stored slice under `key`, fresh or not, from RAM or from disk (or on its way there),
+    /// unless a purge of one of its tags removed it. Over an open disk tier, RAM holds a slice only as a first copy in
     /// probation: its second request hands it to the disk and takes it out of RAM, and a slice
     /// read from disk is served from there, not copied back, so that RAM's room goes to first
     /// copies waiting for their second request (a slice asked for once never reaches the disk).
@@ -411,10 +411,11 @@ impl Proxy {
         key: &CacheKey,
     ) -> Option<Arc<StoredResponse>> {
         let none = HeaderMap::new();
-        let open_disk = self.disk.as_ref().filter(|disk| disk.is_open());
         let mut entry = None;
-        if let Some(disk) = open_disk
-            && let Some(first) = self.store.take_first_copy(key)
+        if let Some(disk) = &self.disk
+            && let Some(first) = self
+                .store
+                .take_first_copy(key, |variants| disk.has_room_for(variants))
         {
             entry = first.variants.select(&none).cloned();
             disk.offer(first);
@@ -423,6 +424,13 @@ impl Proxy {
             entry = self
                 .store
                 .get(key)
+                .and_then(|variants| variants.select(&none).cloned());
+        }
+        if entry.is_none()
+            && let Some(disk) = &self.disk
+        {
+            entry = disk
+                .queued(key)
                 .and_then(|variants| variants.select(&none).cloned());
         }
         if entry.is_none()
@@ -591,30 +599,29 @@ impl Proxy {
             false,
             Some(length),
         );
-        match (
-            decided.segment(),
-            self.disk.as_ref().filter(|disk| disk.is_open()),
-        ) {
-            // Proven on arrival (seen before, or admission off): over an open disk tier it goes
-            // there, not into RAM, whose room is the first copies' (see `stored_slice`).
-            (Some(Segment::Main), Some(disk)) => {
-                series().slice(SliceEvent::Stored).increment(1);
-                let entry = Arc::new(entry);
-                let proof = Proof::SeenBefore;
-                disk.offer(
-                    self.store
-                        .passed_below(key.clone(), Arc::clone(&entry), proof),
-                );
-                Ok((entry, true))
-            }
-            (Some(segment), _) => {
-                series().slice(SliceEvent::Stored).increment(1);
-                Ok((self.store.insert(key.clone(), entry, segment), true))
-            }
-            (None, _) => {
-                series().slice(SliceEvent::FirstHit).increment(1);
-                Ok((Arc::new(entry), false))
-            }
+        let Some(segment) = decided.segment() else {
+            series().slice(SliceEvent::FirstHit).increment(1);
+            return Ok((Arc::new(entry), false));
+        };
+        series().slice(SliceEvent::Stored).increment(1);
+        // Proven on arrival (seen before, or admission off): over a disk tier with room it goes
+        // there, not into RAM, whose room is the first copies' (see `stored_slice`).
+        let Some(disk) = self.disk.as_ref().filter(|_| segment == Segment::Main) else {
+            return Ok((self.store.insert(key.clone(), entry, segment), true));
+        };
+        let entry = Arc::new(entry);
+        let below = self
+            .store
+            .passed_below(key.clone(), Arc::clone(&entry), Proof::SeenBefore);
+        if disk.has_room_for(&below.variants) {
+            disk.offer(below);
+            return Ok((entry, true));
+        }
+        // No room in the disk's write queue: into RAM, as without a disk tier.
+        drop(below);
+        match Arc::try_unwrap(entry) {
+            Ok(entry) => Ok((self.store.insert(key.clone(), entry, segment), true)),
+            Err(shared) => Ok((shared, false)),
         }
     }
 }
