@@ -950,6 +950,27 @@ mod tests {
     }
 
     #[test]
+    fn only_an_unhit_first_copy_in_probation_is_taken_and_only_if_the_tier_below_takes_it() {
+        let store = Store::new(Budget::new(10 * weight(1000), 0.5), 4);
+        store.insert(key("first"), plain(1000), Segment::Probation);
+        store.insert(key("main"), plain(1000), Segment::Main);
+        store.insert(key("hit"), plain(1000), Segment::Probation);
+        assert!(store.get(&key("hit")).is_some());
+        assert!(store.take_first_copy(&key("first"), |_| false).is_none());
+        assert_eq!(store.segment_of(&key("first")), Some(Segment::Probation));
+        assert!(store.take_first_copy(&key("main"), |_| true).is_none());
+        assert!(store.take_first_copy(&key("hit"), |_| true).is_none());
+        let taken = store
+            .take_first_copy(&key("first"), |_| true)
+            .expect("taken");
+        assert_eq!(taken.proof, Some(Proof::RamHit));
+        assert_eq!(store.segment_of(&key("first")), None);
+        store.check();
+        assert_eq!(store.usage().entries, [1, 1]);
+        assert_eq!(store.counters().evictions.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
     fn variants_per_key_are_capped_and_the_oldest_goes() {
         let store = Store::new(Budget::new(1 << 20, 0.1), 4);
         let key = CacheKey::from_string("h/v".into());

@@ -79,6 +79,8 @@ struct Shared {
     pending: Pending,
     /// Bytes of entries queued for the writer thread.
     queued: AtomicU64,
+    /// Told whenever the writer thread finishes a job: room in its queue.
+    drained: tokio::sync::Notify,
     full: AtomicBool,
     /// The engine panicked or could not open: reads and writes stop until a restart.
     failed: AtomicBool,
@@ -193,6 +195,7 @@ impl DiskTier {
             purges: Purges::default(),
             pending: Pending::default(),
             queued: AtomicU64::new(0),
+            drained: tokio::sync::Notify::new(),
             full: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             opening: Mutex::new(Opening {
@@ -229,6 +232,26 @@ impl DiskTier {
 
     pub fn dir(&self) -> &Path {
         &self.shared.dir
+    }
+
+    /// Waits, at most `patience`, until [`Self::has_room_for`] `variants`; whether it has. A
+    /// tier that is not open answers at once.
+    pub async fn room_for(&self, variants: &Variants, patience: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            // Listening before looking, so that a job finished in between is not missed.
+            let drained = self.shared.drained.notified();
+            let mut drained = std::pin::pin!(drained);
+            drained.as_mut().enable();
+            if self.has_room_for(variants) {
+                return true;
+            }
+            let open =
+                self.shared.engine.get().is_some() && !self.shared.failed.load(Ordering::Relaxed);
+            if !open || tokio::time::timeout_at(deadline, drained).await.is_err() {
+                return false;
+            }
+        }
     }
 
     /// Whether the tier would queue `variants` now: open, not failed, and with room for them in

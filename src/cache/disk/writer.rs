@@ -82,6 +82,7 @@ impl Writer {
                     }
                     self.shared.pending.settled(&key, ticket);
                     self.shared.queued.fetch_sub(weight, Ordering::AcqRel);
+                    self.shared.drained.notify_waiters();
                 }
             }
         }

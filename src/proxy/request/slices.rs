@@ -413,6 +413,12 @@ impl Proxy {
         let none = HeaderMap::new();
         let mut entry = None;
         if let Some(disk) = &self.disk
+            && self.store.segment_of(key) == Some(Segment::Probation)
+            && let Some(waiting) = self.store.peek(key)
+        {
+            disk.room_for(&waiting, DISK_PATIENCE).await;
+        }
+        if let Some(disk) = &self.disk
             && let Some(first) = self
                 .store
                 .take_first_copy(key, |variants| disk.has_room_for(variants))
@@ -556,12 +562,12 @@ impl Proxy {
         }
         let body = read_slice(exchange, body, index, bounds).await?;
         series().slice_origin_bytes.increment(body.len() as u64);
-        self.admit_slice(exchange, key, head.headers, body)
+        self.admit_slice(exchange, key, head.headers, body).await
     }
 
     /// A fetched slice stored where storability and the doorkeeper place it (a slice is an
     /// object: its own key, its own second request), with whether it was stored.
-    fn admit_slice(
+    async fn admit_slice(
         &self,
         exchange: &Exchange,
         key: &CacheKey,
@@ -613,7 +619,7 @@ impl Proxy {
         let below = self
             .store
             .passed_below(key.clone(), Arc::clone(&entry), Proof::SeenBefore);
-        if disk.has_room_for(&below.variants) {
+        if disk.room_for(&below.variants, DISK_PATIENCE).await {
             disk.offer(below);
             return Ok((entry, true));
         }
@@ -625,6 +631,12 @@ impl Proxy {
         }
     }
 }
+
+/// How long a slice proven on this request waits for room in the disk tier's write queue before
+/// it stays in RAM instead: a disk slower than the requests that prove slices slows those
+/// requests, as a cache writing through to its disk would, rather than filling RAM main with
+/// slices that squeeze out the first copies (see `stored_slice`).
+const DISK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// An offset within a slice, which is in memory and so fits a `usize`.
 fn offset(within_slice: u64) -> usize {
