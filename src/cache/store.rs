@@ -23,7 +23,7 @@ mod tick;
 
 use main_admission::MainAdmission;
 pub use proof::Proof;
-use proof::{PROOF_NONE, PROOF_RAM_HIT, PROOF_SEEN_BEFORE};
+use proof::{PROOF_BELOW, PROOF_NONE, PROOF_RAM_HIT, PROOF_SEEN_BEFORE};
 use queues::Queues;
 use tick::Tick;
 
@@ -132,6 +132,9 @@ enum Write {
     Refreshed,
     /// Read back from a tier below RAM: placed in main as proven (it was hit), not counted.
     Restored,
+    /// Read back from a tier below RAM that keeps it: placed in probation only into room the
+    /// store has, and dropped when it leaves, never promoted; not counted.
+    Idle,
 }
 
 /// What a write keeps of the slot it replaces.
@@ -313,6 +316,14 @@ impl Store {
         }
     }
 
+    /// Places `response`, read back from a tier below RAM that keeps it, in probation if the
+    /// store has room for it without evicting anything and holds nothing under `key`: RAM that
+    /// is idle serves it, and gives it up first (dropped, never promoted into main) once first
+    /// copies need the room.
+    pub fn keep_while_idle(&self, key: &CacheKey, response: Arc<StoredResponse>) {
+        self.write(key.clone(), &response, Segment::Probation, Write::Idle);
+    }
+
     /// The variants stored under `key`, expired or not, without recording a use.
     pub fn peek(&self, key: &CacheKey) -> Option<Variants> {
         self.inner.index.get(key).map(|slot| slot.variants.clone())
@@ -339,6 +350,9 @@ impl Store {
     fn write(&self, key: CacheKey, response: &Arc<StoredResponse>, segment: Segment, how: Write) {
         let inner = &*self.inner;
         let mut queues = inner.lock();
+        if how == Write::Idle && inner.index.contains_key(&key) {
+            return;
+        }
         let now = Tick::now();
         if how == Write::Fetched {
             let held = queues.usage.entries[0] + queues.usage.entries[1];
@@ -360,6 +374,7 @@ impl Store {
             // A fetched write into main is a second request (seen before), or admission is off.
             Write::Fetched if segment == Segment::Main => PROOF_SEEN_BEFORE,
             Write::Restored => PROOF_RAM_HIT,
+            Write::Idle => PROOF_BELOW,
             _ => PROOF_NONE,
         };
         let cap = inner.max_variants;
@@ -371,6 +386,9 @@ impl Store {
             variants = Variants::with(None, Arc::clone(response), cap, bookkeeping);
         }
         let weight = u64::from(variants.weight());
+        if how == Write::Idle && queues.total_bytes() + weight > inner.budget.total() {
+            return;
+        }
         if weight > inner.budget.total() {
             if inner.index.remove(&key).is_some() && kept_ticket.is_some() {
                 queues.stale += 1;
@@ -477,7 +495,7 @@ impl Inner {
         let placed = match how {
             Write::Refreshed => slot.segment,
             Write::Fetched | Write::Restored if slot.segment == Segment::Main => Segment::Main,
-            Write::Fetched | Write::Restored => segment,
+            Write::Fetched | Write::Restored | Write::Idle => segment,
         };
         let uses = if placed == slot.segment && live {
             slot.uses.load(Ordering::Relaxed)
@@ -536,7 +554,9 @@ impl Inner {
                         uses = 0;
                     }
                     let weight = u64::from(slot.variants.weight());
+                    let below = slot.proof.load(Ordering::Relaxed) == PROOF_BELOW;
                     let leaving = match probation::leaving(from, uses, live) {
+                        Leaving::Promote if below => Leaving::Drop,
                         Leaving::Promote if candidate.is_some_and(|c| !c.takes(uses, weight)) => {
                             Leaving::Drop
                         }
@@ -968,6 +988,24 @@ mod tests {
         store.check();
         assert_eq!(store.usage().entries, [1, 1]);
         assert_eq!(store.counters().evictions.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_response_kept_below_takes_only_idle_room_and_leaves_probation_unpromoted() {
+        let w = weight(1000);
+        let store = Store::new(Budget::new(3 * w, 0.1), 4);
+        store.keep_while_idle(&key("below"), Arc::new(plain(1000)));
+        assert!(store.get(&key("below")).is_some(), "hit while there");
+        store.insert(key("a"), plain(1000), Segment::Probation);
+        store.insert(key("b"), plain(1000), Segment::Probation);
+        store.keep_while_idle(&key("no-room"), Arc::new(plain(1000)));
+        assert_eq!(store.segment_of(&key("no-room")), None, "RAM is full");
+        // A first copy needs room: the hit copy of what is below leaves, not into main.
+        store.insert(key("c"), plain(1000), Segment::Probation);
+        assert_eq!(store.segment_of(&key("below")), None);
+        assert_eq!(store.usage().entries, [3, 0]);
+        assert_eq!(store.counters().promotions.load(Ordering::Relaxed), 0);
+        store.check();
     }
 
     #[test]

@@ -403,8 +403,10 @@ impl Proxy {
     /// The stored slice under `key`, fresh or not, from RAM or from disk (or on its way there),
     /// unless a purge of one of its tags removed it. Over an open disk tier, RAM holds a slice only as a first copy in
     /// probation: its second request hands it to the disk and takes it out of RAM, and a slice
-    /// read from disk is served from there, not copied back, so that RAM's room goes to first
-    /// copies waiting for their second request (a slice asked for once never reaches the disk).
+    /// read from disk is copied back only into room RAM has idle (and dropped, not promoted, when it
+    /// leaves probation), so
+    /// that RAM's room goes to first copies waiting for their second request (a slice asked for
+    /// once never reaches the disk).
     async fn stored_slice(
         &self,
         exchange: &Exchange,
@@ -449,6 +451,9 @@ impl Proxy {
                 .flatten()
                 .find(|response| response.vary_matches(&none))
                 .map(Arc::new);
+            if let Some(read) = &entry {
+                self.store.keep_while_idle(key, Arc::clone(read));
+            }
         }
         let entry = entry?;
         // A purge of a tag the slice carries (its origin's fields) removes it, hard or soft: a
