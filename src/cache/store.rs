@@ -132,8 +132,8 @@ enum Write {
     Refreshed,
     /// Read back from a tier below RAM: placed in main as proven (it was hit), not counted.
     Restored,
-    /// Read back from a tier below RAM that keeps it: placed in probation only into room the
-    /// store has, and dropped when it leaves, never promoted; not counted.
+    /// Read back from a tier below RAM that keeps it: placed at the front of probation only into
+    /// room the store has, and dropped when it leaves, never promoted; not counted.
     Idle,
 }
 
@@ -318,8 +318,8 @@ impl Store {
 
     /// Places `response`, read back from a tier below RAM that keeps it, in probation if the
     /// store has room for it without evicting anything and holds nothing under `key`: RAM that
-    /// is idle serves it, and gives it up first (dropped, never promoted into main) once first
-    /// copies need the room.
+    /// is idle serves it, and gives it up before any other entry (at the front of probation's
+    /// FIFO; dropped, never promoted into main) once first copies need the room.
     pub fn keep_while_idle(&self, key: &CacheKey, response: Arc<StoredResponse>) {
         self.write(key.clone(), &response, Segment::Probation, Write::Idle);
     }
@@ -419,8 +419,11 @@ impl Store {
             },
         );
         queues.add(segment, weight);
-        if kept_ticket.is_none() {
-            queues.fifo[segment.index()].push_back((key, ticket));
+        match (kept_ticket, how) {
+            (Some(_), _) => {}
+            // Idle room's copy is the first to give it up.
+            (None, Write::Idle) => queues.fifo[segment.index()].push_front((key, ticket)),
+            (None, _) => queues.fifo[segment.index()].push_back((key, ticket)),
         }
         if how == Write::Fetched {
             let counters = &inner.counters;
@@ -994,15 +997,17 @@ mod tests {
     fn a_response_kept_below_takes_only_idle_room_and_leaves_probation_unpromoted() {
         let w = weight(1000);
         let store = Store::new(Budget::new(3 * w, 0.1), 4);
+        store.insert(key("a"), plain(1000), Segment::Probation);
         store.keep_while_idle(&key("below"), Arc::new(plain(1000)));
         assert!(store.get(&key("below")).is_some(), "hit while there");
-        store.insert(key("a"), plain(1000), Segment::Probation);
         store.insert(key("b"), plain(1000), Segment::Probation);
         store.keep_while_idle(&key("no-room"), Arc::new(plain(1000)));
         assert_eq!(store.segment_of(&key("no-room")), None, "RAM is full");
-        // A first copy needs room: the hit copy of what is below leaves, not into main.
+        // A first copy needs room: the hit copy of what is below leaves before the older "a",
+        // and not into main.
         store.insert(key("c"), plain(1000), Segment::Probation);
         assert_eq!(store.segment_of(&key("below")), None);
+        assert_eq!(store.segment_of(&key("a")), Some(Segment::Probation));
         assert_eq!(store.usage().entries, [3, 0]);
         assert_eq!(store.counters().promotions.load(Ordering::Relaxed), 0);
         store.check();

@@ -403,8 +403,8 @@ impl Proxy {
     /// The stored slice under `key`, fresh or not, from RAM or from disk (or on its way there),
     /// unless a purge of one of its tags removed it. Over an open disk tier, RAM holds a slice only as a first copy in
     /// probation: its second request hands it to the disk and takes it out of RAM, and a slice
-    /// read from disk is copied back only into room RAM has idle (and dropped, not promoted, when it
-    /// leaves probation), so
+    /// read from disk is copied back only into room RAM has idle (the first to leave it, and never
+    /// promoted), so
     /// that RAM's room goes to first copies waiting for their second request (a slice asked for
     /// once never reaches the disk).
     async fn stored_slice(
