@@ -23,7 +23,7 @@ mod tick;
 
 use main_admission::MainAdmission;
 pub use proof::Proof;
-use proof::{PROOF_NONE, PROOF_RAM_HIT, PROOF_SEEN_BEFORE};
+use proof::{PROOF_BELOW, PROOF_NONE, PROOF_RAM_HIT, PROOF_SEEN_BEFORE};
 use queues::Queues;
 use tick::Tick;
 
@@ -122,6 +122,9 @@ enum Write {
     Refreshed,
     /// Read back from a tier below RAM: placed in main as proven (it was hit), not counted.
     Restored,
+    /// Read back from a tier below RAM that keeps it: placed at the front of probation only into
+    /// room the store has, and dropped when it leaves, never promoted; not counted.
+    Idle,
 }
 
 /// What a write keeps of the slot it replaces.
@@ -258,6 +261,59 @@ impl Store {
         self.peek(key)
     }
 
+    /// Takes a first copy out of probation on its second request: the entry under `key`, if it
+    /// is live in probation, was never hit, and `below` takes its variants, leaves the store (not
+    /// counted as an eviction) and is returned proven by this request, for the tier below RAM
+    /// that `below` asks. `None` leaves the store as it was.
+    pub fn take_first_copy(
+        &self,
+        key: &CacheKey,
+        below: impl FnOnce(&Variants) -> bool,
+    ) -> Option<Evicted> {
+        let inner = &*self.inner;
+        let mut queues = inner.lock();
+        let taken = inner.index.remove_if(key, |_, slot| {
+            slot.segment == Segment::Probation
+                && Tick::now() < slot.expires
+                && slot.proof.load(Ordering::Relaxed) == PROOF_NONE
+                && below(&slot.variants)
+        });
+        let (key, slot) = taken?;
+        queues.subtract(Segment::Probation, u64::from(slot.variants.weight()));
+        queues.stale += 1;
+        inner.compact_if_stale(&mut queues);
+        Some(Evicted {
+            key,
+            variants: slot.variants,
+            proof: Some(Proof::RamHit),
+        })
+    }
+
+    /// `response` as an entry leaving the store with `proof` would be handed on, without its
+    /// ever entering RAM: for a write that goes to a tier below directly.
+    pub fn passed_below(
+        &self,
+        key: CacheKey,
+        response: Arc<StoredResponse>,
+        proof: Proof,
+    ) -> Evicted {
+        let bookkeeping = |variants| weight::key_bookkeeping(key.as_str().len(), variants);
+        let variants = Variants::with(None, response, self.inner.max_variants, bookkeeping);
+        Evicted {
+            key,
+            variants,
+            proof: Some(proof),
+        }
+    }
+
+    /// Places `response`, read back from a tier below RAM that keeps it, in probation if the
+    /// store has room for it without evicting anything and holds nothing under `key`: RAM that
+    /// is idle serves it, and gives it up before any other entry (at the front of probation's
+    /// FIFO; dropped, never promoted into main) once first copies need the room.
+    pub fn keep_while_idle(&self, key: &CacheKey, response: Arc<StoredResponse>) {
+        self.write(key.clone(), &response, Segment::Probation, Write::Idle);
+    }
+
     /// The variants stored under `key`, expired or not, without recording a use.
     pub fn peek(&self, key: &CacheKey) -> Option<Variants> {
         self.inner.index.get(key).map(|slot| slot.variants.clone())
@@ -284,6 +340,9 @@ impl Store {
     fn write(&self, key: CacheKey, response: &Arc<StoredResponse>, segment: Segment, how: Write) {
         let inner = &*self.inner;
         let mut queues = inner.lock();
+        if how == Write::Idle && inner.index.contains_key(&key) {
+            return;
+        }
         let now = Tick::now();
         if how == Write::Fetched {
             let held = queues.usage.entries[0] + queues.usage.entries[1];
@@ -305,6 +364,7 @@ impl Store {
             // A fetched write into main is a second request (seen before), or admission is off.
             Write::Fetched if segment == Segment::Main => PROOF_SEEN_BEFORE,
             Write::Restored => PROOF_RAM_HIT,
+            Write::Idle => PROOF_BELOW,
             _ => PROOF_NONE,
         };
         let cap = inner.max_variants;
@@ -316,6 +376,9 @@ impl Store {
             variants = Variants::with(None, Arc::clone(response), cap, bookkeeping);
         }
         let weight = u64::from(variants.weight());
+        if how == Write::Idle && queues.total_bytes() + weight > inner.budget.total() {
+            return;
+        }
         if weight > inner.budget.total() {
             if inner.index.remove(&key).is_some() && kept_ticket.is_some() {
                 queues.stale += 1;
@@ -346,8 +409,11 @@ impl Store {
             },
         );
         queues.add(segment, weight);
-        if kept_ticket.is_none() {
-            queues.fifo[segment.index()].push_back((key, ticket));
+        match (kept_ticket, how) {
+            (Some(_), _) => {}
+            // Idle room's copy is the first to give it up.
+            (None, Write::Idle) => queues.fifo[segment.index()].push_front((key, ticket)),
+            (None, _) => queues.fifo[segment.index()].push_back((key, ticket)),
         }
         if how == Write::Fetched {
             let counters = &inner.counters;
@@ -422,7 +488,7 @@ impl Inner {
         let placed = match how {
             Write::Refreshed => slot.segment,
             Write::Fetched | Write::Restored if slot.segment == Segment::Main => Segment::Main,
-            Write::Fetched | Write::Restored => segment,
+            Write::Fetched | Write::Restored | Write::Idle => segment,
         };
         let uses = if placed == slot.segment && live {
             slot.uses.load(Ordering::Relaxed)
@@ -481,7 +547,9 @@ impl Inner {
                         uses = 0;
                     }
                     let weight = u64::from(slot.variants.weight());
+                    let below = slot.proof.load(Ordering::Relaxed) == PROOF_BELOW;
                     let leaving = match probation::leaving(from, uses, live) {
+                        Leaving::Promote if below => Leaving::Drop,
                         Leaving::Promote if candidate.is_some_and(|c| !c.takes(uses, weight)) => {
                             Leaving::Drop
                         }
@@ -914,6 +982,47 @@ mod tests {
         assert_eq!(proven("hit"), Some(true), "hit while in RAM");
         assert_eq!(proven("filler-1"), Some(false));
         assert_eq!(proven("purged"), None, "purged, not evicted");
+        store.check();
+    }
+
+    #[test]
+    fn only_an_unhit_first_copy_in_probation_is_taken_and_only_if_the_tier_below_takes_it() {
+        let store = Store::new(Budget::new(10 * weight(1000), 0.5), 4);
+        store.insert(key("first"), plain(1000), Segment::Probation);
+        store.insert(key("main"), plain(1000), Segment::Main);
+        store.insert(key("hit"), plain(1000), Segment::Probation);
+        assert!(store.get(&key("hit")).is_some());
+        assert!(store.take_first_copy(&key("first"), |_| false).is_none());
+        assert_eq!(store.segment_of(&key("first")), Some(Segment::Probation));
+        assert!(store.take_first_copy(&key("main"), |_| true).is_none());
+        assert!(store.take_first_copy(&key("hit"), |_| true).is_none());
+        let taken = store
+            .take_first_copy(&key("first"), |_| true)
+            .expect("taken");
+        assert_eq!(taken.proof, Some(Proof::RamHit));
+        assert_eq!(store.segment_of(&key("first")), None);
+        store.check();
+        assert_eq!(store.usage().entries, [1, 1]);
+        assert_eq!(store.counters().evictions.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_response_kept_below_takes_only_idle_room_and_leaves_probation_unpromoted() {
+        let w = weight(1000);
+        let store = Store::new(Budget::new(3 * w, 0.1), 4);
+        store.insert(key("a"), plain(1000), Segment::Probation);
+        store.keep_while_idle(&key("below"), Arc::new(plain(1000)));
+        assert!(store.get(&key("below")).is_some(), "hit while there");
+        store.insert(key("b"), plain(1000), Segment::Probation);
+        store.keep_while_idle(&key("no-room"), Arc::new(plain(1000)));
+        assert_eq!(store.segment_of(&key("no-room")), None, "RAM is full");
+        // A first copy needs room: the hit copy of what is below leaves before the older "a",
+        // and not into main.
+        store.insert(key("c"), plain(1000), Segment::Probation);
+        assert_eq!(store.segment_of(&key("below")), None);
+        assert_eq!(store.segment_of(&key("a")), Some(Segment::Probation));
+        assert_eq!(store.usage().entries, [3, 0]);
+        assert_eq!(store.counters().promotions.load(Ordering::Relaxed), 0);
         store.check();
     }
 

@@ -113,6 +113,20 @@ impl ByteLru {
             .is_some_and(|node| node.stamp != ABSENT)
     }
 
+    /// Takes `id` out, if cached; returns whether it was.
+    pub fn remove(&mut self, id: u32) -> bool {
+        match self.nodes.get_mut(id as usize) {
+            Some(node) if node.stamp != ABSENT => {
+                // Its queue entry turns stale: no position is ABSENT.
+                node.stamp = ABSENT;
+                self.used_bytes -= node.size;
+                self.entries -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// [`Self::insert`], telling `evicted` the id and size of each object it evicts.
     pub fn insert_evicting(
         &mut self,

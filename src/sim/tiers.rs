@@ -1,4 +1,4 @@
-//! Two tiers: a RAM byte-LRU over a disk byte-LRU, and three rules for what the disk takes.
+//! Two tiers: a RAM byte-LRU over a disk byte-LRU, and four rules for what the disk takes.
 //!
 //! A request hits RAM, or else the disk (and the object is copied back into RAM), or else goes to
 //! the origin and the object is stored in RAM. The rules differ in what is written to disk:
@@ -7,7 +7,11 @@
 //! - `every-miss`: every origin miss, at once (nginx `proxy_cache`);
 //! - `gated`: an object RAM evicts, only if it was hit while in RAM or entered RAM on a request the
 //!   real doorkeeper answered "seen before" (issue 11's rule: a first-and-only request never costs
-//!   a disk write). An object copied back from disk is still on disk unless the disk evicted it.
+//!   a disk write). An object copied back from disk is still on disk unless the disk evicted it;
+//! - `second-request` (the proxy's rule for slices over a disk tier): RAM keeps first copies
+//!   only; an object's second request, a hit in RAM or a miss the doorkeeper had seen before,
+//!   writes it to disk and takes it out of RAM, and a disk hit is served from disk, not copied
+//!   back. RAM's room then goes to first copies waiting for their second request.
 //!
 //! An object already on disk is not written again. One larger than RAM but not than the disk goes
 //! to disk directly where the rule would write it on eviction.
@@ -25,13 +29,23 @@ pub enum DiskPolicy {
     WriteAll,
     EveryMiss,
     Gated,
+    SecondRequest,
 }
 
 impl DiskPolicy {
+    /// The rules `simulate` compares for whole objects.
     pub const ALL: [DiskPolicy; 3] = [
         DiskPolicy::WriteAll,
         DiskPolicy::EveryMiss,
         DiskPolicy::Gated,
+    ];
+
+    /// The rules `simulate-slices` compares: the proxy's for slices too.
+    pub const FOR_SLICES: [DiskPolicy; 4] = [
+        DiskPolicy::WriteAll,
+        DiskPolicy::EveryMiss,
+        DiskPolicy::Gated,
+        DiskPolicy::SecondRequest,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -39,6 +53,7 @@ impl DiskPolicy {
             DiskPolicy::WriteAll => "write-all",
             DiskPolicy::EveryMiss => "every-miss",
             DiskPolicy::Gated => "gated",
+            DiskPolicy::SecondRequest => "second-request",
         }
     }
 }
@@ -57,10 +72,13 @@ pub struct TierReport {
     pub ram_hits: u64,
     pub disk_hits: u64,
     pub disk_hit_bytes: u64,
+    /// Bytes stored in RAM: origin misses and disk hits copied back.
+    pub ram_written_bytes: u64,
     /// Objects written to disk, and their bytes.
     pub disk_writes: u64,
     pub disk_written_bytes: u64,
-    /// `gated`: objects RAM evicted that were not written (neither hit in RAM nor seen before).
+    /// `gated` and `second-request`: objects RAM evicted that were not written (neither hit in
+    /// RAM nor seen before).
     pub disk_writes_refused: u64,
     pub origin_bytes: u64,
     pub rotations: RotationCounts,
@@ -91,8 +109,8 @@ impl TierSim {
         doorkeeper: &DoorkeeperConfig,
         seed: u64,
     ) -> TierSim {
-        let doorkeeper =
-            (policy == DiskPolicy::Gated).then(|| DoorkeeperModel::new(doorkeeper, seed));
+        let asks_doorkeeper = matches!(policy, DiskPolicy::Gated | DiskPolicy::SecondRequest);
+        let doorkeeper = asks_doorkeeper.then(|| DoorkeeperModel::new(doorkeeper, seed));
         TierSim {
             ram: ByteLru::new(ram_bytes),
             disk: ByteLru::new(disk_bytes),
@@ -124,6 +142,12 @@ impl TierSim {
             report.hits += 1;
             report.hit_bytes += size;
             report.ram_hits += 1;
+            if self.policy == DiskPolicy::SecondRequest {
+                self.ram.remove(id);
+                if !self.disk.contains(id) {
+                    write(&mut self.disk, &mut self.report, id, size);
+                }
+            }
             return;
         }
         if self.disk.touch(id) {
@@ -131,7 +155,9 @@ impl TierSim {
             report.hit_bytes += size;
             report.disk_hits += 1;
             report.disk_hit_bytes += size;
-            self.store_in_ram(id, size, SEEN_BEFORE);
+            if self.policy != DiskPolicy::SecondRequest {
+                self.store_in_ram(id, size, SEEN_BEFORE);
+            }
             return;
         }
         report.origin_bytes += size;
@@ -142,8 +168,12 @@ impl TierSim {
             },
             None => 0,
         };
-        if self.policy == DiskPolicy::EveryMiss {
-            write(&mut self.disk, &mut self.report, id, size);
+        match self.policy {
+            DiskPolicy::EveryMiss => write(&mut self.disk, &mut self.report, id, size),
+            DiskPolicy::SecondRequest if flags == SEEN_BEFORE => {
+                return write(&mut self.disk, &mut self.report, id, size);
+            }
+            _ => {}
         }
         self.store_in_ram(id, size, flags);
     }
@@ -151,6 +181,7 @@ impl TierSim {
     /// Stores an object in RAM with `flags`; what RAM evicts goes to disk as the rule says.
     fn store_in_ram(&mut self, id: u32, size: u64, flags: u8) {
         self.flags[id as usize] = flags;
+        self.report.ram_written_bytes += size;
         let TierSim {
             ram,
             disk,
@@ -201,7 +232,7 @@ fn evicted_from_ram(
         DiskPolicy::Gated if flags & (HIT_IN_RAM | SEEN_BEFORE) != 0 => {
             write(disk, report, id, size)
         }
-        DiskPolicy::Gated => report.disk_writes_refused += 1,
+        DiskPolicy::Gated | DiskPolicy::SecondRequest => report.disk_writes_refused += 1,
     }
 }
 
@@ -257,6 +288,23 @@ mod tests {
         let gated = run(DiskPolicy::Gated, "B C B C B", 10, 100);
         assert_eq!((gated.disk_hits, gated.disk_writes), (1, 2), "{gated:?}");
         assert_eq!(gated.disk_writes_refused, 2);
+    }
+
+    #[test]
+    fn second_request_keeps_first_copies_in_ram_and_writes_an_object_on_its_second_request() {
+        // RAM holds two: A and B wait there; A's second request writes it and frees its room,
+        // so B survives C and is hit; D is asked once and never written.
+        let rule = run(DiskPolicy::SecondRequest, "A B A C B D A", 20, 100);
+        assert_eq!(
+            (rule.ram_hits, rule.disk_hits, rule.disk_writes),
+            (2, 1, 2),
+            "{rule:?}"
+        );
+        assert_eq!(rule.origin_bytes, 40, "A, B, C and D once each");
+        // A first copy RAM gave up is fetched again, seen before, and written at once.
+        let rule = run(DiskPolicy::SecondRequest, "A B C A A", 20, 100);
+        assert_eq!((rule.disk_writes, rule.disk_hits), (1, 1), "{rule:?}");
+        assert_eq!(rule.disk_writes_refused, 1, "A's first copy");
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! End to end: the disk tier's guarantees hold for slices of large objects. Slices written before
-//! a SIGKILL are served after the restart, byte for byte; a corrupted slice record is dropped,
-//! logged with its file, fetched again and never served. (A slice asked for once never reaching
-//! the disk, and a purge reaching it, are in `slices.rs`.)
+//! End to end: the disk tier's guarantees hold for slices of large objects. A slice asked for once
+//! never reaches the disk and one asked for twice does, however full RAM is; slices written
+//! before a SIGKILL are served after the restart, byte for byte; a corrupted slice record is
+//! dropped, logged with its file, fetched again and never served. (A purge reaching the disk is
+//! in `slices.rs`.)
 
 use crate::common;
 
@@ -71,6 +72,103 @@ async fn slices_on_disk(client: &Client, proxy: &ProxyProcess, key: &str) {
     assert!(
         metric(&scrape, "bloomgate_disk_engine_written_bytes_total") >= wanted,
         "the slices asked for again did not reach the disk's files"
+    );
+}
+
+/// `bloomgate_disk_writes_total` for `reason`.
+fn disk_writes(scrape: &str, reason: &str) -> f64 {
+    metric(
+        scrape,
+        &format!("bloomgate_disk_writes_total{{reason=\"{reason}\"}}"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_asked_for_twice_reaches_the_disk_however_full_ram_is_and_one_asked_once_never() {
+    let origin = start_origin(OriginOptions::default())
+        .await
+        .expect("origin");
+    let dir = TempDir::new("slices-twice");
+    let client = Client::new();
+    let proxy = sliced_on_disk(&origin, &dir).start();
+    let scrape = |ready: fn(&str) -> bool| common::scrape_until(&client, &proxy, ready);
+    let written = |s: &str| {
+        ["ram_hit", "seen_before", "revalidated"]
+            .iter()
+            .map(|reason| disk_writes(s, reason))
+            .sum::<f64>()
+    };
+    let once = client.get(&proxy.url(&film_path("once"))).await;
+    assert!(is_part_of(&once.body, "once", 0..SIZE));
+    // RAM, full of the first copies of "once", takes two more.
+    let two_slices = [("range", "bytes=0-131071")];
+    let twice_url = proxy.url(&film_path("twice"));
+    let first = client.get_with(&twice_url, &two_slices).await;
+    assert!(is_part_of(&first.body, "twice", 0..2 * SLICE));
+    let after_first =
+        scrape(|s| metric(s, "bloomgate_disk_rejected_total{reason=\"first_hit\"}") >= 10.0).await;
+    assert!(
+        metric(
+            &after_first,
+            "bloomgate_disk_rejected_total{reason=\"first_hit\"}"
+        ) >= 10.0
+    );
+    assert_eq!(
+        written(&after_first),
+        0.0,
+        "a slice asked for once was written"
+    );
+    let fetched = origin.stats.requests_for("twice");
+
+    let second = client.get_with(&twice_url, &two_slices).await;
+    assert!(is_part_of(&second.body, "twice", 0..2 * SLICE));
+    assert!(
+        second.cache_status().contains("detail=slice-hits-2-of-2"),
+        "{}",
+        second.cache_status()
+    );
+    let after_second = scrape(|s| disk_writes(s, "ram_hit") >= 2.0).await;
+    assert_eq!(
+        (
+            disk_writes(&after_second, "ram_hit"),
+            written(&after_second)
+        ),
+        (2.0, 2.0),
+        "the two slices asked for again, and nothing else, reach the disk"
+    );
+    let third = client.get_with(&twice_url, &two_slices).await;
+    assert!(is_part_of(&third.body, "twice", 0..2 * SLICE));
+    let after_third = scrape(|s| metric(s, "bloomgate_disk_hits_total") >= 2.0).await;
+    assert!(metric(&after_third, "bloomgate_disk_hits_total") >= 2.0);
+    assert_eq!(
+        origin.stats.requests_for("twice"),
+        fetched,
+        "each slice came from the origin once"
+    );
+
+    // The first copies of "once" that RAM gave up are fetched again, seen before, and go to disk
+    // directly; those still in RAM follow from there: all sixteen are written, once each.
+    let again = client.get(&proxy.url(&film_path("once"))).await;
+    assert!(is_part_of(&again.body, "once", 0..SIZE));
+    let after_again = scrape(|s| disk_writes(s, "seen_before") >= 12.0).await;
+    assert!(disk_writes(&after_again, "seen_before") >= 12.0);
+    let all = scrape(|s| {
+        ["ram_hit", "seen_before"]
+            .iter()
+            .map(|reason| disk_writes(s, reason))
+            .sum::<f64>()
+            >= 18.0
+    })
+    .await;
+    assert_eq!(
+        written(&all),
+        18.0,
+        "every slice asked for twice, once each"
+    );
+    assert_eq!(
+        metric(&all, "bloomgate_cache_bytes{segment=\"main\"}"),
+        0.0,
+        "RAM's room is for first copies"
     );
 }
 

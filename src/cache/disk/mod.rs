@@ -20,6 +20,7 @@
 
 mod counts;
 mod engine;
+mod pending;
 mod purges;
 mod record;
 mod writer;
@@ -45,6 +46,7 @@ pub use engine::{
 pub use record::{RecordError, decode, encode};
 pub use segments::InFile;
 
+use pending::Pending;
 use purges::{PURGE_SETTLES, Purges};
 use writer::{Job, Rate, Writer, allocated, panic_text};
 
@@ -76,8 +78,12 @@ struct Shared {
     write_buffer: u64,
     counters: DiskCounters,
     purges: Purges,
+    /// Entries queued for the writer thread, by key.
+    pending: Pending,
     /// Bytes of entries queued for the writer thread.
     queued: AtomicU64,
+    /// Told whenever the writer thread finishes a job: room in its queue.
+    drained: tokio::sync::Notify,
     full: AtomicBool,
     /// The engine panicked or could not open: reads and writes stop until a restart.
     failed: AtomicBool,
@@ -191,7 +197,9 @@ impl DiskTier {
             write_buffer: config.write_buffer,
             counters: DiskCounters::default(),
             purges: Purges::default(),
+            pending: Pending::default(),
             queued: AtomicU64::new(0),
+            drained: tokio::sync::Notify::new(),
             full: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             opening: Mutex::new(Opening {
@@ -230,6 +238,36 @@ impl DiskTier {
         &self.shared.dir
     }
 
+    /// Waits, at most `patience`, until [`Self::has_room_for`] `variants`; whether it has. A
+    /// tier that is not open answers at once.
+    pub async fn room_for(&self, variants: &Variants, patience: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            // Listening before looking, so that a job finished in between is not missed.
+            let drained = self.shared.drained.notified();
+            let mut drained = std::pin::pin!(drained);
+            drained.as_mut().enable();
+            if self.has_room_for(variants) {
+                return true;
+            }
+            let open =
+                self.shared.engine.get().is_some() && !self.shared.failed.load(Ordering::Relaxed);
+            if !open || tokio::time::timeout_at(deadline, drained).await.is_err() {
+                return false;
+            }
+        }
+    }
+
+    /// Whether the tier would queue `variants` now: open, not failed, and with room for them in
+    /// its write queue (`disk.write_buffer`). For a write that has the choice of staying in RAM.
+    pub fn has_room_for(&self, variants: &Variants) -> bool {
+        let shared = &self.shared;
+        let weight = u64::from(variants.weight());
+        shared.engine.get().is_some()
+            && !shared.failed.load(Ordering::Relaxed)
+            && shared.queued.load(Ordering::Acquire) + weight <= shared.write_buffer
+    }
+
     /// Takes an entry RAM evicted: queued for disk if it proved itself and is not on disk
     /// already, else counted as refused. Called with the store's lock held: never blocks.
     pub fn offer(&self, evicted: Evicted) {
@@ -245,7 +283,9 @@ impl DiskTier {
             self.shared.reject(Rejection::Recovering);
             return;
         };
-        if engine.may_contain(evicted.key.as_str()) {
+        if engine.may_contain(evicted.key.as_str())
+            || self.shared.pending.get(&evicted.key).is_some()
+        {
             // Read back from disk earlier, and still there: nothing new to write.
             self.shared.counters.skipped.fetch_add(1, Ordering::Relaxed);
             return;
@@ -277,7 +317,9 @@ impl DiskTier {
             shared.reject(Rejection::Budget);
             return;
         }
+        let ticket = shared.pending.add(&key, &variants);
         let job = Job::Write {
+            ticket,
             key,
             variants,
             reason,
@@ -290,8 +332,11 @@ impl DiskTier {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .send(job);
-        if sent.is_err() {
+        if let Err(mpsc::SendError(job)) = sent {
             // The writer thread is gone.
+            if let Job::Write { key, ticket, .. } = job {
+                shared.pending.settled(&key, ticket);
+            }
             shared.queued.fetch_sub(weight, Ordering::AcqRel);
             shared.fail("the writer thread stopped");
             shared.reject(Rejection::Failed);
@@ -367,12 +412,19 @@ impl DiskTier {
         }
     }
 
+    /// The variants queued to be written under `key` that the engine does not have yet: what
+    /// the disk will hold, for a lookup that comes before the write.
+    pub fn queued(&self, key: &CacheKey) -> Option<Variants> {
+        self.shared.pending.get(key)
+    }
+
     /// Removes `key`'s record (purge, invalidation) now and across restarts, and drops any write
     /// of it still queued; returns whether there may have been one. While the engine recovers,
     /// the removal waits to be applied before it serves, and there may have been one.
     pub fn remove(&self, key: &CacheKey) -> bool {
         let shared = &self.shared;
         shared.purges.record(key);
+        shared.pending.remove(key);
         let engine = match shared.engine.get() {
             Some(engine) => engine,
             None => {
@@ -604,7 +656,7 @@ mod tests {
         CacheKey::from_string(text.into())
     }
 
-    fn variants() -> Variants {
+    pub(super) fn variants() -> Variants {
         let response = StoredResponse::new(
             StatusCode::OK,
             HeaderMap::new(),

@@ -16,6 +16,8 @@ use crate::cache::{CacheKey, Variants};
 /// A write handed to the writer thread.
 pub(super) enum Job {
     Write {
+        /// Its ticket in [`Pending`](super::pending::Pending).
+        ticket: u64,
         key: CacheKey,
         variants: Variants,
         reason: WriteReason,
@@ -60,6 +62,7 @@ impl Writer {
                     let _ = done.send(());
                 }
                 Job::Write {
+                    ticket,
                     key,
                     variants,
                     reason,
@@ -77,7 +80,9 @@ impl Writer {
                             self.shared.fail(&panic_text(&panic));
                         }
                     }
+                    self.shared.pending.settled(&key, ticket);
                     self.shared.queued.fetch_sub(weight, Ordering::AcqRel);
+                    self.shared.drained.notify_waiters();
                 }
             }
         }

@@ -3,6 +3,9 @@
 pub(super) const PROOF_NONE: u8 = 0;
 pub(super) const PROOF_SEEN_BEFORE: u8 = 1;
 pub(super) const PROOF_RAM_HIT: u8 = 2;
+/// Kept by the tier below too (read back from it into idle RAM): a hit there, for what a tier
+/// below may take, and never promoted within RAM.
+pub(super) const PROOF_BELOW: u8 = 3;
 
 /// How an entry earned a place in a tier below RAM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,7 +21,7 @@ impl Proof {
     pub(super) fn from_u8(proof: u8) -> Option<Proof> {
         match proof {
             PROOF_SEEN_BEFORE => Some(Proof::SeenBefore),
-            PROOF_RAM_HIT => Some(Proof::RamHit),
+            PROOF_RAM_HIT | PROOF_BELOW => Some(Proof::RamHit),
             _ => None,
         }
     }

@@ -28,11 +28,12 @@ use super::coalesce::{self, FlightOutcome, Role, SharedResponse};
 use super::decision;
 use super::exchange::Exchange;
 use super::fetch::Fetch;
+use crate::admission::probation::Segment;
 use crate::cache::policy as cache_policy;
 use crate::cache::slice::{
     ContentRange, Version, slice_bounds, slice_count, slice_key, slices_covering,
 };
-use crate::cache::{CacheKey, ResponseControl, StoredResponse, storability};
+use crate::cache::{CacheKey, Proof, ResponseControl, StoredResponse, storability};
 use crate::proxy::Proxy;
 use crate::proxy::outcome::served::{Fwd, Served};
 use crate::proxy::response::assembled::{AssembledBody, Parts};
@@ -399,26 +400,62 @@ impl Proxy {
         Ok(entry.body.clone())
     }
 
-    /// The stored slice under `key`, fresh or not, from RAM or (copied back into RAM) from disk,
-    /// unless a purge of one of its tags removed it.
+    /// The stored slice under `key`, fresh or not, from RAM or from disk (or on its way there),
+    /// unless a purge of one of its tags removed it. Over an open disk tier, RAM holds a slice only as a first copy in
+    /// probation: its second request hands it to the disk and takes it out of RAM, and a slice
+    /// read from disk is copied back only into room RAM has idle (the first to leave it, and never
+    /// promoted), so
+    /// that RAM's room goes to first copies waiting for their second request (a slice asked for
+    /// once never reaches the disk).
     async fn stored_slice(
         &self,
         exchange: &Exchange,
         key: &CacheKey,
     ) -> Option<Arc<StoredResponse>> {
-        let mut variants = self.store.get(key);
-        if variants.is_none()
+        let none = HeaderMap::new();
+        let mut entry = None;
+        if let Some(disk) = &self.disk
+            && self.store.segment_of(key) == Some(Segment::Probation)
+            && let Some(waiting) = self.store.peek(key)
+        {
+            disk.room_for(&waiting, DISK_PATIENCE).await;
+        }
+        if let Some(disk) = &self.disk
+            && let Some(first) = self
+                .store
+                .take_first_copy(key, |variants| disk.has_room_for(variants))
+        {
+            entry = first.variants.select(&none).cloned();
+            disk.offer(first);
+        }
+        if entry.is_none() {
+            entry = self
+                .store
+                .get(key)
+                .and_then(|variants| variants.select(&none).cloned());
+        }
+        if entry.is_none()
+            && let Some(disk) = &self.disk
+        {
+            entry = disk
+                .queued(key)
+                .and_then(|variants| variants.select(&none).cloned());
+        }
+        if entry.is_none()
             && let Some(disk) = &self.disk
         {
             let targeted = &exchange.config().cache.targeted_fields;
-            if let Some(restored) =
-                Box::pin(disk.load(key, targeted, &exchange.routed.policy)).await
-            {
-                variants = self.store.restore(key, restored);
+            let read = Box::pin(disk.load(key, targeted, &exchange.routed.policy)).await;
+            entry = read
+                .into_iter()
+                .flatten()
+                .find(|response| response.vary_matches(&none))
+                .map(Arc::new);
+            if let Some(read) = &entry {
+                self.store.keep_while_idle(key, Arc::clone(read));
             }
         }
-        let none = HeaderMap::new();
-        let entry = variants?.select(&none)?.clone();
+        let entry = entry?;
         // A purge of a tag the slice carries (its origin's fields) removes it, hard or soft: a
         // slice is fetched again rather than revalidated.
         let tag_field = &exchange.config().cache.tag_header;
@@ -530,12 +567,12 @@ impl Proxy {
         }
         let body = read_slice(exchange, body, index, bounds).await?;
         series().slice_origin_bytes.increment(body.len() as u64);
-        self.admit_slice(exchange, key, head.headers, body)
+        self.admit_slice(exchange, key, head.headers, body).await
     }
 
     /// A fetched slice stored where storability and the doorkeeper place it (a slice is an
     /// object: its own key, its own second request), with whether it was stored.
-    fn admit_slice(
+    async fn admit_slice(
         &self,
         exchange: &Exchange,
         key: &CacheKey,
@@ -573,18 +610,38 @@ impl Proxy {
             false,
             Some(length),
         );
-        match decided.segment() {
-            Some(segment) => {
-                series().slice(SliceEvent::Stored).increment(1);
-                Ok((self.store.insert(key.clone(), entry, segment), true))
-            }
-            None => {
-                series().slice(SliceEvent::FirstHit).increment(1);
-                Ok((Arc::new(entry), false))
-            }
+        let Some(segment) = decided.segment() else {
+            series().slice(SliceEvent::FirstHit).increment(1);
+            return Ok((Arc::new(entry), false));
+        };
+        series().slice(SliceEvent::Stored).increment(1);
+        // Proven on arrival (seen before, or admission off): over a disk tier with room it goes
+        // there, not into RAM, whose room is the first copies' (see `stored_slice`).
+        let Some(disk) = self.disk.as_ref().filter(|_| segment == Segment::Main) else {
+            return Ok((self.store.insert(key.clone(), entry, segment), true));
+        };
+        let entry = Arc::new(entry);
+        let below = self
+            .store
+            .passed_below(key.clone(), Arc::clone(&entry), Proof::SeenBefore);
+        if disk.room_for(&below.variants, DISK_PATIENCE).await {
+            disk.offer(below);
+            return Ok((entry, true));
+        }
+        // No room in the disk's write queue: into RAM, as without a disk tier.
+        drop(below);
+        match Arc::try_unwrap(entry) {
+            Ok(entry) => Ok((self.store.insert(key.clone(), entry, segment), true)),
+            Err(shared) => Ok((shared, false)),
         }
     }
 }
+
+/// How long a slice proven on this request waits for room in the disk tier's write queue before
+/// it stays in RAM instead: a disk slower than the requests that prove slices slows those
+/// requests, as a cache writing through to its disk would, rather than filling RAM main with
+/// slices that squeeze out the first copies (see `stored_slice`).
+const DISK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// An offset within a slice, which is in memory and so fits a `usize`.
 fn offset(within_slice: u64) -> usize {

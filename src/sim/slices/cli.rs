@@ -40,8 +40,9 @@ pub struct SliceArgs {
     /// Whole objects larger than this are not stored (`cache.max_object_bytes`).
     #[arg(long, default_value = "8MiB", value_parser = parse_size)]
     pub max_object_bytes: u64,
-    /// Also run each cache size as RAM over a disk of this size, under the disk rules gated
-    /// (bloomgate's), every-miss (nginx's) and write-all.
+    /// Also run each cache size as RAM over a disk of this size, under the disk rules
+    /// second-request (bloomgate's for slices), gated (bloomgate's for whole objects),
+    /// every-miss (nginx's) and write-all.
     #[arg(long, value_parser = parse_size)]
     pub disk_bytes: Option<u64>,
     /// Doorkeeper capacity (distinct keys per generation). Default: as many slices as the

@@ -20,9 +20,11 @@
 //! Objects not above `slice_above` are cached whole in every sliced run, as the proxy does.
 //!
 //! With a disk size, each cache size is also run as RAM over a disk ([`TierSim`], the simulator's
-//! two tiers) under each of its disk rules, slices as objects: `gated` (bloomgate's disk tier:
-//! what RAM gives up, if it was hit there or asked for again), `every-miss` (nginx's
-//! `proxy_cache`: every origin miss written at once) and `write-all`.
+//! two tiers) under each of its disk rules, slices as objects: `second-request` (bloomgate's disk
+//! tier for slices: RAM keeps first copies, a slice's second request writes it to disk), `gated`
+//! (bloomgate's disk tier for whole objects: what RAM gives up, if it was hit there or asked for
+//! again), `every-miss` (nginx's `proxy_cache`: every origin miss written at once) and
+//! `write-all`.
 
 mod cli;
 mod report;
@@ -183,7 +185,7 @@ impl SliceSim {
             .into_iter()
             .flat_map(|disk_bytes| {
                 cache_bytes.iter().flat_map(move |&ram_bytes| {
-                    DiskPolicy::ALL.map(|policy| (ram_bytes, disk_bytes, policy))
+                    DiskPolicy::FOR_SLICES.map(|policy| (ram_bytes, disk_bytes, policy))
                 })
             })
             .map(|(ram_bytes, disk_bytes, policy)| TierRunSim {
@@ -288,8 +290,7 @@ impl SliceSim {
                     ram_bytes: tier.ram_bytes,
                     disk_bytes,
                     origin_bytes: report.origin_bytes + tier.passed_bytes,
-                    // Every origin miss and every disk hit enters RAM.
-                    ram_written_bytes: report.origin_bytes + report.disk_hit_bytes,
+                    ram_written_bytes: report.ram_written_bytes,
                     disk_written_bytes: report.disk_written_bytes,
                     disk_hit_bytes: report.disk_hit_bytes,
                 }

@@ -38,7 +38,7 @@ pub struct SliceRunReport {
 /// One disk rule at one RAM size: slices through RAM over a disk.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SliceTierReport {
-    /// `gated`, `every-miss` or `write-all` (see [`super`]).
+    /// `second-request`, `gated`, `every-miss` or `write-all` (see [`super`]).
     pub disk_rule: &'static str,
     pub ram_bytes: u64,
     pub disk_bytes: u64,
