@@ -16,6 +16,7 @@ use hyper::body::{Body, Frame, SizeHint};
 
 use crate::proxy::outcome::access_log::AccessLog;
 use crate::proxy::outcome::served::{OriginHead, Served};
+use crate::proxy::response::stored_head::StoredHead;
 use crate::trace::AccessLine;
 
 /// nginx's status for a request whose client went away before it was answered.
@@ -83,9 +84,8 @@ impl Entry {
         served: Served,
         origin: Option<OriginHead>,
     ) {
-        let content_length = response
-            .headers()
-            .get(header::CONTENT_LENGTH)
+        let content_length = StoredHead::field(response, &header::CONTENT_LENGTH)
+            .as_ref()
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.parse().ok());
         self.answer = Some(Answered {
