@@ -105,15 +105,18 @@ impl Proxy {
             series.cached_error(cached_error).increment(1);
         }
         let cache = &live.config.cache;
-        if !cache.forward_targeted_fields {
-            for name in &cache.targeted_fields {
-                StoredHead::remove_field(&mut response, name);
-            }
-        }
-        if !cache.forward_tag_header {
-            StoredHead::remove_field(&mut response, &cache.tag_header);
-            StoredHead::remove_field(&mut response, &crate::cache::tags::CACHE_TAG);
-        }
+        let targeted: &[_] = if cache.forward_targeted_fields {
+            &[]
+        } else {
+            &cache.targeted_fields
+        };
+        let tag_fields = [&cache.tag_header, &crate::cache::tags::CACHE_TAG];
+        let tags: &[_] = if cache.forward_tag_header {
+            &[]
+        } else {
+            &tag_fields
+        };
+        StoredHead::remove_fields(&mut response, targeted.iter().chain(tags.iter().copied()));
         let cache_status = served.cache_status(response.status());
         StoredHead::set_cache_status(&mut response, cache_status);
         route.request(served.outcome()).increment(1);

@@ -83,16 +83,22 @@ impl StoredHead {
         }
     }
 
-    /// Removes the field `name` from `response`; a stored head that holds it becomes a map first.
-    pub fn remove_field<B>(response: &mut Response<B>, name: &HeaderName) {
+    /// Removes the fields `names` from `response`; a stored head that holds one becomes a map
+    /// first.
+    pub fn remove_fields<'a, B>(
+        response: &mut Response<B>,
+        names: impl Iterator<Item = &'a HeaderName> + Clone,
+    ) {
         let held = response
             .extensions()
             .get::<StoredHead>()
-            .is_some_and(|head| head.contains(name));
+            .is_some_and(|head| head.holds_any(names.clone()));
         if held {
             StoredHead::into_map(response);
         }
-        response.headers_mut().remove(name);
+        for name in names {
+            response.headers_mut().remove(name);
+        }
     }
 
     /// The first value of the field `name` in `response`'s head, stored or a map.
@@ -152,7 +158,17 @@ impl StoredHead {
 
     /// Whether the head has a field `name`.
     pub fn contains(&self, name: &HeaderName) -> bool {
-        self.set_value(name).is_some() || self.entry.head.contains(name)
+        self.sets(name) || self.entry.head.contains(name)
+    }
+
+    /// Whether the head has a field of any of `names`, found in one pass over the block.
+    fn holds_any<'a>(&self, names: impl Iterator<Item = &'a HeaderName> + Clone) -> bool {
+        names.clone().any(|name| self.sets(name))
+            || self
+                .entry
+                .head
+                .fields()
+                .any(|(field, _)| names.clone().any(|name| field.is(name)))
     }
 
     fn get(&self, name: &HeaderName) -> Option<HeaderValue> {
@@ -160,6 +176,11 @@ impl StoredHead {
             Some(value) => Some(value),
             None => self.entry.head.get(name),
         }
+    }
+
+    /// Whether the proxy sets the field `name`.
+    fn sets(&self, name: &HeaderName) -> bool {
+        SET.contains(name) && (*name != header::CACHE_STATUS || self.cache_status.is_some())
     }
 
     /// The value the proxy set for `name`, if it sets one.
@@ -306,6 +327,41 @@ mod tests {
                 "content-length"
             ]
         );
+    }
+
+    #[test]
+    fn removing_a_field_the_head_holds_makes_its_map_and_one_it_lacks_does_not() {
+        let mut headers = HeaderMap::new();
+        headers.append("surrogate-key", HeaderValue::from_static("t1"));
+        headers.append(header::ETAG, HeaderValue::from_static("\"v1\""));
+        headers.append("x-b", HeaderValue::from_static("2"));
+        let request = http::Request::builder().body(()).expect("request");
+        let (parts, ()) = request.into_parts();
+        let now = SystemTime::now();
+        let body = bytes::Bytes::from_static(b"body");
+        let entry = StoredResponse::new(StatusCode::OK, headers, body, &HeaderMap::new(), &[], now);
+        let entry = Arc::new(entry);
+        let mut response = StoredHead::response(&parts, &entry, now);
+        let absent = HeaderName::from_static("x-absent");
+        StoredHead::remove_fields(&mut response, [&absent].into_iter());
+        assert!(response.extensions().get::<StoredHead>().is_some());
+        assert!(response.headers().is_empty());
+        let expected = {
+            let mut map = response
+                .extensions()
+                .get::<StoredHead>()
+                .expect("a stored head")
+                .to_map();
+            map.remove("surrogate-key");
+            map
+        };
+        let tag = HeaderName::from_static("surrogate-key");
+        StoredHead::remove_fields(&mut response, [&absent, &tag].into_iter());
+        assert!(response.extensions().get::<StoredHead>().is_none());
+        // The map's removal moved its last field into the removed one's place.
+        let names: Vec<&str> = response.headers().keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, ["age", "etag", "x-b", "accept-ranges"]);
+        assert_eq!(response.headers(), &expected);
     }
 
     proptest! {
