@@ -19,7 +19,9 @@
 //! form stays text. A hit formats it again (a fixed layout, no parsing).
 //!
 //! Blocks are only made here, from a header map; decoding trusts their layout (a block from a
-//! disk record is rebuilt from its checked fields, never read as it is).
+//! disk record is rebuilt from its checked fields, never read as it is). A block keeps its map's
+//! order, in which a name's fields are adjacent, so a head written straight from the block goes
+//! out in the order the map it makes would.
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -161,7 +163,11 @@ impl Name<'_> {
     }
 
     pub fn is(&self, name: &HeaderName) -> bool {
-        self.as_str() == name.as_str()
+        match self {
+            // A standard name against a standard one compares their codes, not their text.
+            Name::Standard(standard) => *standard == name,
+            Name::Custom(custom) => *custom == name.as_str(),
+        }
     }
 
     /// An owned name; a custom one is copied (`http` cannot share it with the block). `None`
@@ -198,7 +204,8 @@ impl<'a> Value<'a> {
         }
     }
 
-    fn write_to(self, out: &mut Vec<u8>) {
+    /// Appends [`Value::bytes`] to `out`, a date formatted in place.
+    pub fn write_to(self, out: &mut Vec<u8>) {
         match self {
             Value::Text(bytes) => out.extend_from_slice(bytes),
             // Writing to a `Vec` cannot fail.
@@ -468,6 +475,40 @@ mod tests {
         assert!(head.contains(&header::ETAG));
         assert!(!head.contains(&header::LAST_MODIFIED));
         assert_eq!(Head::of(&HeaderMap::new()).to_map(), HeaderMap::new());
+    }
+
+    #[test]
+    fn a_block_keeps_the_order_its_map_iterates_with_a_names_fields_adjacent() {
+        let headers = map(&[
+            ("x-a", "1"),
+            ("cache-control", "max-age=60"),
+            ("x-a", "2"),
+            ("vary", "accept"),
+            ("cache-control", "public"),
+            ("vary", "origin"),
+        ]);
+        let head = Head::of(&headers);
+        let block: Vec<(String, Vec<u8>)> = head
+            .fields()
+            .map(|(name, value)| (name.as_str().to_owned(), value.bytes().into_owned()))
+            .collect();
+        let iterated: Vec<(String, Vec<u8>)> = headers
+            .iter()
+            .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+            .collect();
+        assert_eq!(block, iterated);
+        let names: Vec<&str> = block.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "x-a",
+                "x-a",
+                "cache-control",
+                "cache-control",
+                "vary",
+                "vary"
+            ]
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub mod weight;
 pub use authority::{Authority, AuthorityError};
 pub use control::{RequestDirectives, ResponseControl};
 pub use entry::{Freshness, NotStored, StoredResponse, storability, varied_request_fields};
-pub use head::Head;
+pub use head::{Head, Value as FieldValue};
 pub use key::{CacheKey, ClientTls, KeyError, keyed_query, percent_decoded, scheme};
 pub use store::{Evicted, EvictionListener, Proof, Store, StoreCounters, Usage};
 pub use tags::{PurgeKind, TagPurge, TagPurgeFileError, TagPurges};

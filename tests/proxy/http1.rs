@@ -505,3 +505,89 @@ async fn silent_and_idle_connections_are_closed_by_both_servers() {
         );
     }
 }
+
+/// The hits `hits_from` asks for: two objects whole, two variants of a third, one whose tag field
+/// the proxy removes; the same host for both proxies, so that the same keys are asked for.
+const HITS: &[u8] = b"GET /same HTTP/1.1\r\nHost: h.example\r\n\r\n\
+                      GET /varied HTTP/1.1\r\nHost: h.example\r\nAccept-Language: en\r\n\r\n\
+                      GET /varied HTTP/1.1\r\nHost: h.example\r\nAccept-Language: fr\r\n\r\n\
+                      GET /tagged HTTP/1.1\r\nHost: h.example\r\n\r\n";
+
+/// The heads of the answers to `HITS` pipelined on one connection, then to a HEAD of `/same` on
+/// another, from the proxy at `addr`; the first round stores the objects, the second is hits.
+async fn hits_from(addr: std::net::SocketAddr) -> Vec<common::wire::WireResponse> {
+    let wait = Duration::from_millis(300);
+    let stored = common::client::raw_exchange_bytes(addr, HITS, wait).await;
+    let stored = parse_responses(&stored, false).expect("the misses, well framed");
+    assert_eq!(stored.len(), 4, "{stored:?}");
+    let mut hits = parse_responses(
+        &common::client::raw_exchange_bytes(addr, HITS, wait).await,
+        false,
+    )
+    .expect("the hits, well framed");
+    let head = b"HEAD /same HTTP/1.1\r\nHost: h.example\r\n\r\n";
+    let head = common::client::raw_exchange_bytes(addr, head, wait).await;
+    hits.extend(parse_responses(&head, true).expect("the HEAD hit, well framed"));
+    hits
+}
+
+#[tokio::test]
+async fn a_memory_hits_head_is_the_same_field_for_field_from_both_servers() {
+    let origin = Origin::start();
+    // A date to come: its Age is the origin's alone (RFC 9111 section 4.2.3), so both proxies'
+    // hits carry the same one while their entries are younger than a second.
+    let fields = [
+        ("date", "Fri, 01 Jan 2100 00:00:00 GMT"),
+        ("last-modified", "Sun, 06 Nov 1994 08:49:37 GMT"),
+        ("expires", "Sunday, 06-Nov-94 08:49:37 GMT"),
+        ("cache-control", "public, max-age=600"),
+        ("x-a", "1"),
+        ("etag", "\"v1\""),
+        ("x-b", "2"),
+        ("x-a", "3"),
+        ("age", "5"),
+        ("cache-status", "upstream; hit"),
+        ("accept-ranges", "none"),
+        ("keep-alive", "timeout=5"),
+        ("content-type", "text/plain"),
+    ];
+    let with_fields = |mut reply: Reply| {
+        for (name, value) in fields {
+            reply = reply.header(name, value);
+        }
+        reply
+    };
+    origin.set("/same", with_fields(Reply::ok("the same body")));
+    let varied = Reply::echo("accept-language").header("vary", "accept-language");
+    origin.set("/varied", with_fields(varied));
+    let tagged = Reply::ok("tagged").header("surrogate-key", "t1");
+    origin.set("/tagged", with_fields(tagged));
+    let native = proxy_on(&origin, "native").start();
+    let hyper = proxy_on(&origin, "hyper").start();
+    let native = hits_from(native.addr).await;
+    let hyper = hits_from(hyper.addr).await;
+    assert_eq!(native.len(), 5, "{native:?}");
+    for (native, hyper) in native.iter().zip(&hyper) {
+        assert_eq!(native.status, 200);
+        assert_eq!(native.headers, hyper.headers, "native, then hyper");
+        assert_eq!(native.body, hyper.body);
+        let cache_status = native.header("cache-status").unwrap_or_default();
+        assert!(cache_status.starts_with("bloomgate; hit"), "{cache_status}");
+        assert_eq!(native.header("age"), Some("5"));
+        assert_eq!(native.header("accept-ranges"), Some("bytes"));
+        assert_eq!(native.header("keep-alive"), None);
+        assert_eq!(native.header("surrogate-key"), None);
+        assert_eq!(native.header("date"), Some("Fri, 01 Jan 2100 00:00:00 GMT"));
+        assert_eq!(
+            native.header("last-modified"),
+            Some("Sun, 06 Nov 1994 08:49:37 GMT")
+        );
+    }
+    let bodies: Vec<&[u8]> = native.iter().map(|hit| &hit.body[..]).collect();
+    assert_eq!(
+        bodies,
+        [&b"the same body"[..], b"en", b"fr", b"tagged", b""],
+        "every answer the one asked for, HEAD's without a body"
+    );
+    assert_eq!(native[4].header("content-length"), Some("13"));
+}

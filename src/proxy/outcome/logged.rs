@@ -16,6 +16,7 @@ use hyper::body::{Body, Frame, SizeHint};
 
 use crate::proxy::outcome::access_log::AccessLog;
 use crate::proxy::outcome::served::{OriginHead, Served};
+use crate::proxy::response::stored_head::StoredHead;
 use crate::trace::AccessLine;
 
 /// nginx's status for a request whose client went away before it was answered.
@@ -87,9 +88,8 @@ impl Entry {
         served: Served,
         origin: Option<OriginHead>,
     ) {
-        let content_length = response
-            .headers()
-            .get(header::CONTENT_LENGTH)
+        let content_length = StoredHead::field(response, &header::CONTENT_LENGTH)
+            .as_ref()
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.parse().ok());
         // `bytes first-last/complete` (RFC 9110 section 14.4); `*` or no field: unknown.

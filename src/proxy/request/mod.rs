@@ -44,6 +44,7 @@ use crate::proxy::request::exchange::{Exchange, Route};
 use crate::proxy::request::fetch::Fetch;
 use crate::proxy::request::slices::SlicedObject;
 use crate::proxy::response::respond::{self, Answer, ProxyBody};
+use crate::proxy::response::stored_head::StoredHead;
 use crate::proxy::upstream::Routed;
 use crate::proxy::{Live, Proxy};
 use crate::telemetry::{RouteSeries, series};
@@ -104,17 +105,20 @@ impl Proxy {
             series.cached_error(cached_error).increment(1);
         }
         let cache = &live.config.cache;
-        if !cache.forward_targeted_fields {
-            for name in &cache.targeted_fields {
-                response.headers_mut().remove(name);
-            }
-        }
-        if !cache.forward_tag_header {
-            response.headers_mut().remove(&cache.tag_header);
-            response.headers_mut().remove(crate::cache::tags::CACHE_TAG);
-        }
+        let targeted: &[_] = if cache.forward_targeted_fields {
+            &[]
+        } else {
+            &cache.targeted_fields
+        };
+        let tag_fields = [&cache.tag_header, &crate::cache::tags::CACHE_TAG];
+        let tags: &[_] = if cache.forward_tag_header {
+            &[]
+        } else {
+            &tag_fields
+        };
+        StoredHead::remove_fields(&mut response, targeted.iter().chain(tags.iter().copied()));
         let cache_status = served.cache_status(response.status());
-        response.headers_mut().insert("cache-status", cache_status);
+        StoredHead::set_cache_status(&mut response, cache_status);
         route.request(served.outcome()).increment(1);
         series.duration.record(started.elapsed().as_secs_f64());
         if let Some(entry) = &mut entry {

@@ -2,6 +2,7 @@
 //! client's conditional, the part of a whole body a range asks for, and its own short error
 //! answers.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -17,6 +18,7 @@ use crate::proxy::response::headers::{not_modified, not_modified_headers};
 use crate::proxy::response::range::{self, Ranges, Selection};
 use crate::proxy::response::shared::SharedResponse;
 use crate::proxy::response::slice::SlicedStream;
+use crate::proxy::response::stored_head::StoredHead;
 use crate::proxy::response::stream::OriginStream;
 use crate::proxy::upstream::origin::OriginFailure;
 
@@ -187,10 +189,15 @@ pub fn stored(parts: &Parts, entry: &StoredResponse, served: Served, now: System
     Answer::new(response, served)
 }
 
-/// A fresh stored entry read from `tier`: a hit with its remaining freshness as `ttl`.
-pub fn hit(parts: &Parts, entry: &StoredResponse, tier: Tier, now: SystemTime) -> Answer {
+/// A fresh stored entry read from `tier`: a hit with its remaining freshness as `ttl`. A whole
+/// 200 from memory keeps its head as the stored block ([`StoredHead`]).
+pub fn hit(parts: &Parts, entry: &Arc<StoredResponse>, tier: Tier, now: SystemTime) -> Answer {
     let ttl = entry.ttl_seconds(now);
-    stored(parts, entry, Served::Hit { ttl, tier }, now)
+    let served = Served::Hit { ttl, tier };
+    if tier == Tier::Ram && StoredHead::serves(parts, entry) {
+        return Answer::new(StoredHead::response(parts, entry, now), served);
+    }
+    stored(parts, entry, served, now)
 }
 
 /// A stale entry served because the origin failed and `stale-if-error` allows it.

@@ -23,6 +23,7 @@ use crate::proxy::Proxy;
 use crate::proxy::outcome::logged::Logged;
 use crate::proxy::request::body::RequestBody;
 use crate::proxy::response::respond::ProxyBody;
+use crate::proxy::response::stored_head::StoredHead;
 use crate::proxy::server::h1;
 use crate::proxy::server::idle::{Activity, InProgress, Tracked};
 use crate::proxy::server::stall::{BodyProgress, SendTimeout, Sending, StreamExecutor};
@@ -229,7 +230,9 @@ async fn answer(
         // What the connection is, not what the request claims (its scheme).
         request.extensions_mut().insert(ClientTls);
     }
-    let response = proxy.handle(request.map(RequestBody::Hyper), peer).await;
+    let mut response = proxy.handle(request.map(RequestBody::Hyper), peer).await;
+    // hyper writes a head from its map.
+    StoredHead::into_map(&mut response);
     // Made here, in the stream's task on HTTP/2, to find its stream.
     let progress = BodyProgress::new(sending);
     Ok(response.map(|body| Tracked::new(body, in_progress, progress)))

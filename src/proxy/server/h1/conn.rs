@@ -30,6 +30,7 @@ use crate::cache::disk::InFile;
 use crate::proxy::Proxy;
 use crate::proxy::request::body::RequestBody;
 use crate::proxy::request::interim::{InterimHead, InterimSink};
+use crate::proxy::response::stored_head::StoredHead;
 use crate::telemetry::{CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN};
 
 /// What a socket read asks room for: one read takes what a client usually sends at once.
@@ -303,7 +304,17 @@ impl Connection<'_> {
                 write_interim(&mut self.out, &mut head);
             }
         }
-        let written = write_head(&mut self.out, &parts, &body.size_hint(), answering);
+        let size = body.size_hint();
+        let written = match parts.extensions.get::<StoredHead>() {
+            Some(stored) => write_head(&mut self.out, parts.status, stored, &size, answering),
+            None => write_head(
+                &mut self.out,
+                parts.status,
+                &parts.headers,
+                &size,
+                answering,
+            ),
+        };
         let head = std::mem::take(&mut self.out);
         let sent = {
             let sending = send(

@@ -5,13 +5,14 @@
 use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use http::header::{self, HeaderValue};
-use http::response::Parts;
+use http::header::{self, HeaderMap, HeaderName};
 use http::{Method, StatusCode};
 use hyper::body::SizeHint;
 
+use crate::cache::FieldValue;
 use crate::proxy::request::interim::InterimHead;
 use crate::proxy::response::headers::strip_hop_by_hop;
+use crate::proxy::response::stored_head::StoredHead;
 
 /// What the connection knows of the request a response answers.
 #[derive(Clone, Copy, Debug)]
@@ -40,19 +41,50 @@ pub struct Written {
     pub keep_alive: bool,
 }
 
-/// Appends the status line and fields of `parts` to `out`, with the framing of a body whose size
-/// is `size`; adds `Date` when absent and `Connection` where the connection's fate needs saying.
+/// A response's fields as the head writer reads them: a header map, or a hit's stored head.
+pub trait HeadFields {
+    fn contains(&self, name: &HeaderName) -> bool;
+
+    /// Calls `each` with every field, in the order they go out.
+    fn for_each_field(&self, each: impl FnMut(&str, FieldValue<'_>));
+}
+
+impl HeadFields for HeaderMap {
+    fn contains(&self, name: &HeaderName) -> bool {
+        self.contains_key(name)
+    }
+
+    fn for_each_field(&self, mut each: impl FnMut(&str, FieldValue<'_>)) {
+        for (name, value) in self {
+            each(name.as_str(), FieldValue::Text(value.as_bytes()));
+        }
+    }
+}
+
+impl HeadFields for StoredHead {
+    fn contains(&self, name: &HeaderName) -> bool {
+        StoredHead::contains(self, name)
+    }
+
+    fn for_each_field(&self, each: impl FnMut(&str, FieldValue<'_>)) {
+        StoredHead::for_each_field(self, each);
+    }
+}
+
+/// Appends the status line and `fields` of a response with `status` to `out`, with the framing
+/// of a body whose size is `size`; adds `Date` when absent and `Connection` where the
+/// connection's fate needs saying.
 pub fn write_head(
     out: &mut Vec<u8>,
-    parts: &Parts,
+    status: StatusCode,
+    fields: &impl HeadFields,
     size: &SizeHint,
     answering: Answering,
 ) -> Written {
-    let status = parts.status;
     write_status_line(out, status, answering.http10);
     let method = answering.head.then_some(&Method::HEAD);
     let can_chunk = !answering.http10 && can_have_body(method, status);
-    let said = write_fields(out, parts, size, answering, can_chunk);
+    let said = write_fields(out, status, fields, size, answering, can_chunk);
     let framing = match said.framing {
         Some(framing) => framing,
         None => write_framing(out, status, method, size, can_chunk),
@@ -106,28 +138,29 @@ fn write_status_line(out: &mut Vec<u8>, status: StatusCode, http10: bool) {
 /// `Transfer-Encoding` (or `Trailer`) where chunking cannot be.
 fn write_fields(
     out: &mut Vec<u8>,
-    parts: &Parts,
+    status: StatusCode,
+    fields: &impl HeadFields,
     size: &SizeHint,
     answering: Answering,
     can_chunk: bool,
 ) -> Said {
-    let status = parts.status;
     let mut said = Said {
         framing: None,
         keep_alive: false,
         close: false,
         date: false,
     };
-    let chunked_field = can_chunk && parts.headers.contains_key(header::TRANSFER_ENCODING);
-    for (name, value) in &parts.headers {
-        match *name {
-            header::CONTENT_LENGTH => {
+    let chunked_field = can_chunk && fields.contains(&header::TRANSFER_ENCODING);
+    fields.for_each_field(|name, value| {
+        // The framing fields are never dates, so their bytes are borrowed.
+        match name {
+            "content-length" => {
                 if chunked_field || !can_have_content_length(status) || said.framing.is_some() {
-                    continue;
+                    return;
                 }
-                let Some(announced) = content_length(value) else {
+                let Some(announced) = content_length(&value.bytes()) else {
                     // A length we cannot read is not sent: the body's own size frames it.
-                    continue;
+                    return;
                 };
                 // The body's own length wins: the head never promises bytes it will not send.
                 said.framing = Some(Framing::Length(size.exact().unwrap_or(announced)));
@@ -135,32 +168,37 @@ fn write_fields(
                     && !answering.head
                 {
                     write_field(out, b"content-length", exact.to_string().as_bytes());
-                    continue;
+                    return;
                 }
             }
-            header::TRANSFER_ENCODING => {
+            "transfer-encoding" => {
                 if !can_chunk {
-                    continue;
+                    return;
                 }
+                let value = value.bytes();
                 said.framing = Some(Framing::Chunked);
                 out.extend_from_slice(b"transfer-encoding: ");
-                out.extend_from_slice(value.as_bytes());
-                if !last_coding_is_chunked(value) {
+                out.extend_from_slice(&value);
+                if !last_coding_is_chunked(&value) {
                     out.extend_from_slice(b", chunked");
                 }
                 out.extend_from_slice(b"\r\n");
-                continue;
+                return;
             }
-            header::CONNECTION => {
-                said.close |= names(value, "close");
-                said.keep_alive |= names(value, "keep-alive");
+            "connection" => {
+                let value = value.bytes();
+                said.close |= names(&value, "close");
+                said.keep_alive |= names(&value, "keep-alive");
             }
-            header::DATE => said.date = true,
-            header::TRAILER if !can_chunk => continue,
+            "date" => said.date = true,
+            "trailer" if !can_chunk => return,
             _ => {}
         }
-        write_field(out, name.as_str().as_bytes(), value.as_bytes());
-    }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        value.write_to(out);
+        out.extend_from_slice(b"\r\n");
+    });
     said
 }
 
@@ -254,26 +292,23 @@ fn can_have_content_length(status: StatusCode) -> bool {
         && !matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED)
 }
 
-fn content_length(value: &HeaderValue) -> Option<u64> {
-    let text = value.to_str().ok()?;
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+fn content_length(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    text.parse().ok()
+    std::str::from_utf8(value).ok()?.parse().ok()
 }
 
-fn last_coding_is_chunked(value: &HeaderValue) -> bool {
+fn last_coding_is_chunked(value: &[u8]) -> bool {
     value
-        .as_bytes()
         .rsplit(|b| *b == b',')
         .next()
         .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"))
 }
 
 /// Whether a `Connection` value lists `token`.
-fn names(value: &HeaderValue, token: &str) -> bool {
+fn names(value: &[u8], token: &str) -> bool {
     value
-        .as_bytes()
         .split(|b| *b == b',')
         .any(|item| item.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
@@ -313,7 +348,7 @@ mod tests {
         }
         let (parts, ()) = response.body(()).expect("response").into_parts();
         let mut out = Vec::new();
-        let written = write_head(&mut out, &parts, &size, answering);
+        let written = write_head(&mut out, parts.status, &parts.headers, &size, answering);
         (String::from_utf8(out).expect("ascii"), written)
     }
 
