@@ -103,9 +103,37 @@ pub(in crate::trace) fn read_combined(
         .split_once(' ')
         .ok_or(("body_bytes_sent", "missing".to_owned()))?;
     let (_referer, rest) = quoted(rest).ok_or(("referer", "missing".to_owned()))?;
-    let (_user_agent, mut rest) =
+    let (_user_agent, rest) =
         quoted(rest.trim_start()).ok_or(("user_agent", "missing".to_owned()))?;
-    // `host` is quoted when the request had one, a bare `-` when not.
+    let Fields { host, size, range } = bloomgate_fields(rest)?;
+    let host = host.ok_or(("host", "missing".to_owned()))?;
+    let size = match size.ok_or(("size", "missing".to_owned()))? {
+        "-" => None,
+        size => Some(size.parse::<u64>().map_err(|e| ("size", e.to_string()))?),
+    };
+    if !answered_by_the_cache(&unescape(method)) {
+        return Ok(None);
+    }
+    let Some(size) = size else {
+        return Ok(None);
+    };
+    let host = host.map(unescape);
+    object_key(key, host.as_deref(), &unescape(target));
+    let range = range.and_then(|range| one_range(&unescape(range), size));
+    Ok(Some(Logged { time, size, range }))
+}
+
+/// bloomgate's `key=value` fields after the combined format's, as written (escaped).
+struct Fields<'a> {
+    /// `host`: `Some(None)` for a bare `-` (the request had none), `None` when missing.
+    host: Option<Option<&'a str>>,
+    size: Option<&'a str>,
+    range: Option<&'a str>,
+}
+
+/// Reads the `key=value` fields of a combined line after its user agent; `host` is quoted when
+/// the request had one, a bare `-` when not.
+fn bloomgate_fields(mut rest: &str) -> Result<Fields<'_>, LineError> {
     let (mut host, mut size, mut range) = (None, None, None);
     loop {
         rest = rest.trim_start_matches(' ');
@@ -133,21 +161,7 @@ pub(in crate::trace) fn read_combined(
         }
         rest = after;
     }
-    let host = host.ok_or(("host", "missing".to_owned()))?;
-    let size = match size.ok_or(("size", "missing".to_owned()))? {
-        "-" => None,
-        size => Some(size.parse::<u64>().map_err(|e| ("size", e.to_string()))?),
-    };
-    if !answered_by_the_cache(&unescape(method)) {
-        return Ok(None);
-    }
-    let Some(size) = size else {
-        return Ok(None);
-    };
-    let host = host.map(unescape);
-    object_key(key, host.as_deref(), &unescape(target));
-    let range = range.and_then(|range| one_range(&unescape(range), size));
-    Ok(Some(Logged { time, size, range }))
+    Ok(Fields { host, size, range })
 }
 
 /// The one byte range a `Range` value names within an object of `size` bytes, if it names
