@@ -1,5 +1,6 @@
 //! `bloomgate simulate` as the user runs it: a trace file in, a report with footprint and cache sizes out.
 
+use crate::scratch;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -37,7 +38,7 @@ fn args(trace: PathBuf) -> SimulateArgs {
 }
 
 fn trace_file(name: &str, text: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("bloomgate-sim-{}-{name}", std::process::id()));
+    let path = scratch().join(format!("bloomgate-sim-{name}"));
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -363,10 +364,7 @@ fn the_threaded_pipeline_reports_what_one_request_at_a_time_reports() {
         objects: 9_000,
         ..SyntheticTrace::default()
     };
-    let path = std::env::temp_dir().join(format!(
-        "bloomgate-sim-{}-pipeline.csv.zst",
-        std::process::id()
-    ));
+    let path = scratch().join("bloomgate-sim-pipeline.csv.zst");
     let mut writer = TraceWriter::create(&path, Compression::Zstd).unwrap();
     for request in trace.iter() {
         writer.write(&request).unwrap();

@@ -13,9 +13,16 @@ use std::path::PathBuf;
 
 use bloomgate::trace::{Compression, SyntheticTrace, TraceWriter};
 
-/// `trace` written as CSV to a file of the temp directory named after this process and `name`.
+/// Where the tests write their traces: cargo's scratch directory for integration tests under
+/// `target/`, overwritten by the next run and removed by `cargo clean` (the system temp directory
+/// kept one set of files per run).
+fn scratch() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+/// `trace` written as CSV to a file of the scratch directory named after `name`.
 fn synthetic_trace_file(name: &str, trace: &SyntheticTrace) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("bloomgate-sim-{}-{name}", std::process::id()));
+    let path = scratch().join(format!("bloomgate-sim-{name}"));
     let mut writer = TraceWriter::create(&path, Compression::None).unwrap();
     for request in trace.iter() {
         writer.write(&request).unwrap();

@@ -1,6 +1,7 @@
 //! `bloomgate simulate --plot`: the curves as a person opens them, a well-formed SVG with one line
 //! per policy and a point per cache size.
 
+use crate::scratch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -145,8 +146,7 @@ fn a_single_cache_size_still_gets_its_tick() {
 
 #[test]
 fn synthesised_sizes_and_all_bytes_written_are_shown() {
-    let path =
-        std::env::temp_dir().join(format!("bloomgate-plot-{}-unsized.csv", std::process::id()));
+    let path = scratch().join("bloomgate-plot-unsized.csv");
     let mut csv = String::from("time,key,size\n");
     for request in 0..2_000 {
         csv.push_str(&format!("{request},k{},\n", request % 300));

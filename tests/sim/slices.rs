@@ -1,6 +1,7 @@
 //! Slice caching in the simulator: traces of byte ranges, the video-session generator, and
 //! `bloomgate simulate-slices`' runs against each other.
 
+use crate::scratch;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
@@ -11,13 +12,13 @@ use bloomgate::trace::{ByteRange, Compression, ReadOptions, TraceReader, TraceWr
 const MIB: u64 = 1 << 20;
 
 fn trace_file(name: &str, text: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("bloomgate-slices-{}-{name}", std::process::id()));
+    let path = scratch().join(format!("bloomgate-slices-{name}"));
     std::fs::write(&path, text).unwrap();
     path
 }
 
 fn video_file(name: &str, trace: &VideoTrace) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("bloomgate-slices-{}-{name}", std::process::id()));
+    let path = scratch().join(format!("bloomgate-slices-{name}"));
     let mut writer = TraceWriter::create_with_ranges(&path, Compression::None).unwrap();
     for request in trace.iter() {
         writer.write(&request).unwrap();
@@ -214,8 +215,7 @@ fn a_slice_size_that_is_not_a_power_of_two_is_refused_by_name() {
 
 #[test]
 fn generate_video_then_simulate_slices_runs_from_the_command_line() {
-    let path =
-        std::env::temp_dir().join(format!("bloomgate-slices-{}-cli.csv", std::process::id()));
+    let path = scratch().join("bloomgate-slices-cli.csv");
     let bin = env!("CARGO_BIN_EXE_bloomgate");
     let generated = Command::new(bin)
         .args(["trace", "generate", "--video", "--sessions", "30", "--out"])

@@ -1,5 +1,6 @@
 //! The trace reader on small files of each format, and its handling of bad lines.
 
+use crate::scratch;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -9,7 +10,7 @@ use bloomgate::trace::{
 };
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bloomgate-trace-{}-{name}", std::process::id()));
+    let dir = scratch().join(format!("bloomgate-trace-{name}"));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
