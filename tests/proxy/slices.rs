@@ -686,6 +686,41 @@ async fn the_first_request_for_a_large_object_asks_for_its_first_slice_and_no_wh
 }
 
 #[tokio::test]
+async fn a_first_range_in_the_middle_of_an_unknown_object_asks_for_the_slice_it_starts_in() {
+    let setup = Setup::slicing("second-hit");
+    let body = object(LENGTH, 1);
+    setup.origin.set("/middle", ranged(&body, "\"v1\""));
+    let (first, last) = (2 * SLICE + 100, 2 * SLICE + 299);
+
+    let part = setup
+        .get("/middle", &[("range", &format!("bytes={first}-{last}"))])
+        .await;
+    assert_part(&part, &body, first, last);
+    assert_eq!(
+        setup.ranges_asked("/middle"),
+        vec![format!("bytes={}-{}", 2 * SLICE, 3 * SLICE - 1)],
+        "only the slice the range starts in, not the first"
+    );
+
+    // A range past the end of an unknown object: the first slice tells the length, and the
+    // client gets its 416 from the cache, never a whole body fetched for it.
+    setup
+        .origin
+        .set("/short", ranged(&object(LENGTH, 2), "\"v2\""));
+    let beyond = setup
+        .get("/short", &[("range", &format!("bytes={}-", 40 * SLICE))])
+        .await;
+    assert_eq!(beyond.status, StatusCode::RANGE_NOT_SATISFIABLE);
+    assert_eq!(
+        setup.ranges_asked("/short"),
+        vec![
+            format!("bytes={}-{}", 40 * SLICE, 41 * SLICE - 1),
+            FIRST_SLICE.to_owned()
+        ]
+    );
+}
+
+#[tokio::test]
 async fn a_small_object_on_a_slicing_route_is_stored_whole_from_its_first_slice() {
     let setup = Setup::slicing("off");
     let body = object(1000, 1);

@@ -196,7 +196,8 @@ impl Proxy {
             fetch.abandon_flight();
             return Step::Slices(fetch.exchange, object, None);
         }
-        let mut sent = fetch.send(conditional, first_slice.as_ref()).await;
+        let first_range = first_slice.as_ref().map(|(_, range)| range);
+        let mut sent = fetch.send(conditional, first_range).await;
         if let (Ok(response), Some(entry)) = (&sent, &fetch.stale)
             && response.status() == StatusCode::NOT_MODIFIED
         {
@@ -232,8 +233,8 @@ impl Proxy {
             }
         };
         let origin = OriginHead::of(&response, asked);
-        if first_slice.is_some() {
-            return self.first_contact(fetch, response, origin).await;
+        if let Some((index, _)) = first_slice {
+            return self.first_contact(fetch, response, origin, index).await;
         }
         if response.status() == StatusCode::NOT_MODIFIED && !conditional {
             // A 304 to a request without a condition stands for nothing: the client never asked

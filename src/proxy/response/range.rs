@@ -93,6 +93,15 @@ impl Ranges {
         (!specs.is_empty()).then_some(Ranges(specs))
     }
 
+    /// The first byte of a set of one `first-last` or `first-` range: where the client starts
+    /// reading, before the representation's length is known. `None` for a suffix or several.
+    pub fn single_start(&self) -> Option<u64> {
+        match self.0.as_slice() {
+            [Spec::From { first, .. }] => Some(*first),
+            _ => None,
+        }
+    }
+
     /// What these ranges select from a representation of `length` bytes whose type is
     /// `content_type` (each part of a multipart answer names it).
     ///
