@@ -14,6 +14,7 @@ use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::{Body, Frame, SizeHint};
 
+use crate::cache::slice::ContentRange;
 use crate::proxy::outcome::access_log::AccessLog;
 use crate::proxy::outcome::served::{OriginHead, Served};
 use crate::proxy::response::stored_head::StoredHead;
@@ -92,13 +93,7 @@ impl Entry {
             .as_ref()
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.parse().ok());
-        // `bytes first-last/complete` (RFC 9110 section 14.4); `*` or no field: unknown.
-        let complete_length = response
-            .headers()
-            .get(header::CONTENT_RANGE)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.rsplit_once('/'))
-            .and_then(|(_, complete)| complete.parse().ok());
+        let complete_length = ContentRange::of(response.headers()).map(|range| range.total);
         self.answer = Some(Answered {
             status: response.status(),
             served,

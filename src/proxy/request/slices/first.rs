@@ -157,17 +157,10 @@ impl Proxy {
 impl Proxy {
     /// A first contact asked again for the object's first slice.
     async fn ask_the_first_slice(&self, fetch: Fetch) -> Step {
-        let asked = Instant::now();
         let range = slicing(&fetch.exchange).and_then(|(_, bytes)| slice_range(0, bytes));
-        match fetch.send(false, range.as_ref()).await {
-            Ok(response) => {
-                let origin = OriginHead::of(&response, asked);
-                self.first_contact(fetch, response, origin, 0).await
-            }
-            Err(error) => {
-                tracing::warn!(%error, key = %fetch.exchange.key, "origin request failed");
-                Step::Done(fetch.fail(error.failure()))
-            }
+        match send_again(fetch, range.as_ref()).await {
+            Ok((fetch, response, origin)) => self.first_contact(fetch, response, origin, 0).await,
+            Err(failed) => failed,
         }
     }
 }
@@ -215,15 +208,27 @@ fn sliceable(
 
 /// The fetch asked again of the origin without a range, its answer on to the response phase.
 async fn plainly(fetch: Fetch) -> Step {
+    match send_again(fetch, None).await {
+        Ok((fetch, response, origin)) => Step::Response(fetch, response, origin),
+        Err(failed) => failed,
+    }
+}
+
+/// The fetch asked again of the origin, unconditionally, with `range` if given; a failure is the
+/// answer it gets.
+async fn send_again(
+    fetch: Fetch,
+    range: Option<&HeaderValue>,
+) -> Result<(Fetch, Response<Incoming>, OriginHead), Step> {
     let asked = Instant::now();
-    match fetch.send(false, None).await {
+    match fetch.send(false, range).await {
         Ok(response) => {
             let origin = OriginHead::of(&response, asked);
-            Step::Response(fetch, response, origin)
+            Ok((fetch, response, origin))
         }
         Err(error) => {
             tracing::warn!(%error, key = %fetch.exchange.key, "origin request failed");
-            Step::Done(fetch.fail(error.failure()))
+            Err(Step::Done(fetch.fail(error.failure())))
         }
     }
 }
