@@ -169,7 +169,10 @@ fn csv_layout(header: &str) -> Option<Layout> {
         let name = name.trim().to_ascii_lowercase();
         match name.as_str() {
             "time" | "timestamp" | "ts" | "clock_time" if time.is_none() => time = Some(index),
-            "key" | "object" | "obj" | "obj_id" | "object_id" | "id" | "url" | "uri"
+            // Block-I/O traces (libCacheSim's cloudPhysicsIO.csv: `version,time,op,size,lbn`) name
+            // the block, which is the object a cache keeps.
+            "key" | "object" | "obj" | "obj_id" | "object_id" | "id" | "url" | "uri" | "lbn"
+            | "lba" | "block"
                 if key.is_none() =>
             {
                 key = Some(index)
@@ -395,5 +398,12 @@ mod tests {
         };
         assert_eq!(range, Some(0));
         assert!(csv_layout("a,b,c").is_none());
+        let Some(Layout::Csv {
+            time, key, size, ..
+        }) = csv_layout("version,time,op,size,lbn")
+        else {
+            panic!("a block trace's header names its block");
+        };
+        assert_eq!((time, key, size), (Some(1), 4, Some(3)));
     }
 }
