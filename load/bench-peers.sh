@@ -40,8 +40,9 @@
 #                                         policy of five rules on the route the load takes (none
 #                                         of which changes what is cached), whose req/s and cpu/bg
 #                                         against "bloomgate" are what per-route rules cost;
-#                                         also "native": bloomgate on its own HTTP/1.1 server
-#                                         (server.http1 = "native"), plain HTTP workloads only
+#                                         also "hyper": bloomgate on hyper's HTTP/1.1 server
+#                                         (server.http1 = "hyper"; the peer "bloomgate" runs the
+#                                         default, its own), plain HTTP workloads only
 #   DURATION=10 CONNECTIONS=64 THREADS=2 CACHE_MIB=256
 #   ROUNDS=1                              rounds of every workload; the median round is shown
 #   ALTERNATE=1                           even rounds take the peers in reverse order (default:
@@ -69,7 +70,7 @@
 #                                         nginx's proxy_cache_path max_size, ATS's storage)
 #   DISK_DIR=/dev/shm                     the file system every peer's disk cache lives on (tmpfs
 #                                         unless given; e.g. DISK_DIR=/var/tmp for the machine's disk)
-#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+23 on 127.0.0.1
+#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+24 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
 #   DISK_VERIFY_READS=first               bloomgate's disk instance checks a record's checksum on its
 #                                         first read only (`disk.verify_reads`; default "every")
@@ -90,7 +91,7 @@ WORKLOADS=${WORKLOADS:-"1KiB 64KiB mix https tls-hs disk"}
 DISK_OBJECTS=${DISK_OBJECTS:-2000}
 DISK_SMALL_OBJECTS=${DISK_SMALL_OBJECTS:-20000}
 DISK_MIB=${DISK_MIB:-1024}
-declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)) [group]=$((BASE_PORT + 14)) [policy]=$((BASE_PORT + 18)) [nginx-sendfile]=$((BASE_PORT + 20)) [native]=$((BASE_PORT + 22)))
+declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)) [group]=$((BASE_PORT + 14)) [policy]=$((BASE_PORT + 18)) [nginx-sendfile]=$((BASE_PORT + 20)) [hyper]=$((BASE_PORT + 22)))
 # The HTTPS listeners of the peers that have one here.
 declare -A TLS_PORT=([bloomgate]=$((BASE_PORT + 6)) [nginx]=$((BASE_PORT + 7)) [nginx-sendfile]=$((BASE_PORT + 21)) [baseline]=$((BASE_PORT + 23)))
 DISK_TLS_PORT=$((BASE_PORT + 12))
@@ -337,13 +338,13 @@ EOF
   PIDS+=("$SERVER_PID")
 }
 
-# The peer "native": bloomgate as the peer "bloomgate" is, on its own HTTP/1.1 server
-# (server.http1 = "native") instead of hyper's; plain HTTP only (HTTPS stays on hyper), no disk
-# instance.
-start_native() {
-  bloomgate_config "${PORT[native]}" "$((BASE_PORT + 23))" 'mode = "probation"' |
-    sed 's/^\[server\]$/[server]\nhttp1 = "native"/' >"$WORK/native.toml"
-  "$BLOOMGATE" serve --config "$WORK/native.toml" >"$WORK/native.log" 2>&1 &
+# The peer "hyper": bloomgate as the peer "bloomgate" is, on hyper's HTTP/1.1 server
+# (server.http1 = "hyper") instead of its own; plain HTTP only, no disk instance. Beside a
+# BASELINE older than the native server, it separates what changed in the cache from the server.
+start_hyper() {
+  bloomgate_config "${PORT[hyper]}" "$((BASE_PORT + 24))" 'mode = "probation"' |
+    sed 's/^\[server\]$/[server]\nhttp1 = "hyper"/' >"$WORK/hyper.toml"
+  "$BLOOMGATE" serve --config "$WORK/hyper.toml" >"$WORK/hyper.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
 }
