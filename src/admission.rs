@@ -2,6 +2,7 @@
 //! store and simulator.
 
 pub mod frequency;
+pub mod knobs;
 pub mod probation;
 
 pub use doorkeeper::{
