@@ -2,7 +2,6 @@
 //! store and simulator.
 
 pub mod frequency;
-pub mod knobs;
 pub mod probation;
 
 pub use doorkeeper::{

@@ -47,8 +47,7 @@ impl FrequencySketch {
 
     /// A sketch sized for `capacity` keys (at least 1), its hash keyed by `seed`.
     pub fn new(capacity: u64, seed: u64) -> FrequencySketch {
-        let mul = super::knobs::knob("BG_SKETCH_MUL", 1.0) as u64;
-        let counters = (DEPTH * mul * capacity.max(1)).next_power_of_two();
+        let counters = (DEPTH * capacity.max(1)).next_power_of_two();
         let words = (counters / COUNTERS_PER_WORD).max(1);
         FrequencySketch {
             words: (0..words).map(|_| AtomicU64::new(0)).collect(),
@@ -73,8 +72,7 @@ impl FrequencySketch {
                 ((value >> shift) & 0xf < u64::from(MAX_COUNT)).then(|| value + (1 << shift))
             });
         }
-        let sample = super::knobs::knob("BG_SAMPLE", SAMPLE_PER_KEY as f64) as u64
-            * held.max(MIN_SAMPLE_KEYS);
+        let sample = SAMPLE_PER_KEY * held.max(MIN_SAMPLE_KEYS);
         if self.additions.fetch_add(1, Ordering::Relaxed) + 1 >= sample {
             self.additions.store(0, Ordering::Relaxed);
             for word in self.words.iter() {

@@ -119,12 +119,7 @@ impl Budget {
     ) -> Placement {
         let first_seen = !revalidated && admission == Some(Admission::FirstSeen);
         let segment = match (mode, first_seen) {
-            (Mode::Probation, true)
-                if size as f64
-                    > super::knobs::knob("BG_PROB_FRAC", 1.0) * self.probation as f64 =>
-            {
-                return Placement::FirstHit;
-            }
+            (Mode::Probation, true) if size > self.probation => return Placement::FirstHit,
             (Mode::Probation, true) => Segment::Probation,
             (Mode::SecondHit, true) => return Placement::FirstHit,
             _ => Segment::Main,

@@ -138,17 +138,6 @@ impl SegmentedCache {
         debug_assert!(size <= self.budget.total());
         self.frequency
             .increment(id, self.entries[0] + self.entries[1]);
-        let ghost_k = crate::admission::knobs::knob("BG_GHOST_K", 0.0) as u8;
-        let ghost_mode = crate::admission::knobs::knob("BG_GHOST_MODE", 0.0) as u8;
-        let segment = if segment == Segment::Probation
-            && ghost_k > 0
-            && self.frequency.estimate(id) >= ghost_k
-            && (ghost_mode == 1 || self.main_admits_strict(size, self.frequency.estimate(id)))
-        {
-            Segment::Main
-        } else {
-            segment
-        };
         let segment = if segment == Segment::Main
             && size <= self.budget.probation()
             && !self.main_takes(id, size)
@@ -244,51 +233,8 @@ impl SegmentedCache {
                 let node = &self.nodes[id as usize];
                 node.ticket == ticket && node.segment == Segment::Main as u8
             });
-        let with_uses = crate::admission::knobs::knob("BG_VICTIM_USES", 0.0) as u8;
-        oldest.is_none_or(|&(oldest, _)| {
-            let extra = with_uses * self.nodes[oldest as usize].uses;
-            let victim = self.frequency.estimate(oldest).saturating_add(extra);
-            probation::displaces(count, victim) && self.denser(count, size, victim, oldest)
-        })
-    }
-
-    /// EXPERIMENT: with BG_DENSITY, a candidate must also have more requests per byte than the victim.
-    fn denser(&self, count: u8, size: u64, victim: u8, oldest: u32) -> bool {
-        let mode = crate::admission::knobs::knob("BG_DENSITY", 0.0);
-        if mode == 0.0 {
-            return true;
-        }
-        let victim_size = self.nodes[oldest as usize].size.max(1) as f64;
-        let size = size.max(1) as f64;
-        // mode 1: per byte; mode 2: per sqrt(byte)
-        let (a, b) = if mode == 1.0 {
-            (size, victim_size)
-        } else {
-            (size.sqrt(), victim_size.sqrt())
-        };
-        f64::from(count) / a > f64::from(victim) / b
-    }
-
-    /// EXPERIMENT: main_admits with the victim's uses counted beside its misses.
-    fn main_admits_strict(&self, size: u64, count: u8) -> bool {
-        if self.bytes[Segment::Main.index()] + size <= self.budget.main() {
-            return true;
-        }
-        let oldest = self.queues[Segment::Main.index()]
-            .iter()
-            .find(|&&(id, ticket)| {
-                let node = &self.nodes[id as usize];
-                node.ticket == ticket && node.segment == Segment::Main as u8
-            });
-        let margin = crate::admission::knobs::knob("BG_GHOST_MARGIN", 0.0) as u8;
-        oldest.is_none_or(|&(oldest, _)| {
-            let victim = self
-                .frequency
-                .estimate(oldest)
-                .saturating_add(self.nodes[oldest as usize].uses);
-            probation::displaces(count, victim.saturating_add(margin))
-                && self.denser(count, size, victim, oldest)
-        })
+        oldest
+            .is_none_or(|&(oldest, _)| probation::displaces(count, self.frequency.estimate(oldest)))
     }
 
     fn push(&mut self, id: u32, segment: Segment) {
