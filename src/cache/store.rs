@@ -16,14 +16,16 @@ use super::key::CacheKey;
 use super::variants::Variants;
 use super::weight;
 
+mod below;
 mod main_admission;
 mod proof;
 mod queues;
 mod tick;
 
+pub use below::{Evicted, EvictionListener};
 use main_admission::MainAdmission;
 pub use proof::Proof;
-use proof::{PROOF_BELOW, PROOF_NONE, PROOF_RAM_HIT, PROOF_SEEN_BEFORE};
+use proof::{PROOF_BELOW, PROOF_NONE, PROOF_RAM_HIT};
 use queues::Queues;
 use tick::Tick;
 
@@ -45,11 +47,16 @@ pub struct StoreCounters {
 }
 
 impl StoreCounters {
+    /// Counts a write of an entry with `body_bytes` into `segment`.
+    fn written(&self, segment: Segment, body_bytes: u64) {
+        self.writes[segment.index()].fetch_add(1, Ordering::Relaxed);
+        self.written_bytes[segment.index()].fetch_add(body_bytes, Ordering::Relaxed);
+    }
+
     /// Counts a promotion of an entry with `body_bytes`: a write into main.
     fn promoted(&self, body_bytes: u64) {
         self.promotions.fetch_add(1, Ordering::Relaxed);
-        self.writes[Segment::Main.index()].fetch_add(1, Ordering::Relaxed);
-        self.written_bytes[Segment::Main.index()].fetch_add(body_bytes, Ordering::Relaxed);
+        self.written(Segment::Main, body_bytes);
     }
 }
 
@@ -93,25 +100,6 @@ impl Slot {
         Proof::from_u8(self.proof.load(Ordering::Relaxed))
     }
 }
-
-/// An entry the store dropped to make room, as its eviction listener sees it.
-pub struct Evicted {
-    pub key: CacheKey,
-    pub variants: Variants,
-    /// Hit while in the store, or written on a second request (seen before): the rule for what a
-    /// disk tier below RAM takes (a first-and-only request never costs a disk write).
-    pub proof: Option<Proof>,
-}
-
-impl Evicted {
-    pub fn proven(&self) -> bool {
-        self.proof.is_some()
-    }
-}
-
-/// Told of every entry the store drops to make room (not of purged, replaced or expired ones).
-/// Called with the store's lock held: it must only hand the entry on (to a channel, say).
-pub type EvictionListener = Box<dyn Fn(Evicted) + Send + Sync>;
 
 /// How a write came about.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -247,96 +235,14 @@ impl Store {
         response
     }
 
-    /// Places variants read back from a tier below RAM in main, as proven entries (a read from
-    /// disk is a hit), without counting a write; returns what the store then holds for the key.
-    pub fn restore(
-        &self,
-        key: &CacheKey,
-        responses: impl IntoIterator<Item = StoredResponse>,
-    ) -> Option<Variants> {
-        for response in responses {
-            let response = Arc::new(response);
-            self.write(key.clone(), &response, Segment::Main, Write::Restored);
-        }
-        self.peek(key)
-    }
-
-    /// Takes a first copy out of probation on its second request: the entry under `key`, if it
-    /// is live in probation, was never hit, and `below` takes its variants, leaves the store (not
-    /// counted as an eviction) and is returned proven by this request, for the tier below RAM
-    /// that `below` asks. `None` leaves the store as it was.
-    pub fn take_first_copy(
-        &self,
-        key: &CacheKey,
-        below: impl FnOnce(&Variants) -> bool,
-    ) -> Option<Evicted> {
-        let inner = &*self.inner;
-        let mut queues = inner.lock();
-        let taken = inner.index.remove_if(key, |_, slot| {
-            slot.segment == Segment::Probation
-                && Tick::now() < slot.expires
-                && slot.proof.load(Ordering::Relaxed) == PROOF_NONE
-                && below(&slot.variants)
-        });
-        let (key, slot) = taken?;
-        queues.subtract(Segment::Probation, u64::from(slot.variants.weight()));
-        queues.stale += 1;
-        inner.compact_if_stale(&mut queues);
-        Some(Evicted {
-            key,
-            variants: slot.variants,
-            proof: Some(Proof::RamHit),
-        })
-    }
-
-    /// `response` as an entry leaving the store with `proof` would be handed on, without its
-    /// ever entering RAM: for a write that goes to a tier below directly.
-    pub fn passed_below(
-        &self,
-        key: CacheKey,
-        response: Arc<StoredResponse>,
-        proof: Proof,
-    ) -> Evicted {
-        let bookkeeping = |variants| weight::key_bookkeeping(key.as_str().len(), variants);
-        let variants = Variants::with(None, response, self.inner.max_variants, bookkeeping);
-        Evicted {
-            key,
-            variants,
-            proof: Some(proof),
-        }
-    }
-
-    /// Places `response`, read back from a tier below RAM that keeps it, in probation if the
-    /// store has room for it without evicting anything and holds nothing under `key`: RAM that
-    /// is idle serves it, and gives it up before any other entry (at the front of probation's
-    /// FIFO; dropped, never promoted into main) once first copies need the room.
-    pub fn keep_while_idle(&self, key: &CacheKey, response: Arc<StoredResponse>) {
-        self.write(key.clone(), &response, Segment::Probation, Write::Idle);
-    }
-
     /// The variants stored under `key`, expired or not, without recording a use.
     pub fn peek(&self, key: &CacheKey) -> Option<Variants> {
         self.inner.index.get(key).map(|slot| slot.variants.clone())
     }
 
-    /// Every live entry that has proved itself, as an eviction would hand it on: what a tier
-    /// below RAM should take before the process stops.
-    pub fn proven_entries(&self) -> Vec<Evicted> {
-        let now = Tick::now();
-        self.inner
-            .index
-            .iter()
-            .filter(|slot| now < slot.expires)
-            .filter_map(|slot| {
-                Some(Evicted {
-                    proof: Some(slot.proof()?),
-                    key: slot.key().clone(),
-                    variants: slot.variants.clone(),
-                })
-            })
-            .collect()
-    }
-
+    /// Writes `response` under `key` as `how` came about: joined to the live variants the key
+    /// has, placed in `segment` or where the slot it replaces places it, and counted when it was
+    /// fetched; then the store is brought back within its budget.
     fn write(&self, key: CacheKey, response: &Arc<StoredResponse>, segment: Segment, how: Write) {
         let inner = &*self.inner;
         let mut queues = inner.lock();
@@ -345,11 +251,7 @@ impl Store {
         }
         let now = Tick::now();
         if how == Write::Fetched {
-            let held = queues.usage.entries[0] + queues.usage.entries[1];
-            inner.frequency.increment(key.as_str(), held);
-            if segment == Segment::Probation {
-                inner.runs_probation.store(true, Ordering::Relaxed);
-            }
+            inner.count_miss(&queues, &key, segment);
         }
         let Replaced {
             existing,
@@ -359,22 +261,8 @@ impl Store {
             proof,
             in_main,
         } = inner.replace(&mut queues, &key, segment, how, now);
-        let proof = match how {
-            _ if proof != PROOF_NONE => proof,
-            // A fetched write into main is a second request (seen before), or admission is off.
-            Write::Fetched if segment == Segment::Main => PROOF_SEEN_BEFORE,
-            Write::Restored => PROOF_RAM_HIT,
-            Write::Idle => PROOF_BELOW,
-            _ => PROOF_NONE,
-        };
-        let cap = inner.max_variants;
-        let bookkeeping = |variants| weight::key_bookkeeping(key.as_str().len(), variants);
-        let mut variants =
-            Variants::with(existing.as_ref(), Arc::clone(response), cap, bookkeeping);
-        if u64::from(variants.weight()) > inner.budget.total() {
-            // Too large with its siblings: the newest variant alone, if it fits.
-            variants = Variants::with(None, Arc::clone(response), cap, bookkeeping);
-        }
+        let proof = proof::of_write(proof, how, segment);
+        let variants = inner.variants(&key, existing.as_ref(), response);
         let weight = u64::from(variants.weight());
         if how == Write::Idle && queues.total_bytes() + weight > inner.budget.total() {
             return;
@@ -416,10 +304,7 @@ impl Store {
             (None, _) => queues.fifo[segment.index()].push_back((key, ticket)),
         }
         if how == Write::Fetched {
-            let counters = &inner.counters;
-            counters.writes[segment.index()].fetch_add(1, Ordering::Relaxed);
-            counters.written_bytes[segment.index()]
-                .fetch_add(response.body.len() as u64, Ordering::Relaxed);
+            inner.counters.written(segment, response.body.len() as u64);
         }
         inner.make_room(&mut queues, now);
         inner.compact_if_stale(&mut queues);
@@ -515,6 +400,34 @@ impl Inner {
         }
     }
 
+    /// Counts a storable miss for `key` in the frequency sketch, and notes that the probation mode
+    /// runs when its first copy goes to probation.
+    fn count_miss(&self, queues: &Queues, key: &CacheKey, segment: Segment) {
+        let held = queues.usage.entries[0] + queues.usage.entries[1];
+        self.frequency.increment(key.as_str(), held);
+        if segment == Segment::Probation {
+            self.runs_probation.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// `response` joined to the `existing` variants of `key` (the oldest going past the cap); the
+    /// newest alone when they are too large together for the whole store.
+    fn variants(
+        &self,
+        key: &CacheKey,
+        existing: Option<&Variants>,
+        response: &Arc<StoredResponse>,
+    ) -> Variants {
+        let cap = self.max_variants;
+        let bookkeeping = |variants| weight::key_bookkeeping(key.as_str().len(), variants);
+        let variants = Variants::with(existing, Arc::clone(response), cap, bookkeeping);
+        if existing.is_none() || u64::from(variants.weight()) <= self.budget.total() {
+            return variants;
+        }
+        // Too large with its siblings: the newest variant alone, if it fits.
+        Variants::with(None, Arc::clone(response), cap, bookkeeping)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Queues> {
         // The accounting is updated in steps that cannot panic halfway; a panic elsewhere while
         // the lock was held leaves it usable.
@@ -582,27 +495,38 @@ impl Inner {
             match leaving {
                 None => queues.stale = queues.stale.saturating_sub(1),
                 Some((Leaving::Drop, live, weight)) => {
-                    let removed = self.index.remove(&key);
-                    queues.subtract(from, weight);
-                    if let (Some(listener), Some((key, slot)), true) =
-                        (&self.listener, removed, live)
-                    {
-                        listener(Evicted {
-                            key,
-                            proof: slot.proof(),
-                            variants: slot.variants,
-                        });
-                    }
-                    let counter = if live {
-                        &self.counters.evictions
-                    } else {
-                        &self.counters.expirations
-                    };
-                    counter.fetch_add(1, Ordering::Relaxed);
+                    self.drop_oldest(queues, from, &key, live, weight);
                 }
                 Some(_) => {}
             }
         }
+    }
+
+    /// Drops `key`, the oldest entry of `from` of `weight` bytes, out of the store: an eviction
+    /// the listener is told of when it was `live`, else an expiration.
+    fn drop_oldest(
+        &self,
+        queues: &mut Queues,
+        from: Segment,
+        key: &CacheKey,
+        live: bool,
+        weight: u64,
+    ) {
+        let removed = self.index.remove(key);
+        queues.subtract(from, weight);
+        if let (Some(listener), Some((key, slot)), true) = (&self.listener, removed, live) {
+            listener(Evicted {
+                key,
+                proof: slot.proof(),
+                variants: slot.variants,
+            });
+        }
+        let counter = if live {
+            &self.counters.evictions
+        } else {
+            &self.counters.expirations
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Whether a seen-before miss for `key` of `weight` bytes waits in probation instead of main:

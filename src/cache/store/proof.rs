@@ -1,5 +1,9 @@
 //! How an entry proved itself in RAM: what a tier below may take when it leaves.
 
+use crate::admission::probation::Segment;
+
+use super::Write;
+
 pub(super) const PROOF_NONE: u8 = 0;
 pub(super) const PROOF_SEEN_BEFORE: u8 = 1;
 pub(super) const PROOF_RAM_HIT: u8 = 2;
@@ -31,5 +35,18 @@ impl Proof {
             Proof::SeenBefore => "seen_before",
             Proof::RamHit => "ram_hit",
         }
+    }
+}
+
+/// The proof (`PROOF_*`) a write leaves its slot with: what the slot it replaces had proved while
+/// live, else what the write itself proves, `how` it came about and into which `segment`.
+pub(super) fn of_write(kept: u8, how: Write, segment: Segment) -> u8 {
+    match how {
+        _ if kept != PROOF_NONE => kept,
+        // A fetched write into main is a second request (seen before), or admission is off.
+        Write::Fetched if segment == Segment::Main => PROOF_SEEN_BEFORE,
+        Write::Restored => PROOF_RAM_HIT,
+        Write::Idle => PROOF_BELOW,
+        _ => PROOF_NONE,
     }
 }

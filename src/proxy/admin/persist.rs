@@ -185,12 +185,28 @@ mod tests {
         DoorkeeperConfig::with_capacity(capacity)
     }
 
-    fn scratch(name: &str) -> PathBuf {
+    /// A test's own empty directory, removed with what it holds when the test ends, failed or
+    /// not.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn join(&self, name: &str) -> PathBuf {
+            self.0.join(name)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(name: &str) -> Scratch {
         let dir =
             std::env::temp_dir().join(format!("bloomgate-persist-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        dir
+        Scratch(dir)
     }
 
     #[test]
@@ -204,7 +220,6 @@ mod tests {
         assert!(loaded.contains(b"/seen"));
         assert!(!loaded.contains(b"/never"));
         assert!(!temporary_path(&path).exists(), "the .tmp was left behind");
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
@@ -217,7 +232,6 @@ mod tests {
         door.observe(b"/later");
         write_atomically(&path, &door.snapshot()).unwrap();
         assert!(load(&path, config(1000)).unwrap().contains(b"/later"));
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
@@ -239,7 +253,6 @@ mod tests {
             stale.contains("door.snap") && stale.contains("config"),
             "{stale}"
         );
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
@@ -248,6 +261,5 @@ mod tests {
         let path = dir.join("absent").join("door.snap");
         let error = write_atomically(&path, b"bytes").unwrap_err().to_string();
         assert!(error.contains("door.snap.tmp"), "{error}");
-        fs::remove_dir_all(dir).unwrap();
     }
 }

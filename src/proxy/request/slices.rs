@@ -5,7 +5,6 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -17,6 +16,7 @@ mod hits;
 mod known;
 mod read;
 mod revalidate;
+mod stored;
 
 use known::Known;
 pub(crate) use known::{SlicedObject, SlicedObjects};
@@ -25,15 +25,13 @@ use revalidate::is_fresh;
 
 use super::Step;
 use super::coalesce::{self, FlightOutcome, Role, SharedResponse};
-use super::decision;
 use super::exchange::Exchange;
 use super::fetch::Fetch;
-use crate::admission::probation::Segment;
 use crate::cache::policy as cache_policy;
 use crate::cache::slice::{
     ContentRange, Version, slice_bounds, slice_count, slice_key, slices_covering,
 };
-use crate::cache::{CacheKey, Proof, ResponseControl, StoredResponse, storability};
+use crate::cache::{CacheKey, ResponseControl, StoredResponse, storability};
 use crate::proxy::Proxy;
 use crate::proxy::outcome::served::{Fwd, Served};
 use crate::proxy::response::assembled::{AssembledBody, Parts};
@@ -41,7 +39,7 @@ use crate::proxy::response::headers::{ResponseFraming, content_length, not_modif
 use crate::proxy::response::range::{self, Piece, Ranges, Selection};
 use crate::proxy::response::respond::{self, Answer};
 use crate::proxy::upstream::origin::OriginFailure;
-use crate::telemetry::{PurgeLabel, SliceEvent, series};
+use crate::telemetry::{SliceEvent, series};
 
 /// Why a slice could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -400,80 +398,6 @@ impl Proxy {
         Ok(entry.body.clone())
     }
 
-    /// The stored slice under `key`, fresh or not, from RAM or from disk (or on its way there),
-    /// unless a purge of one of its tags removed it. Over an open disk tier, RAM holds a slice only as a first copy in
-    /// probation: its second request hands it to the disk and takes it out of RAM, and a slice
-    /// read from disk is copied back only into room RAM has idle (the first to leave it, and never
-    /// promoted), so
-    /// that RAM's room goes to first copies waiting for their second request (a slice asked for
-    /// once never reaches the disk).
-    async fn stored_slice(
-        &self,
-        exchange: &Exchange,
-        key: &CacheKey,
-    ) -> Option<Arc<StoredResponse>> {
-        let none = HeaderMap::new();
-        let mut entry = None;
-        if let Some(disk) = &self.disk
-            && self.store.segment_of(key) == Some(Segment::Probation)
-            && let Some(waiting) = self.store.peek(key)
-        {
-            disk.room_for(&waiting, DISK_PATIENCE).await;
-        }
-        if let Some(disk) = &self.disk
-            && let Some(first) = self
-                .store
-                .take_first_copy(key, |variants| disk.has_room_for(variants))
-        {
-            entry = first.variants.select(&none).cloned();
-            disk.offer(first);
-        }
-        if entry.is_none() {
-            entry = self
-                .store
-                .get(key)
-                .and_then(|variants| variants.select(&none).cloned());
-        }
-        if entry.is_none()
-            && let Some(disk) = &self.disk
-        {
-            entry = disk
-                .queued(key)
-                .and_then(|variants| variants.select(&none).cloned());
-        }
-        if entry.is_none()
-            && let Some(disk) = &self.disk
-        {
-            let targeted = &exchange.config().cache.targeted_fields;
-            let read = Box::pin(disk.load(key, targeted, &exchange.routed.policy)).await;
-            entry = read
-                .into_iter()
-                .flatten()
-                .find(|response| response.vary_matches(&none))
-                .map(Arc::new);
-            if let Some(read) = &entry {
-                self.store.keep_while_idle(key, Arc::clone(read));
-            }
-        }
-        let entry = entry?;
-        // A purge of a tag the slice carries (its origin's fields) removes it, hard or soft: a
-        // slice is fetched again rather than revalidated.
-        let tag_field = &exchange.config().cache.tag_header;
-        if self
-            .tag_purges
-            .applying_to(&entry, key.as_str(), tag_field)
-            .is_some()
-        {
-            self.store.purge(key);
-            if let Some(disk) = &self.disk {
-                disk.remove(key);
-            }
-            series().purged_entry(PurgeLabel::TagHard).increment(1);
-            return None;
-        }
-        Some(entry)
-    }
-
     /// Slice `index` of `object` from the origin, checked to be that slice of that version, and
     /// stored where the doorkeeper places it: with whether it was stored. With the `stale` slice
     /// stored, the request is conditional on the object's validator, and a 304 refreshes it.
@@ -569,79 +493,7 @@ impl Proxy {
         series().slice_origin_bytes.increment(body.len() as u64);
         self.admit_slice(exchange, key, head.headers, body).await
     }
-
-    /// A fetched slice stored where storability and the doorkeeper place it (a slice is an
-    /// object: its own key, its own second request), with whether it was stored.
-    async fn admit_slice(
-        &self,
-        exchange: &Exchange,
-        key: &CacheKey,
-        headers: HeaderMap,
-        body: Bytes,
-    ) -> Result<(Arc<StoredResponse>, bool), SliceError> {
-        let live = &exchange.live;
-        let policy = &exchange.routed.policy;
-        let targeted = &live.config.cache.targeted_fields;
-        let control = ResponseControl::of(&headers, targeted);
-        let (control, _) = cache_policy::read_control(policy, StatusCode::OK, &headers, control);
-        let request_headers =
-            cache_policy::storing_request_headers(policy, &exchange.parts.headers);
-        // Storable as the object's 200 would be: a 206 is never stored as the object itself.
-        let storable = storability(&request_headers, StatusCode::OK, &headers, &control).is_ok()
-            && cache_policy::no_store(policy, &exchange.parts).is_none();
-        let length = body.len() as u64;
-        let entry = StoredResponse::with_control(
-            StatusCode::PARTIAL_CONTENT,
-            headers,
-            body,
-            &HeaderMap::new(),
-            &control,
-            SystemTime::now(),
-        );
-        if !storable {
-            return Ok((Arc::new(entry), false));
-        }
-        let mode = decision::route_mode(policy, live.config.admission.mode, Some(length));
-        let decided = decision::admit(
-            mode,
-            live.doorkeeper.as_deref(),
-            self.store.budget(),
-            key,
-            false,
-            Some(length),
-        );
-        let Some(segment) = decided.segment() else {
-            series().slice(SliceEvent::FirstHit).increment(1);
-            return Ok((Arc::new(entry), false));
-        };
-        series().slice(SliceEvent::Stored).increment(1);
-        // Proven on arrival (seen before, or admission off): over a disk tier with room it goes
-        // there, not into RAM, whose room is the first copies' (see `stored_slice`).
-        let Some(disk) = self.disk.as_ref().filter(|_| segment == Segment::Main) else {
-            return Ok((self.store.insert(key.clone(), entry, segment), true));
-        };
-        let entry = Arc::new(entry);
-        let below = self
-            .store
-            .passed_below(key.clone(), Arc::clone(&entry), Proof::SeenBefore);
-        if disk.room_for(&below.variants, DISK_PATIENCE).await {
-            disk.offer(below);
-            return Ok((entry, true));
-        }
-        // No room in the disk's write queue: into RAM, as without a disk tier.
-        drop(below);
-        match Arc::try_unwrap(entry) {
-            Ok(entry) => Ok((self.store.insert(key.clone(), entry, segment), true)),
-            Err(shared) => Ok((shared, false)),
-        }
-    }
 }
-
-/// How long a slice proven on this request waits for room in the disk tier's write queue before
-/// it stays in RAM instead: a disk slower than the requests that prove slices slows those
-/// requests, as a cache writing through to its disk would, rather than filling RAM main with
-/// slices that squeeze out the first copies (see `stored_slice`).
-const DISK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// An offset within a slice, which is in memory and so fits a `usize`.
 fn offset(within_slice: u64) -> usize {
