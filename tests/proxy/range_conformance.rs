@@ -754,3 +754,99 @@ async fn a_sliced_miss_gets_one_early_hint_before_its_answer_and_a_hit_none() {
     assert!(old.starts_with(b"HTTP/1.0 200 "), "{}", shown(&old));
     assert_eq!(occurrences(&old, early), 0);
 }
+
+/// What a client reads of an answer: its status, its `Content-Range`, its body.
+fn seen(reply: &ClientReply) -> (StatusCode, Option<String>, Vec<u8>) {
+    let content_range = reply.header("content-range").map(str::to_owned);
+    (reply.status, content_range, reply.body.to_vec())
+}
+
+#[tokio::test]
+async fn a_range_asked_first_gets_the_answer_it_gets_once_the_object_is_known() {
+    let body = object(LENGTH);
+    let end = LENGTH - 1;
+    let cases = [
+        ("bytes=0-9", None),
+        ("bytes=70000-70009", None),
+        ("bytes=-100", None),
+        ("bytes=-0", None),
+        ("bytes=262000-", None),
+        (&format!("bytes={LENGTH}-") as &str, None),
+        ("bytes=99999999999999999999-", None),
+        ("bytes=10-19,-10", None),
+        ("bytes=9-0", None),
+        ("bytes=0-99,50-149", None),
+        (&format!("bytes={end}-{end}"), None),
+        ("bytes=70000-70009", Some("\"v1\"")),
+        ("bytes=70000-70009", Some("\"v0\"")),
+        ("bytes=70000-70009", Some("W/\"v1\"")),
+        ("bytes=-10", Some("\"v0\"")),
+    ];
+    for keeping in BOTH {
+        let s = Setup::keeping(keeping);
+        s.known("/known", storable(&body)).await;
+        for (index, (range, if_range)) in cases.iter().enumerate() {
+            let context = format!("{keeping:?} {range} If-Range {if_range:?}");
+            let path = format!("/first/{index}");
+            s.origin.set(&path, storable(&body).serves_ranges());
+            let mut fields = vec![("range", *range)];
+            if let Some(validator) = if_range {
+                fields.push(("if-range", validator));
+            }
+            let first = s.get(&path, &fields).await;
+            let known = s.get("/known", &fields).await;
+            if known.header("content-range").is_some()
+                || known.status != StatusCode::PARTIAL_CONTENT
+            {
+                assert_eq!(seen(&first), seen(&known), "{context}");
+            } else {
+                // Multipart: each under its own boundary.
+                assert_eq!(first.status, StatusCode::PARTIAL_CONTENT, "{context}");
+                assert_eq!(
+                    parts_of(&first, &body, &context),
+                    parts_of(&known, &body, &context)
+                );
+            }
+            assert_eq!(
+                first.header("content-length"),
+                Some(first.body.len().to_string().as_str()),
+                "{context}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_object_whose_only_validator_is_a_weak_date_is_never_answered_with_two_versions() {
+    let s = Setup::keeping(Keeping::Sliced);
+    // Modified in the second it is sent: a weak validator (RFC 9110 section 8.8.2.2), which a
+    // second version made in the same second shares.
+    let now = httpdate::fmt_http_date(SystemTime::now());
+    let version = |n: u8| {
+        let body: Vec<u8> = object(LENGTH).iter().map(|b| b ^ n).collect();
+        let reply = Reply::bytes(&body)
+            .header("cache-control", "max-age=600")
+            .header("last-modified", &now)
+            .header("date", &now)
+            .serves_ranges();
+        (body, reply)
+    };
+    let (v1, reply) = version(1);
+    s.origin.set("/weak", reply);
+    let start = s.get("/weak", &[("range", "bytes=0-9")]).await;
+    assert_eq!(parts_of(&start, &v1, "v1"), [(0, 9)]);
+
+    let (v2, reply) = version(2);
+    s.origin.set("/weak", reply);
+    match s.client.send(Method::GET, &s.proxy.url("/weak"), &[]).await {
+        Ok(whole) => {
+            assert_eq!(whole.status, StatusCode::OK);
+            assert!(
+                whole.body[..] == v1[..] || whole.body[..] == v2[..],
+                "an answer mixing two versions: {}",
+                whole.cache_status()
+            );
+        }
+        Err(error) => assert!(error.contains("body failed"), "{error}"),
+    }
+}
