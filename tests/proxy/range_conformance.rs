@@ -850,3 +850,42 @@ async fn an_object_whose_only_validator_is_a_weak_date_is_never_answered_with_tw
         Err(error) => assert!(error.contains("body failed"), "{error}"),
     }
 }
+
+#[tokio::test]
+async fn a_large_object_that_varies_is_answered_only_to_requests_its_variant_matches() {
+    for keeping in BOTH {
+        let s = Setup::keeping(keeping);
+        let variant = |n: u8, etag: &str| {
+            let body: Vec<u8> = object(LENGTH).iter().map(|b| b ^ n).collect();
+            let reply = storable(&body)
+                .header("etag", etag)
+                .header("vary", "accept-language")
+                .serves_ranges();
+            (body, reply)
+        };
+        let (english, reply) = variant(1, "\"en\"");
+        s.origin.set("/varied", reply);
+        let en = [("accept-language", "en")];
+        let first = s.get("/varied", &en).await;
+        assert!(first.body[..] == english[..], "{keeping:?}");
+        let again = s.get("/varied", &en).await;
+        assert!(again.body[..] == english[..], "{keeping:?}");
+        assert!(again.is_hit(), "{keeping:?}: {}", again.cache_status());
+
+        // RFC 9111 section 4.1: a stored response is reused only for a request whose fields
+        // named by its Vary match those of the request that stored it.
+        let (french, reply) = variant(2, "\"fr\"");
+        s.origin.set("/varied", reply);
+        for (language, range) in [("fr", None), ("de", Some("bytes=70000-70009"))] {
+            let mut fields = vec![("accept-language", language)];
+            fields.extend(range.map(|range| ("range", range)));
+            let context = format!("{keeping:?} {language} {range:?}");
+            let reply = s.get("/varied", &fields).await;
+            assert!(!reply.is_hit(), "{context}: {}", reply.cache_status());
+            match range {
+                None => assert_whole(&reply, &french, &context),
+                Some(_) => assert_eq!(parts_of(&reply, &french, &context), [(70000, 70009)]),
+            }
+        }
+    }
+}
