@@ -857,7 +857,8 @@ async fn a_large_object_that_varies_is_answered_only_to_requests_its_variant_mat
         let s = Setup::keeping(keeping);
         let variant = |n: u8, etag: &str| {
             let body: Vec<u8> = object(LENGTH).iter().map(|b| b ^ n).collect();
-            let reply = storable(&body)
+            let reply = Reply::bytes(&body)
+                .header("cache-control", "max-age=600")
                 .header("etag", etag)
                 .header("vary", "accept-language")
                 .serves_ranges();
