@@ -455,7 +455,8 @@ async fn a_206_carries_the_fields_its_200_would_whole_and_sliced() {
     }
 }
 
-/// `status` and the responses a raw client read off one connection, parsed strictly.
+/// The responses a raw client reads off one connection for `request`, parsed strictly (`head`:
+/// answers to HEAD, without bodies).
 async fn raw_responses(
     addr: std::net::SocketAddr,
     request: &[u8],
@@ -888,5 +889,41 @@ async fn a_large_object_that_varies_is_answered_only_to_requests_its_variant_mat
                 Some(_) => assert_eq!(parts_of(&reply, &french, &context), [(70000, 70009)]),
             }
         }
+    }
+}
+
+#[tokio::test]
+async fn pipelined_ranged_answers_are_each_framed_exactly_whole_and_sliced() {
+    let body = object(LENGTH);
+    for keeping in BOTH {
+        let s = Setup::keeping(keeping);
+        s.known("/obj", storable(&body)).await;
+        let ask =
+            |range: &str| format!("GET /obj HTTP/1.1\r\nHost: p.example\r\nRange: {range}\r\n\r\n");
+        let request = [
+            ask("bytes=10-19,70000-70009"),
+            ask(&format!("bytes={LENGTH}-")),
+            ask("bytes=-0"),
+            ask("bytes=131070-131073"),
+            "GET /obj HTTP/1.1\r\nHost: p.example\r\nConnection: close\r\n\r\n".to_owned(),
+        ]
+        .concat();
+        let answers = raw_responses(s.proxy.addr, request.as_bytes(), false).await;
+        let statuses: Vec<u16> = answers.iter().map(|answer| answer.status).collect();
+        assert_eq!(statuses, [206, 416, 416, 206, 200], "{keeping:?}");
+        assert!(
+            answers[0]
+                .header("content-type")
+                .is_some_and(|t| t.starts_with("multipart/byteranges; boundary="))
+        );
+        for unsatisfiable in &answers[1..3] {
+            assert!(unsatisfiable.body.is_empty(), "{keeping:?}");
+            assert_eq!(
+                unsatisfiable.header("content-range"),
+                Some(format!("bytes */{LENGTH}").as_str())
+            );
+        }
+        assert_eq!(answers[3].body, body[131070..=131073], "{keeping:?}");
+        assert!(answers[4].body == body, "{keeping:?}");
     }
 }
