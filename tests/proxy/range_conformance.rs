@@ -908,7 +908,16 @@ async fn pipelined_ranged_answers_are_each_framed_exactly_whole_and_sliced() {
             "GET /obj HTTP/1.1\r\nHost: p.example\r\nConnection: close\r\n\r\n".to_owned(),
         ]
         .concat();
-        let answers = raw_responses(s.proxy.addr, request.as_bytes(), false).await;
+        let mut stream = TcpStream::connect(s.proxy.addr).await.expect("connect");
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let bytes = read_available_bytes(&mut stream, Duration::from_millis(400)).await;
+        assert!(
+            closed_within(&mut stream, Duration::from_secs(2))
+                .await
+                .is_some(),
+            "{keeping:?}: Connection: close left the connection open"
+        );
+        let answers = parse_responses(&bytes, false).expect("well-framed answers");
         let statuses: Vec<u16> = answers.iter().map(|answer| answer.status).collect();
         assert_eq!(statuses, [206, 416, 416, 206, 200], "{keeping:?}");
         assert!(
