@@ -528,7 +528,7 @@ fn vary_names(headers: &HeaderMap) -> impl Iterator<Item = String> + '_ {
 }
 
 /// The `Vary` names that parse as field names: those a request's fields can be matched against.
-fn vary_header_names(headers: &HeaderMap) -> impl Iterator<Item = HeaderName> + '_ {
+pub fn vary_header_names(headers: &HeaderMap) -> impl Iterator<Item = HeaderName> + '_ {
     vary_names(headers).filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
 }
 

@@ -18,7 +18,9 @@ pub mod weight;
 
 pub use authority::{Authority, AuthorityError};
 pub use control::{RequestDirectives, ResponseControl};
-pub use entry::{Freshness, NotStored, StoredResponse, storability, varied_request_fields};
+pub use entry::{
+    Freshness, NotStored, StoredResponse, storability, varied_request_fields, vary_header_names,
+};
 pub use head::{Head, Value as FieldValue};
 pub use key::{CacheKey, ClientTls, KeyError, keyed_query, percent_decoded, scheme};
 pub use store::{Evicted, EvictionListener, Proof, Store, StoreCounters, Usage};

@@ -79,15 +79,15 @@ pub struct Version {
 
 impl Version {
     /// The version a response's `headers` name for an object of `total` bytes; `None` without a
-    /// strong `ETag` or a `Last-Modified`: slices of such an object could not be told apart from
-    /// another version's.
+    /// strong `ETag` or a strong `Last-Modified`: slices of such an object could not be told apart
+    /// from another version's.
     pub fn of(headers: &HeaderMap, total: u64) -> Option<Version> {
         let etag = headers
             .get(header::ETAG)
             .filter(|etag| !etag.as_bytes().starts_with(b"W/"));
         let validator = match etag {
             Some(etag) => Validator::StrongEtag(etag.clone()),
-            None => Validator::LastModified(headers.get(header::LAST_MODIFIED)?.clone()),
+            None => Validator::LastModified(strong_last_modified(headers)?.clone()),
         };
         Some(Version { validator, total })
     }
@@ -98,6 +98,16 @@ impl Version {
             Validator::StrongEtag(value) | Validator::LastModified(value) => value,
         }
     }
+}
+
+/// `Last-Modified`, when it is a strong validator: at least one second before the response's
+/// `Date` (RFC 9110 section 8.8.2.2). A later one is weak, as two versions made within that second
+/// share it; without a `Date` there is no telling.
+fn strong_last_modified(headers: &HeaderMap) -> Option<&HeaderValue> {
+    let modified = headers.get(header::LAST_MODIFIED)?;
+    let date = |value: &HeaderValue| httpdate::parse_http_date(value.to_str().ok()?).ok();
+    let sent = date(headers.get(header::DATE)?)?;
+    (sent >= date(modified)? + std::time::Duration::from_secs(1)).then_some(modified)
 }
 
 #[cfg(test)]
@@ -155,7 +165,12 @@ mod tests {
             Version::of(&strong, 10).map(|v| v.validator),
             Some(Validator::StrongEtag(HeaderValue::from_static("\"v1\"")))
         );
-        let weak = headers(&[("etag", "W/\"v1\""), ("last-modified", date)]);
+        let sent = "Mon, 01 Jan 2024 00:00:01 GMT";
+        let weak = headers(&[
+            ("etag", "W/\"v1\""),
+            ("last-modified", date),
+            ("date", sent),
+        ]);
         assert_eq!(
             Version::of(&weak, 10).map(|v| v.validator),
             Some(Validator::LastModified(HeaderValue::from_static(date)))
@@ -167,5 +182,20 @@ mod tests {
             Version::of(&strong, 11),
             "another length, another version"
         );
+    }
+
+    #[test]
+    fn a_last_modified_within_a_second_of_date_or_without_one_names_no_version() {
+        let date = "Mon, 01 Jan 2024 00:00:00 GMT";
+        let same_second = headers(&[("last-modified", date), ("date", date)]);
+        assert_eq!(Version::of(&same_second, 10), None);
+        assert_eq!(Version::of(&headers(&[("last-modified", date)]), 10), None);
+        let later = headers(&[
+            ("last-modified", date),
+            ("date", "Sun, 31 Dec 2023 23:59:59 GMT"),
+        ]);
+        assert_eq!(Version::of(&later, 10), None);
+        let unreadable = headers(&[("last-modified", "yesterday"), ("date", date)]);
+        assert_eq!(Version::of(&unreadable, 10), None);
     }
 }

@@ -26,6 +26,7 @@ mod metrics_promtool;
 mod persist;
 mod policy;
 mod probation;
+mod range_conformance;
 mod ranges;
 mod reload;
 mod rfc9111;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header;
+use http::header::{self, HeaderValue};
 use http::{Response, StatusCode, response};
 use hyper::body::{Body, Incoming};
 
@@ -249,6 +249,12 @@ impl Proxy {
                 let body = match fetched.fetch.exchange.is_head() {
                     true => {
                         head.headers.remove(header::TRANSFER_ENCODING);
+                        // Read whole, its length is known: a HEAD gets the Content-Length a GET
+                        // would (RFC 9110 section 9.3.2), never on a 204 (section 8.6).
+                        if head.status != StatusCode::NO_CONTENT {
+                            let length = HeaderValue::from(body.len() as u64);
+                            head.headers.insert(header::CONTENT_LENGTH, length);
+                        }
                         respond::empty()
                     }
                     false => respond::full(body),

@@ -180,18 +180,20 @@ impl Proxy {
         if cache_policy::no_store(policy, &exchange.parts).is_some() {
             return None;
         }
-        let object = Arc::new(SlicedObject::of(&head.headers, total, slice_bytes)?);
+        let object = SlicedObject::of(&head.headers, total, slice_bytes, &request_headers)?;
+        let object = Arc::new(object);
         let known = Known::Sliced(Arc::clone(&object));
         self.sliced.remember(exchange.key.clone(), known);
         Some(object)
     }
 
-    /// The sliced object `exchange` asks for, when it is one and its route still slices it so.
+    /// The sliced object `exchange` asks for, when it is one, its route still slices it so and
+    /// its variant answers the request.
     pub(super) fn sliced_object(&self, exchange: &Exchange) -> Option<Arc<SlicedObject>> {
         let (_, slice_bytes) = slicing(exchange)?;
-        self.sliced
-            .sliced(&exchange.key)
-            .filter(|object| object.slice_bytes == slice_bytes)
+        self.sliced.sliced(&exchange.key).filter(|object| {
+            object.slice_bytes == slice_bytes && object.answers(&exchange.parts.headers)
+        })
     }
 
     /// Removes a sliced object's slices, in RAM and on disk; whether it was sliced.
@@ -480,7 +482,12 @@ impl Proxy {
         };
         if Version::of(&head.headers, content_range.total).as_ref() != Some(&object.version) {
             series().slice(SliceEvent::Changed).increment(1);
-            let now = SlicedObject::of(&head.headers, content_range.total, object.slice_bytes);
+            let now = SlicedObject::of(
+                &head.headers,
+                content_range.total,
+                object.slice_bytes,
+                &exchange.parts.headers,
+            );
             return Err(SliceError::Changed {
                 index,
                 now: now.map(Arc::new),

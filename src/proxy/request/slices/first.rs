@@ -63,8 +63,10 @@ impl Proxy {
             .filter(|entry| is_fresh(entry))?;
         let headers = entry.headers();
         let total = ContentRange::of(&headers)?.total;
-        let object = SlicedObject::of(&headers, total, slice_bytes)?;
-        if !object.holds(&entry, &slice_bounds(0, slice_bytes, total)) {
+        let object = SlicedObject::of(&headers, total, slice_bytes, &exchange.parts.headers)?;
+        // The slice does not say which request fields it was stored for: a varying object is
+        // learnt from its origin again.
+        if object.varies() || !object.holds(&entry, &slice_bounds(0, slice_bytes, total)) {
             return None;
         }
         let object = Arc::new(object);
@@ -203,7 +205,7 @@ fn sliceable(
     let (control, _) = cache_policy::read_control(policy, StatusCode::OK, &headers, control);
     let request_headers = cache_policy::storing_request_headers(policy, &exchange.parts.headers);
     storability(&request_headers, StatusCode::OK, &headers, &control).ok()?;
-    SlicedObject::of(&headers, total, slice_bytes).map(Arc::new)
+    SlicedObject::of(&headers, total, slice_bytes, &request_headers).map(Arc::new)
 }
 
 /// The fetch asked again of the origin without a range, its answer on to the response phase.

@@ -7,10 +7,11 @@ use std::time::SystemTime;
 
 use dashmap::DashMap;
 use http::StatusCode;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
+use crate::cache::field;
 use crate::cache::slice::{ContentRange, Validator, Version};
-use crate::cache::{CacheKey, StoredResponse};
+use crate::cache::{CacheKey, StoredResponse, vary_header_names};
 
 /// The most objects whose slicing is remembered: past it the memory starts again, and each
 /// object's next request learns it again from its origin's answer (about 200 bytes an object).
@@ -23,6 +24,10 @@ pub(crate) struct SlicedObject {
     pub(super) version: Version,
     pub(super) headers: HeaderMap,
     pub(super) slice_bytes: u64,
+    /// The request fields its `Vary` names (none when it has none), and their values in the
+    /// request it was learnt from.
+    vary_names: Box<[HeaderName]>,
+    vary_selection: Box<[Option<HeaderValue>]>,
     validated: Mutex<Option<Validated>>,
 }
 
@@ -37,9 +42,17 @@ pub(super) struct Validated {
 
 impl SlicedObject {
     /// The object an origin response's `headers` describe (a 200's, or a slice's 206's with the
-    /// `total` of its `Content-Range`); `None` without a validator to tell its versions apart.
-    pub(super) fn of(headers: &HeaderMap, total: u64, slice_bytes: u64) -> Option<SlicedObject> {
+    /// `total` of its `Content-Range`) to a request with `request` fields; `None` without a
+    /// validator to tell its versions apart.
+    pub(super) fn of(
+        headers: &HeaderMap,
+        total: u64,
+        slice_bytes: u64,
+        request: &HeaderMap,
+    ) -> Option<SlicedObject> {
         let version = Version::of(headers, total)?;
+        let vary_names: Box<[HeaderName]> = vary_header_names(headers).collect();
+        let vary_selection = field::selection(request, &vary_names);
         let mut headers = headers.clone();
         headers.remove(header::CONTENT_RANGE);
         // Served to every client: one client's cookie never is (RFC 9111 section 3).
@@ -50,8 +63,22 @@ impl SlicedObject {
             version,
             headers,
             slice_bytes,
+            vary_names,
+            vary_selection,
             validated: Mutex::new(None),
         })
+    }
+
+    /// Whether its slices answer a request with these fields: those its `Vary` names must be
+    /// as in the request it was learnt from (RFC 9111 section 4.1), as for any stored response.
+    pub(super) fn answers(&self, request: &HeaderMap) -> bool {
+        *field::selection(request, &self.vary_names) == *self.vary_selection
+    }
+
+    /// Whether it has a `Vary`: its slices, stored without their request's fields, cannot tell
+    /// which requests they answer.
+    pub(super) fn varies(&self) -> bool {
+        !self.vary_names.is_empty()
     }
 
     /// The origin's last 304 for this version, if one came.
