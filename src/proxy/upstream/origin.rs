@@ -68,6 +68,11 @@ pub enum OriginError {
         origin: Uri,
         source: hyper_util::client::legacy::Error,
     },
+    /// A 101 to a request that asked for no upgrade (the proxy forwards no `Upgrade`): relayed,
+    /// it would tell the client its connection speaks another protocol now (RFC 9110 section
+    /// 15.2.2).
+    #[error("origin {origin}: 101 Switching Protocols to a request that asked for no upgrade")]
+    Switched { origin: Uri },
 }
 
 impl OriginError {
@@ -76,7 +81,9 @@ impl OriginError {
             OriginError::NoServer { .. } => OriginFailure::Unavailable,
             OriginError::Timeout { .. } => OriginFailure::Timeout,
             OriginError::Tls { .. } => OriginFailure::Tls,
-            OriginError::Connect { .. } | OriginError::Protocol { .. } => OriginFailure::Error,
+            OriginError::Connect { .. }
+            | OriginError::Protocol { .. }
+            | OriginError::Switched { .. } => OriginFailure::Error,
         }
     }
 
@@ -87,7 +94,9 @@ impl OriginError {
             OriginError::Connect { .. } => Some(ErrorKind::Connect),
             OriginError::Timeout { .. } => Some(ErrorKind::Timeout),
             OriginError::Tls { .. } => Some(ErrorKind::Tls),
-            OriginError::Protocol { .. } => Some(ErrorKind::Protocol),
+            OriginError::Protocol { .. } | OriginError::Switched { .. } => {
+                Some(ErrorKind::Protocol)
+            }
         }
     }
 
@@ -106,7 +115,9 @@ impl OriginError {
         match self {
             OriginError::Connect { .. } | OriginError::Tls { .. } => true,
             OriginError::Timeout { waiting, .. } => *waiting == Waiting::Connect,
-            OriginError::NoServer { .. } | OriginError::Protocol { .. } => false,
+            OriginError::NoServer { .. }
+            | OriginError::Protocol { .. }
+            | OriginError::Switched { .. } => false,
         }
     }
 }
@@ -245,6 +256,11 @@ impl OriginClient {
                 origin: server.url.clone(),
                 source,
             }),
+            Ok(Ok(response)) if response.status() == StatusCode::SWITCHING_PROTOCOLS => {
+                Err(OriginError::Switched {
+                    origin: server.url.clone(),
+                })
+            }
             // The server that answered goes with the response, for the access log.
             Ok(Ok(mut response)) => {
                 response
