@@ -286,3 +286,108 @@ async fn a_head_pipelined_between_hits_leaves_the_next_answer_framed() {
         assert_eq!(response.body, expected, "{method}");
     }
 }
+
+/// A request refused before its body is read (a Host that names no host): the body is discarded
+/// or the connection closed, and its bytes are never parsed as the next request.
+#[tokio::test]
+async fn a_body_behind_a_refused_head_is_never_read_as_a_request() {
+    let origin = Origin::start();
+    origin.set("/attack/smuggled", Reply::ok("smuggled"));
+    let proxy = ProxyConfig::new(&origin.url()).start();
+    let body = b"GET /attack/smuggled HTTP/1.1\r\nHost: attack.example\r\n\r\n";
+    let request = [
+        format!(
+            "POST /attack/refused HTTP/1.1\r\nHost: a/b\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes(),
+        body.to_vec(),
+    ]
+    .concat();
+    let bytes = raw_exchange_bytes(proxy.addr, &request, WAIT).await;
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.starts_with("HTTP/1.1 400"), "{text:?}");
+    assert!(!text.contains("smuggled"), "{text:?}");
+    assert_eq!(origin.count("/attack/smuggled"), 0, "{text:?}");
+}
+
+/// An origin that sends interim responses by the hundred before its answer: the client still
+/// gets that answer whole and well framed, and nothing of the 1xx is stored with it.
+#[tokio::test]
+async fn hundreds_of_interim_responses_leave_the_answer_whole() {
+    let origin = Origin::start();
+    let path = "/attack/many-interim";
+    let mut raw = b"HTTP/1.1 102 Processing\r\n\r\n".repeat(100);
+    raw.extend(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n".repeat(200));
+    raw.extend_from_slice(
+        b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nConnection: close\r\n\
+          Content-Length: 5\r\n\r\nhello",
+    );
+    origin.set(path, Reply::raw(&raw));
+    let proxy = ProxyConfig::new(&origin.url()).admission(false).start();
+    for _ in 0..2 {
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: attack.example\r\nConnection: close\r\n\r\n");
+        let bytes = raw_exchange_bytes(proxy.addr, request.as_bytes(), WAIT).await;
+        let responses = parse_responses(&bytes, false)
+            .unwrap_or_else(|error| panic!("{error}: {:?}", String::from_utf8_lossy(&bytes)));
+        let last = responses.last().expect("a final response");
+        assert_eq!((last.status, last.body.as_slice()), (200, &b"hello"[..]));
+        assert_eq!(last.header("link"), None);
+        let interim = &responses[..responses.len() - 1];
+        // 100 answers the proxy's own hop and 101 switches nothing: neither is relayed.
+        assert!(
+            interim.iter().all(|r| (102..200).contains(&r.status)),
+            "{:?}",
+            interim.iter().map(|r| r.status).collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(origin.count(path), 1, "the answer was not stored");
+}
+
+/// Origin heads that a lenient reader and a strict one would read differently (RFC 9112 section
+/// 5.2 obs-fold, a bare CR, a NUL, two lengths): none reaches a client, nor the cache, as bytes
+/// that a strict reader could take two ways.
+#[tokio::test]
+async fn malformed_origin_fields_never_reach_a_client_or_the_cache() {
+    let origin = Origin::start();
+    let heads: [(&str, &[u8]); 5] = [
+        ("obs-fold", b"X-A: a\r\n b\r\n"),
+        ("bare-cr", b"X-A: a\rContent-Length: 0\r\n"),
+        ("nul", b"X-A: a\0b\r\n"),
+        ("space-before-colon", b"Content-Length : 2\r\n"),
+        ("two-lengths", b"Content-Length: 5\r\nContent-Length: 2\r\n"),
+    ];
+    for (name, fields) in heads {
+        let mut raw =
+            b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nConnection: close\r\n".to_vec();
+        raw.extend_from_slice(fields);
+        if !name.ends_with("lengths") {
+            raw.extend_from_slice(b"Content-Length: 5\r\n");
+        }
+        raw.extend_from_slice(b"\r\nhello");
+        origin.set(&format!("/attack/fields/{name}"), Reply::raw(&raw));
+    }
+    let proxy = ProxyConfig::new(&origin.url()).admission(false).start();
+    for (name, _) in heads {
+        let path = format!("/attack/fields/{name}");
+        for _ in 0..2 {
+            let request =
+                format!("GET {path} HTTP/1.1\r\nHost: attack.example\r\nConnection: close\r\n\r\n");
+            let bytes = raw_exchange_bytes(proxy.addr, request.as_bytes(), WAIT).await;
+            let text = String::from_utf8_lossy(&bytes);
+            let responses = parse_responses(&bytes, false)
+                .unwrap_or_else(|error| panic!("{name}: {error}: {text:?}"));
+            assert_eq!(responses.len(), 1, "{name}: {text:?}");
+            let head_end = text.find("\r\n\r\n").unwrap_or(text.len());
+            assert!(
+                !text[..head_end].contains('\0')
+                    && !text[..head_end].replace("\r\n", "").contains('\r'),
+                "{name}: {text:?}"
+            );
+            if responses[0].status == 200 {
+                assert_eq!(responses[0].body, b"hello", "{name}: {text:?}");
+            }
+        }
+    }
+}
