@@ -391,3 +391,44 @@ async fn malformed_origin_fields_never_reach_a_client_or_the_cache() {
         }
     }
 }
+
+/// A route that keeps its paths out of the cache, and targets that name those paths in another
+/// spelling (RFC 3986 section 6.2.2: an encoded unreserved character, dot segments; and an empty
+/// segment, which common origins merge): an origin that reads them as the route's paths answers
+/// with a page that must not be stored, so the route must take them too (web cache deception).
+#[tokio::test]
+async fn another_spelling_of_a_routes_path_still_takes_the_route() {
+    let origin = Origin::start();
+    let proxy = ProxyConfig::with_upstreams(&format!(
+        "[upstreams.o]\nservers = [\"{}\"]\n\
+         [[routes]]\nname = \"account\"\npath_prefix = \"/account/\"\nupstream = \"o\"\n\
+         [routes.cache]\nenabled = false\n\
+         [[routes]]\nname = \"rest\"\nupstream = \"o\"\n[routes.cache]\nadmission = \"off\"\n",
+        origin.url()
+    ))
+    .start();
+    for path in [
+        "/%61ccount/me",
+        "/%61%63count/me",
+        "/static/../account/me",
+        "/./account/me",
+        "/static/%2e%2e/account/me",
+        "//account/me",
+    ] {
+        // The origin decodes and resolves the target as most servers do.
+        origin.set(
+            path,
+            Reply::ok("alice's account page").header("cache-control", "max-age=60"),
+        );
+        let victim = raw_get(proxy.addr, path, "").await;
+        assert_eq!(victim.status, 200, "{path}");
+        let attacker = raw_get(proxy.addr, path, "").await;
+        assert!(
+            !attacker
+                .header("cache-status")
+                .is_some_and(|status| status.contains("hit")),
+            "{path}: the account page was stored and served again: {attacker:?}"
+        );
+        assert_eq!(origin.count(path), 2, "{path}");
+    }
+}
