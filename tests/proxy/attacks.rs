@@ -432,3 +432,39 @@ async fn another_spelling_of_a_routes_path_still_takes_the_route() {
         assert_eq!(origin.count(path), 2, "{path}");
     }
 }
+
+/// A chunked request body that breaks its framing part way (a chunk size past 64 bits, a chunk
+/// without its CRLF) while it is forwarded: the origin never gets a complete request from it, and
+/// the client gets a 400, its own fault, not a 502 that blames the origin.
+#[tokio::test]
+async fn a_malformed_chunked_body_never_reaches_the_origin_as_complete() {
+    let origin = Origin::start();
+    let path = "/attack/bad-chunks";
+    origin.set(path, Reply::ok("took it"));
+    let proxy = ProxyConfig::new(&origin.url()).start();
+    for body in [
+        &b"5\r\nhello\r\nfffffffffffffffffffff\r\nx\r\n0\r\n\r\n"[..],
+        &b"5\r\nhelloXX0\r\n\r\n"[..],
+    ] {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: attack.example\r\nTransfer-Encoding: chunked\r\n\r\n"
+        );
+        let request = [head.as_bytes(), body].concat();
+        let bytes = raw_exchange_bytes(proxy.addr, &request, WAIT).await;
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.starts_with("HTTP/1.1 400 ") && !text.contains("took it"),
+            "{:?}: {text:?}",
+            String::from_utf8_lossy(body)
+        );
+    }
+    for raw in origin.raw_connections() {
+        if let Ok(requests) = parse_requests(&raw) {
+            assert!(
+                requests.iter().all(|request| request.target != path),
+                "a malformed body reached the origin as a whole request: {:?}",
+                String::from_utf8_lossy(&raw)
+            );
+        }
+    }
+}
