@@ -80,7 +80,7 @@ label_values! {
         Timeout = "timeout",
         TlsError = "tls_error",
         ProtocolError = "protocol_error",
-        /// The body failed after its head was forwarded.
+        /// A body failed: the origin's after its head was forwarded, or the client's as it was sent.
         BodyError = "body_error",
     }
 }

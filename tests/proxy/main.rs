@@ -10,6 +10,7 @@ mod common;
 
 mod access_log;
 mod admin;
+mod attacks;
 mod cache;
 mod check_config_cli;
 mod clients;

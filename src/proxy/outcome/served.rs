@@ -67,6 +67,8 @@ pub enum Detail {
     OriginTls,
     /// The proxy's own 503: every server of the request's upstream group is out of rotation.
     UpstreamDown,
+    /// The proxy's own 400: the client's request body was malformed or cut short as it was sent.
+    ClientBody,
     Purge,
     /// A rule of the route's cache policy decided (`bypass-cookie`, `policy-override`, ...).
     Policy(PolicyRule),
@@ -86,6 +88,7 @@ impl Detail {
             Detail::OriginTimeout => "origin-timeout",
             Detail::OriginTls => "origin-tls-error",
             Detail::UpstreamDown => "upstream-down",
+            Detail::ClientBody => "client-body",
             Detail::Purge => "purge",
             Detail::Policy(rule) => rule.as_str(),
             Detail::Slice => "slice",
@@ -109,6 +112,7 @@ impl From<OriginFailure> for Detail {
             OriginFailure::Timeout => Detail::OriginTimeout,
             OriginFailure::Tls => Detail::OriginTls,
             OriginFailure::Unavailable => Detail::UpstreamDown,
+            OriginFailure::ClientBody => Detail::ClientBody,
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::proxy::Live;
 use crate::proxy::outcome::served::Fwd;
 use crate::proxy::request::body::RequestBody;
 use crate::proxy::request::interim::InterimSink;
-use crate::proxy::response::headers::{Forwarding, OriginBody, to_origin};
+use crate::proxy::response::headers::{Forwarding, OriginBody, strip_hop_by_hop, to_origin};
 use crate::proxy::upstream::origin::OutgoingBody;
 use crate::proxy::upstream::{Routed, Server};
 
@@ -57,6 +57,10 @@ impl Exchange {
         live: Arc<Live>,
     ) -> Result<Exchange, TranslateError> {
         let authority = Authority::of_request(&parts).map_err(KeyError::from)?;
+        // RFC 9110 section 7.6.1: what the client named as hop-by-hop never reaches the origin,
+        // so neither the key, nor a variant's fields, nor a rule may read it: a stored answer
+        // would otherwise be filed under a value the origin never saw.
+        strip_hop_by_hop(&mut parts.headers);
         let routed = Arc::clone(live.routing.routed(authority.as_str(), parts.uri.path()));
         let policy = &routed.policy;
         let route = match policy::bypass(policy, &parts) {
@@ -265,6 +269,7 @@ pub fn purge_key(live: &Live, parts: &Parts) -> Result<CacheKey, KeyError> {
     let routed = live.routing.routed(authority.as_str(), parts.uri.path());
     let key_config = routed.policy.key.as_ref().unwrap_or(&live.config.cache.key);
     let mut headers = parts.headers.clone();
+    strip_hop_by_hop(&mut headers);
     prepare_keyed_headers(&routed.policy, key_config, &mut headers);
     let query = keyed_query(parts.uri.query(), key_config);
     let mut keyed = Request::new(());

@@ -7,6 +7,7 @@ mod balance;
 mod health;
 pub(crate) mod origin;
 mod probe;
+mod route_path;
 mod server;
 
 use std::collections::HashMap;
@@ -120,6 +121,7 @@ impl Routing {
     /// route of a valid configuration matches every request).
     pub fn routed(&self, authority: &str, path: &str) -> &Arc<Routed> {
         let host = host_of(authority);
+        let path = route_path::route_path(path);
         let found = self.routes.iter().find(|(pattern, prefix, _)| {
             pattern.as_ref().is_none_or(|p| p.matches(host)) && path.starts_with(prefix.as_str())
         });

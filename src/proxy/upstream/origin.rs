@@ -68,6 +68,18 @@ pub enum OriginError {
         origin: Uri,
         source: hyper_util::client::legacy::Error,
     },
+    /// A 101 to a request that asked for no upgrade (the proxy forwards no `Upgrade`): relayed,
+    /// it would tell the client its connection speaks another protocol now (RFC 9110 section
+    /// 15.2.2).
+    #[error("origin {origin}: 101 Switching Protocols to a request that asked for no upgrade")]
+    Switched { origin: Uri },
+    /// The client's request body broke its framing or stopped while it was sent: the client's
+    /// fault, answered 400 and never held against the server.
+    #[error("origin {origin}: {source}")]
+    ClientBody {
+        origin: Uri,
+        source: hyper_util::client::legacy::Error,
+    },
 }
 
 impl OriginError {
@@ -76,18 +88,23 @@ impl OriginError {
             OriginError::NoServer { .. } => OriginFailure::Unavailable,
             OriginError::Timeout { .. } => OriginFailure::Timeout,
             OriginError::Tls { .. } => OriginFailure::Tls,
-            OriginError::Connect { .. } | OriginError::Protocol { .. } => OriginFailure::Error,
+            OriginError::Connect { .. }
+            | OriginError::Protocol { .. }
+            | OriginError::Switched { .. } => OriginFailure::Error,
+            OriginError::ClientBody { .. } => OriginFailure::ClientBody,
         }
     }
 
-    /// How the request failed at the server; `None` when none was asked.
+    /// How the request failed at the server; `None` when none was asked or the client failed.
     fn kind(&self) -> Option<ErrorKind> {
         match self {
-            OriginError::NoServer { .. } => None,
+            OriginError::NoServer { .. } | OriginError::ClientBody { .. } => None,
             OriginError::Connect { .. } => Some(ErrorKind::Connect),
             OriginError::Timeout { .. } => Some(ErrorKind::Timeout),
             OriginError::Tls { .. } => Some(ErrorKind::Tls),
-            OriginError::Protocol { .. } => Some(ErrorKind::Protocol),
+            OriginError::Protocol { .. } | OriginError::Switched { .. } => {
+                Some(ErrorKind::Protocol)
+            }
         }
     }
 
@@ -106,7 +123,10 @@ impl OriginError {
         match self {
             OriginError::Connect { .. } | OriginError::Tls { .. } => true,
             OriginError::Timeout { waiting, .. } => *waiting == Waiting::Connect,
-            OriginError::NoServer { .. } | OriginError::Protocol { .. } => false,
+            OriginError::NoServer { .. }
+            | OriginError::Protocol { .. }
+            | OriginError::Switched { .. }
+            | OriginError::ClientBody { .. } => false,
         }
     }
 }
@@ -123,6 +143,9 @@ pub enum OriginFailure {
     Tls,
     /// 503 (RFC 9110 section 15.6.4): every server of the group is out of rotation.
     Unavailable,
+    /// 400 (RFC 9112 sections 6.3 and 7.1): the client's request body was malformed or cut short
+    /// while it was forwarded, before the origin answered.
+    ClientBody,
 }
 
 impl OriginFailure {
@@ -131,6 +154,7 @@ impl OriginFailure {
             OriginFailure::Error | OriginFailure::Tls => StatusCode::BAD_GATEWAY,
             OriginFailure::Timeout => StatusCode::GATEWAY_TIMEOUT,
             OriginFailure::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            OriginFailure::ClientBody => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -140,6 +164,7 @@ impl OriginFailure {
             OriginFailure::Timeout => "origin timed out\n",
             OriginFailure::Tls => "origin TLS handshake failed\n",
             OriginFailure::Unavailable => "no origin server available\n",
+            OriginFailure::ClientBody => "request body malformed or cut short\n",
         }
     }
 }
@@ -241,10 +266,19 @@ impl OriginClient {
                 timeout: self.first_byte_timeout,
             }),
             Ok(Err(source)) if source.is_connect() => Err(self.connect_failed(server, source)),
+            Ok(Err(source)) if client_body_failed(&source) => Err(OriginError::ClientBody {
+                origin: server.url.clone(),
+                source,
+            }),
             Ok(Err(source)) => Err(OriginError::Protocol {
                 origin: server.url.clone(),
                 source,
             }),
+            Ok(Ok(response)) if response.status() == StatusCode::SWITCHING_PROTOCOLS => {
+                Err(OriginError::Switched {
+                    origin: server.url.clone(),
+                })
+            }
             // The server that answered goes with the response, for the access log.
             Ok(Ok(mut response)) => {
                 response
@@ -258,11 +292,14 @@ impl OriginClient {
                 server.answered(sent.elapsed());
                 OriginOutcome::of_status(response.status())
             }
-            Err(error) => {
-                let kind = error.kind().unwrap_or(ErrorKind::Protocol);
-                server.failed(kind);
-                OriginError::outcome(kind)
-            }
+            Err(error) => match error.kind() {
+                Some(kind) => {
+                    server.failed(kind);
+                    OriginError::outcome(kind)
+                }
+                // The client's body failed: nothing is held against the server.
+                None => OriginOutcome::BodyError,
+            },
         };
         series().origin(label).increment(1);
         outcome
@@ -424,6 +461,18 @@ fn rustls_error<'e>(error: &'e (dyn std::error::Error + 'static)) -> Option<&'e 
 }
 
 /// Whether a request failed because its connection was closed before any response came back.
+/// Whether the request failed because the client's body did (its framing broke, or it stopped).
+fn client_body_failed(error: &hyper_util::client::legacy::Error) -> bool {
+    let mut cause = std::error::Error::source(error);
+    while let Some(inner) = cause {
+        if inner.is::<BodyError>() {
+            return true;
+        }
+        cause = inner.source();
+    }
+    false
+}
+
 fn closed_before_answering(error: &hyper_util::client::legacy::Error) -> bool {
     let mut cause = std::error::Error::source(error);
     while let Some(inner) = cause {

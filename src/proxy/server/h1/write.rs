@@ -251,9 +251,12 @@ pub fn write_refusal(out: &mut Vec<u8>, status: StatusCode) {
     out.extend_from_slice(b"\r\n\r\n");
 }
 
-/// Appends an interim response from the origin, its hop-by-hop fields left out.
+/// Appends an interim response from the origin, its hop-by-hop fields and any length left out.
 pub fn write_interim(out: &mut Vec<u8>, interim: &mut InterimHead) {
     strip_hop_by_hop(&mut interim.headers);
+    // RFC 9110 section 8.6: never in a 1xx, which ends at its empty line; a client that took an
+    // origin's length for a body would read the final response's first bytes as it.
+    interim.headers.remove(header::CONTENT_LENGTH);
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(interim.status.as_str().as_bytes());
     out.push(b' ');
