@@ -74,6 +74,8 @@
 #   KEEP=1                                keep the work directory (configs, logs)
 #   DISK_VERIFY_READS=first               bloomgate's disk instance checks a record's checksum on its
 #                                         first read only (`disk.verify_reads`; default "every")
+#   DISK_SENDFILE=true                    bloomgate's disk instance sends plain-HTTP disk hits from the
+#                                         segment file with sendfile (server.sendfile; default false)
 #   DISK_MMAP=false                       bloomgate's disk instance reads tmpfs segments with pread
 #                                         (disk.mmap; default true)
 set -euo pipefail
@@ -242,6 +244,7 @@ start_bloomgate_disk() {
   cat >"$WORK/bloomgate-disk.toml" <<EOF
 [server]
 listen = "127.0.0.1:${DISK_PORT[bloomgate]}"
+sendfile = ${DISK_SENDFILE:-false}
 [server.tls]
 listen = "127.0.0.1:$DISK_TLS_PORT"
 cert_file = "$WORK/cert.pem"
