@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::client::{raw_exchange_bytes, read_available_bytes};
 use common::wire::{WireResponse, parse_requests, parse_responses};
 use common::{Client, Origin, ProxyConfig, Reply};
+use http::Method;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -467,4 +468,58 @@ async fn a_malformed_chunked_body_never_reaches_the_origin_as_complete() {
             );
         }
     }
+}
+
+/// RFC 9110 section 7.6.2: an `OPTIONS` or `TRACE` that reaches the proxy with `Max-Forwards: 0`
+/// is answered by the proxy and never reaches the origin; with a count above zero it goes on one
+/// lower. A `TRACE` reflected here leaves the client's credentials out.
+#[tokio::test]
+async fn max_forwards_stops_options_and_trace_at_the_proxy_and_counts_down() {
+    let origin = Origin::start();
+    let path = "/attack/max-forwards";
+    origin.set(path, Reply::ok("from the origin"));
+    let proxy = ProxyConfig::new(&origin.url()).start();
+    let client = Client::new();
+    let url = proxy.url(path);
+
+    let options = client
+        .send(Method::OPTIONS, &url, &[("max-forwards", "0")])
+        .await
+        .expect("OPTIONS");
+    assert_eq!(options.status, 200);
+    assert!(
+        options
+            .header("allow")
+            .is_some_and(|allow| allow.contains("GET"))
+    );
+    let trace = client
+        .send(
+            Method::TRACE,
+            &url,
+            &[("max-forwards", "0"), ("cookie", "session=secret")],
+        )
+        .await
+        .expect("TRACE");
+    assert_eq!(trace.status, 200);
+    assert_eq!(trace.header("content-type"), Some("message/http"));
+    let reflected = String::from_utf8_lossy(&trace.body);
+    assert!(
+        reflected.starts_with("TRACE /attack/max-forwards"),
+        "{reflected}"
+    );
+    assert!(!reflected.contains("secret"), "{reflected}");
+    assert_eq!(
+        origin.count(path),
+        0,
+        "a spent Max-Forwards reached the origin"
+    );
+
+    let forwarded = client
+        .send(Method::OPTIONS, &url, &[("max-forwards", "2")])
+        .await
+        .expect("OPTIONS");
+    assert_eq!(forwarded.status, 200);
+    let received = origin.received(path);
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].header("max-forwards"), Some("1"));
 }

@@ -183,7 +183,8 @@ pub enum Served {
     /// A large object's answer assembled from the `of` slices it touches, `hits` of them found
     /// stored when its head was sent (the others fetched, each admitted on its own).
     Sliced { hits: u64, of: u64 },
-    /// Refused by the proxy itself: no valid host or target.
+    /// Answered by the proxy itself, never forwarded: a request with no valid host or target
+    /// (400), or an `OPTIONS` or `TRACE` that reached it with `Max-Forwards: 0`.
     Refused,
     /// The proxy's own 502 or 504: the origin failed.
     Error { fwd: Fwd, failure: OriginFailure },

@@ -1,7 +1,8 @@
 //! The request path as phases, and the driver that runs them. Each phase is a function of the
 //! request's state that returns the next [`Step`]; none calls back into another:
 //!
-//! 1. request (`mod.rs`): refuse what has no cache key, send other methods to the pass;
+//! 1. request (`mod.rs`): answer an `OPTIONS` or `TRACE` whose `Max-Forwards` is spent
+//!    (`max_forwards.rs`), refuse what has no cache key, send other methods to the pass;
 //! 2. lookup (`lookup.rs`): RAM, then disk; a fresh hit is done here;
 //! 3. coalesce (`fetch.rs`): one fetch per key in flight, the others wait for its outcome;
 //! 4. origin (`fetch.rs`): the fetch sent; a 304 refreshes, a failure may serve stale;
@@ -23,6 +24,7 @@ pub(crate) mod fetch;
 pub(crate) mod forward;
 pub(crate) mod interim;
 mod lookup;
+mod max_forwards;
 mod pass;
 mod purge;
 pub(crate) mod slices;
@@ -164,7 +166,10 @@ impl Proxy {
         request: Request<RequestBody>,
         peer: SocketAddr,
     ) -> (Step, Option<Arc<Routed>>) {
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
+        if let Some(answer) = max_forwards::answer_here(&mut parts) {
+            return (Step::Done(answer), None);
+        }
         if parts.method.as_str() == "PURGE" {
             return (
                 Step::Done(self.purge_from_public(&live, &parts, peer)),
