@@ -1184,8 +1184,16 @@ async fn a_disk_hit_sent_from_its_segment_file_is_the_origins_bytes() {
         0.0,
         "RAM hits of origin bodies are not in files"
     );
-    // Past the writer's idle flush: records still in its RAM batch are not read from a file.
+    // Past the writer's idle flush: records still in its RAM batch are not read from a file. A
+    // loaded machine may flush later than the idle time, so wait until the engine has written
+    // to its files at least the bytes the tier took.
     tokio::time::sleep(Duration::from_millis(1300)).await;
+    common::scrape_until(&client, &proxy, |s| {
+        let taken = common::required_metric(s, "bloomgate_disk_written_bytes_total");
+        taken > 0.0
+            && common::required_metric(s, "bloomgate_disk_engine_written_bytes_total") >= taken
+    })
+    .await;
 
     let mut disk_hits = 0;
     for object in &proven[..6] {
