@@ -91,13 +91,6 @@ impl Version {
         };
         Some(Version { validator, total })
     }
-
-    /// The `If-Range` value that asks the origin for this version only.
-    pub fn if_range(&self) -> &HeaderValue {
-        match &self.validator {
-            Validator::StrongEtag(value) | Validator::LastModified(value) => value,
-        }
-    }
 }
 
 /// `Last-Modified`, when it is a strong validator: at least one second before the response's
