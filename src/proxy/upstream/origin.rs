@@ -403,8 +403,7 @@ impl OriginClient {
         server: &Server,
         source: hyper_util::client::legacy::Error,
     ) -> OriginError {
-        let mut cause = std::error::Error::source(&source);
-        while let Some(error) = cause {
+        for error in causes(&source) {
             if let Some(tls) = rustls_error(error) {
                 return OriginError::Tls {
                     origin: server.url.clone(),
@@ -421,7 +420,6 @@ impl OriginClient {
                     timeout: self.connect_timeout,
                 };
             }
-            cause = error.source();
         }
         OriginError::Connect {
             origin: server.url.clone(),
@@ -460,28 +458,23 @@ fn rustls_error<'e>(error: &'e (dyn std::error::Error + 'static)) -> Option<&'e 
     }
 }
 
-/// Whether a request failed because its connection was closed before any response came back.
-/// Whether the request failed because the client's body did (its framing broke, or it stopped).
-fn client_body_failed(error: &hyper_util::client::legacy::Error) -> bool {
-    let mut cause = std::error::Error::source(error);
-    while let Some(inner) = cause {
-        if inner.is::<BodyError>() {
-            return true;
-        }
-        cause = inner.source();
-    }
-    false
+/// What `error` wraps, outermost first.
+fn causes(
+    error: &hyper_util::client::legacy::Error,
+) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(std::error::Error::source(error), |cause| cause.source())
 }
 
+/// Whether the request failed because the client's body did (its framing broke, or it stopped).
+fn client_body_failed(error: &hyper_util::client::legacy::Error) -> bool {
+    causes(error).any(|cause| cause.is::<BodyError>())
+}
+
+/// Whether a request failed because its connection was closed before any response came back.
 fn closed_before_answering(error: &hyper_util::client::legacy::Error) -> bool {
-    let mut cause = std::error::Error::source(error);
-    while let Some(inner) = cause {
-        if let Some(hyper) = inner.downcast_ref::<hyper::Error>() {
-            return hyper.is_incomplete_message() || hyper.is_canceled();
-        }
-        cause = inner.source();
-    }
-    false
+    causes(error)
+        .find_map(|cause| cause.downcast_ref::<hyper::Error>())
+        .is_some_and(|hyper| hyper.is_incomplete_message() || hyper.is_canceled())
 }
 
 #[cfg(test)]
