@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
+use http::header;
 use http::{Response, StatusCode, response};
 use hyper::body::{Body, Incoming};
 
@@ -20,7 +20,8 @@ use crate::proxy::request::decision::{self, Decision, Storable};
 use crate::proxy::request::exchange::Exchange;
 use crate::proxy::request::fetch::Fetch;
 use crate::proxy::response::headers::{
-    ResponseFraming, content_length, not_modified, settle_response_framing, strip_hop_by_hop,
+    ResponseFraming, content_length, not_modified, record_read_length, settle_response_framing,
+    strip_hop_by_hop,
 };
 use crate::proxy::response::range::Ranges;
 use crate::proxy::response::respond::{self, Answer, ProxyBody, WholeBody};
@@ -249,12 +250,7 @@ impl Proxy {
                 let body = match fetched.fetch.exchange.is_head() {
                     true => {
                         head.headers.remove(header::TRANSFER_ENCODING);
-                        // Read whole, its length is known: a HEAD gets the Content-Length a GET
-                        // would (RFC 9110 section 9.3.2), never on a 204 (section 8.6).
-                        if head.status != StatusCode::NO_CONTENT {
-                            let length = HeaderValue::from(body.len() as u64);
-                            head.headers.insert(header::CONTENT_LENGTH, length);
-                        }
+                        record_read_length(head.status, &mut head.headers, body.len());
                         respond::empty()
                     }
                     false => respond::full(body),

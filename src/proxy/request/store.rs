@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::HeaderMap;
 use http::{StatusCode, response};
 
 use super::coalesce::{Flight, FlightOutcome, SharedResponse};
@@ -14,6 +14,7 @@ use super::forward::Fetched;
 use crate::cache::{CacheKey, ResponseControl, StoredResponse, varied_request_fields};
 use crate::proxy::Proxy;
 use crate::proxy::outcome::served::Detail;
+use crate::proxy::response::headers::record_read_length;
 
 /// What the store phase needs of a fetch whose response is storable: taken from the response
 /// phase when the body starts streaming, run when the origin has sent all of it (and never for a
@@ -53,15 +54,7 @@ impl StoreWrite {
 
     /// Stores the complete `body` where the decision placed it, and answers the waiting requests.
     pub(super) fn store(mut self, body: Bytes) {
-        // A body that came chunked is stored with the length it turned out to have, so that a
-        // HEAD of it gets the Content-Length a GET would (RFC 9110 section 9.3.2); never on a 204
-        // (section 8.6).
-        if self.status != StatusCode::NO_CONTENT
-            && !self.headers.contains_key(header::CONTENT_LENGTH)
-        {
-            let length = HeaderValue::from(body.len() as u64);
-            self.headers.insert(header::CONTENT_LENGTH, length);
-        }
+        record_read_length(self.status, &mut self.headers, body.len());
         let entry = StoredResponse::with_control(
             self.status,
             self.headers,

@@ -3,8 +3,8 @@
 use std::net::SocketAddr;
 use std::time::SystemTime;
 
-use http::Version;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{StatusCode, Version};
 
 use crate::cache::field::combined;
 use crate::config::FORWARDING_HEADERS;
@@ -140,6 +140,15 @@ pub fn content_length(headers: &HeaderMap) -> Option<u64> {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// Gives a response whose body was read whole the `Content-Length` it turned out to have, when it
+/// came without one (chunked), so that a HEAD of it gets the length a GET would (RFC 9110 section
+/// 9.3.2); never on a 204, which has no content (section 8.6).
+pub fn record_read_length(status: StatusCode, headers: &mut HeaderMap, length: usize) {
+    if status != StatusCode::NO_CONTENT && !headers.contains_key(header::CONTENT_LENGTH) {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length as u64));
+    }
 }
 
 /// Whether an origin response's framing was ambiguous (RFC 9112 section 6.3).
