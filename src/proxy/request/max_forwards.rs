@@ -53,18 +53,12 @@ pub(super) fn answer_here(parts: &mut Parts) -> Option<Answer> {
 
 /// `Max-Forwards = 1*DIGIT`; a value too large for a u64 is as good as unlimited.
 fn count(value: &HeaderValue) -> Option<u64> {
-    let digits = value.as_bytes();
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+    let text = value.to_str().ok()?;
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some(
-        digits
-            .iter()
-            .try_fold(0u64, |n, d| {
-                n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-            })
-            .unwrap_or(u64::MAX),
-    )
+    // Digits only: a parse error can only be overflow (as `cache::control::delta_seconds` reads).
+    Some(text.parse().unwrap_or(u64::MAX))
 }
 
 /// The request as received, for a `TRACE`'s body: its request line and fields, credentials left out.
