@@ -98,43 +98,6 @@ fn storable(body: &[u8]) -> Reply {
         .header("etag", "\"v1\"")
 }
 
-/// The parts of a `multipart/byteranges` body, each as its `Content-Range` and bytes; panics
-/// unless the body is well formed (RFC 9110 section 14.6 and RFC 2046 section 5.1.1).
-fn multipart(reply: &ClientReply) -> Vec<(String, Vec<u8>)> {
-    let content_type = reply.header("content-type").expect("a multipart type");
-    let boundary = content_type
-        .strip_prefix("multipart/byteranges; boundary=")
-        .unwrap_or_else(|| panic!("not multipart/byteranges: {content_type}"));
-    let delimiter = format!("\r\n--{boundary}");
-    let find = |haystack: &[u8], needle: &[u8]| {
-        haystack
-            .windows(needle.len())
-            .position(|window| window == needle)
-            .unwrap_or_else(|| panic!("{:?} missing", String::from_utf8_lossy(needle)))
-    };
-    let mut rest = reply
-        .body
-        .strip_prefix(&delimiter.as_bytes()[2..])
-        .expect("the body starts with the boundary");
-    let mut parts = Vec::new();
-    while !rest.starts_with(b"--") {
-        rest = rest.strip_prefix(b"\r\n").expect("CRLF after the boundary");
-        let head_end = find(rest, b"\r\n\r\n");
-        let head = String::from_utf8_lossy(&rest[..head_end]).to_lowercase();
-        rest = &rest[head_end + 4..];
-        let end = find(rest, delimiter.as_bytes());
-        let content_range = head
-            .lines()
-            .find_map(|line| line.strip_prefix("content-range: "))
-            .unwrap_or_else(|| panic!("a part without Content-Range: {head}"))
-            .to_owned();
-        parts.push((content_range, rest[..end].to_vec()));
-        rest = &rest[end + delimiter.len()..];
-    }
-    assert_eq!(rest, b"--\r\n", "the close delimiter ends the body");
-    parts
-}
-
 /// `bytes first-last/complete` read back.
 fn named_range(content_range: &str) -> (usize, usize, usize) {
     let parse = || {
@@ -161,7 +124,7 @@ fn parts_of(reply: &ClientReply, body: &[u8], context: &str) -> Vec<(usize, usiz
     );
     let parts = match reply.header("content-range") {
         Some(content_range) => vec![(content_range.to_owned(), reply.body.to_vec())],
-        None => multipart(reply),
+        None => reply.multipart_parts(),
     };
     let mut after = 0;
     let mut named = Vec::new();

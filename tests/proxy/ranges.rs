@@ -240,44 +240,6 @@ async fn if_range_with_a_date_gets_the_range_only_for_the_exact_strong_last_modi
     assert_whole(&weak, &body);
 }
 
-/// The parts of a `multipart/byteranges` body: each part's `Content-Range` and bytes.
-fn multipart(reply: &ClientReply) -> Vec<(String, Vec<u8>)> {
-    let content_type = reply
-        .header("content-type")
-        .expect("a multipart Content-Type");
-    let boundary = content_type
-        .strip_prefix("multipart/byteranges; boundary=")
-        .unwrap_or_else(|| panic!("not multipart/byteranges: {content_type}"));
-    let delimiter = format!("\r\n--{boundary}");
-    let find = |haystack: &[u8], needle: &[u8]| {
-        haystack
-            .windows(needle.len())
-            .position(|window| window == needle)
-            .unwrap_or_else(|| panic!("{:?} missing", String::from_utf8_lossy(needle)))
-    };
-    let mut rest = reply
-        .body
-        .strip_prefix(&delimiter.as_bytes()[2..])
-        .expect("the body starts with the boundary");
-    let mut parts = Vec::new();
-    while !rest.starts_with(b"--") {
-        rest = rest.strip_prefix(b"\r\n").expect("CRLF after the boundary");
-        let head_end = find(rest, b"\r\n\r\n");
-        let head = String::from_utf8_lossy(&rest[..head_end]).to_string();
-        rest = &rest[head_end + 4..];
-        let end = find(rest, delimiter.as_bytes());
-        let content_range = head
-            .lines()
-            .find_map(|line| line.strip_prefix("content-range: "))
-            .unwrap_or_else(|| panic!("a part without Content-Range: {head}"))
-            .to_owned();
-        parts.push((content_range, rest[..end].to_vec()));
-        rest = &rest[end + delimiter.len()..];
-    }
-    assert_eq!(rest, b"--\r\n", "the close delimiter ends the body");
-    parts
-}
-
 #[tokio::test]
 async fn several_ranges_are_multipart_and_abusive_sets_get_the_whole_object() {
     let s = Setup::storing();
@@ -302,7 +264,7 @@ async fn several_ranges_are_multipart_and_abusive_sets_get_the_whole_object() {
         reply.header("content-length"),
         Some(reply.body.len().to_string().as_str())
     );
-    let parts = multipart(&reply);
+    let parts = reply.multipart_parts();
     let expected = [(0, 9), (100, 109), (990, 999)];
     assert_eq!(parts.len(), expected.len());
     for ((content_range, bytes), (first, last)) in parts.iter().zip(expected) {
@@ -445,7 +407,7 @@ async fn suffix_multipart_and_unsatisfiable_ranges_are_cut_from_a_miss_too() {
         .get("/r/miss-multi", &[("range", "bytes=5-9,2000-2009")])
         .await;
     assert_eq!(multi.status, StatusCode::PARTIAL_CONTENT);
-    let parts = multipart(&multi);
+    let parts = multi.multipart_parts();
     assert_eq!(parts.len(), 2);
     assert!(parts[0].1[..] == body[5..=9] && parts[1].1[..] == body[2000..=2009]);
     let beyond = s.get("/r/miss-416", &[("range", "bytes=3000-")]).await;
