@@ -36,6 +36,20 @@ async fn raw_get(addr: SocketAddr, path: &str, lines: &str) -> WireResponse {
     responses.remove(0)
 }
 
+/// What a client sending `field: value` gets for `path` after an attacker sent the same field
+/// and named it in `Connection` (so that the origin never saw it), asked first.
+async fn after_a_connection_named_field(
+    addr: SocketAddr,
+    path: &str,
+    field: &str,
+    value: &str,
+) -> WireResponse {
+    let attack = format!("{field}: {value}\r\nConnection: {field}\r\n");
+    let attacker = raw_get(addr, path, &attack).await;
+    assert_eq!(attacker.status, 200);
+    raw_get(addr, path, &format!("{field}: {value}\r\n")).await
+}
+
 /// RFC 9110 section 7.6.1: a field the client names in `Connection` never reaches the origin.
 /// Were the cache to key the variant on it all the same, the origin's answer for "no such field"
 /// would be stored as the answer for the client's value and served to everyone who sends it.
@@ -50,14 +64,7 @@ async fn a_vary_field_the_client_names_in_connection_cannot_poison_its_variant()
             .header("cache-control", "max-age=60"),
     );
     let proxy = ProxyConfig::new(&origin.url()).admission(false).start();
-    let attacker = raw_get(
-        proxy.addr,
-        path,
-        "Accept-Language: fr\r\nConnection: accept-language\r\n",
-    )
-    .await;
-    assert_eq!(attacker.status, 200);
-    let victim = raw_get(proxy.addr, path, "Accept-Language: fr\r\n").await;
+    let victim = after_a_connection_named_field(proxy.addr, path, "Accept-Language", "fr").await;
     assert_eq!(
         String::from_utf8_lossy(&victim.body),
         "fr",
@@ -79,14 +86,7 @@ async fn a_keyed_field_the_client_names_in_connection_cannot_poison_its_key() {
         .admission(false)
         .set("cache.key", "headers", "[\"x-tenant\"]")
         .start();
-    let attacker = raw_get(
-        proxy.addr,
-        path,
-        "X-Tenant: blue\r\nConnection: x-tenant\r\n",
-    )
-    .await;
-    assert_eq!(attacker.status, 200);
-    let victim = raw_get(proxy.addr, path, "X-Tenant: blue\r\n").await;
+    let victim = after_a_connection_named_field(proxy.addr, path, "X-Tenant", "blue").await;
     assert_eq!(
         String::from_utf8_lossy(&victim.body),
         "blue",
