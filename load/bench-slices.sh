@@ -28,6 +28,9 @@
 # Environment:
 #   SESSIONS=200 VIDEOS=40 VIDEO_MIN=16MiB VIDEO_MAX=128MiB SEED=1   the trace
 #   RAM_MIB=256 DISK_MIB=1024   bloomgate's RAM and disk tier; nginx's max_size is their sum
+#   PROBATION_SHARE, WRITE_BUFFER   bloomgate's admission.probation_share and disk.write_buffer,
+#                               when set (else their defaults)
+#   SAVINGS_PEERS="bloomgate-per-slice bloomgate-every-slice nginx-slice-1 nginx-slice-2"
 #   CONCURRENCY=8               replay clients at once
 #   SECONDS_PER_ROUND=5 ROUNDS=3 CONNECTIONS=4   part 2
 #   PARTS="savings speed"       which parts to run
@@ -124,10 +127,12 @@ max_bytes = \"${RAM_MIB}MiB\"
 slice_above = \"8MiB\"
 slice_bytes = \"1MiB\"
 [admission]
-mode = \"$mode\"
+mode = \"$mode\"${PROBATION_SHARE:+
+probation_share = $PROBATION_SHARE}
 [disk]
 path = \"$WORK/$name-disk\"
-max_bytes = \"${DISK_MIB}MiB\""
+max_bytes = \"${DISK_MIB}MiB\"${WRITE_BUFFER:+
+write_buffer = \"$WRITE_BUFFER\"}"
   start_proxy "$name" "$WORK/$name.toml"
 }
 

@@ -523,3 +523,74 @@ async fn max_forwards_stops_options_and_trace_at_the_proxy_and_counts_down() {
     assert_eq!(received.len(), 1);
     assert_eq!(received[0].header("max-forwards"), Some("1"));
 }
+
+/// RFC 8586: a request that comes back to the proxy that forwarded it (an origin, or a balancer in
+/// front of one, pointing at the proxy) is refused with 508 at once, before it reaches the cache
+/// (where, a miss, it would wait on the coalesced fetch that is itself) or the origin. The proxy
+/// adds its own `CDN-Loop` entry after the client's; another CDN's entries, or another
+/// bloomgate's, are not a loop.
+#[tokio::test]
+async fn a_request_that_comes_back_to_the_proxy_is_refused_as_a_loop() {
+    let origin = Origin::start();
+    for path in [
+        "/attack/loop/first",
+        "/attack/loop/back",
+        "/attack/loop/other",
+    ] {
+        origin.set(path, Reply::ok("from the origin"));
+    }
+    let proxy = ProxyConfig::new(&origin.url()).start();
+    let client = Client::new();
+
+    let first = client.get(&proxy.url("/attack/loop/first")).await;
+    assert_eq!(first.status, 200);
+    let received = origin.received("/attack/loop/first");
+    let own = received[0].combined("cdn-loop").expect("CDN-Loop sent");
+    assert!(own.starts_with("bloomgate; id="), "{own}");
+
+    // The proxy's own entry, after another CDN's, as an origin pointing back would send it.
+    let back = client
+        .get_with(
+            &proxy.url("/attack/loop/back"),
+            &[("cdn-loop", &format!("cdn.example; v=1, {own}"))],
+        )
+        .await;
+    assert_eq!(back.status, 508, "{}", back.text());
+    assert_eq!(
+        origin.count("/attack/loop/back"),
+        0,
+        "a loop reached the origin"
+    );
+
+    // Another CDN, and another bloomgate: forwarded, with this proxy's entry after theirs.
+    let others = "cdn.example; id=1, bloomgate; id=0123456789abcdeg";
+    let other = client
+        .get_with(&proxy.url("/attack/loop/other"), &[("cdn-loop", others)])
+        .await;
+    assert_eq!(other.status, 200);
+    let received = origin.received("/attack/loop/other");
+    assert_eq!(
+        received[0].combined("cdn-loop").as_deref(),
+        Some(format!("{others}, {own}").as_str())
+    );
+}
+
+/// The loop itself: a proxy whose origin is its own listener answers 508 (the inner pass refuses,
+/// the outer relays the refusal) instead of forwarding to itself until connections run out.
+#[tokio::test]
+async fn a_proxy_whose_origin_is_itself_answers_508() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let mut config = ProxyConfig::new(&format!("http://127.0.0.1:{port}"));
+    config.set("server", "listen", &format!("\"127.0.0.1:{port}\""));
+    let proxy = config.start();
+    let client = Client::new();
+    for path in ["/attack/self", "/attack/self?again"] {
+        let reply = client.get(&proxy.url(path)).await;
+        assert_eq!(reply.status, 508, "{}", reply.text());
+    }
+    let log = proxy.log();
+    assert!(log.contains("request loop"), "{log}");
+}

@@ -1,8 +1,9 @@
 //! The request path as phases, and the driver that runs them. Each phase is a function of the
 //! request's state that returns the next [`Step`]; none calls back into another:
 //!
-//! 1. request (`mod.rs`): answer an `OPTIONS` or `TRACE` whose `Max-Forwards` is spent
-//!    (`max_forwards.rs`), refuse what has no cache key, send other methods to the pass;
+//! 1. request (`mod.rs`): refuse a request that came back to this proxy (`cdn_loop.rs`), answer
+//!    an `OPTIONS` or `TRACE` whose `Max-Forwards` is spent (`max_forwards.rs`), refuse what has
+//!    no cache key, send other methods to the pass;
 //! 2. lookup (`lookup.rs`): RAM, then disk; a fresh hit is done here;
 //! 3. coalesce (`fetch.rs`): one fetch per key in flight, the others wait for its outcome;
 //! 4. origin (`fetch.rs`): the fetch sent; a 304 refreshes, a failure may serve stale;
@@ -17,6 +18,7 @@
 //! its [`Exchange`], and finishes on it.
 
 pub(crate) mod body;
+pub(crate) mod cdn_loop;
 pub(crate) mod coalesce;
 pub(crate) mod decision;
 pub(crate) mod exchange;
@@ -158,7 +160,7 @@ impl Proxy {
         }
     }
 
-    /// The request phase: refuse what has no cache key, and send what the cache does not answer
+    /// The request phase: refuse a request that came back to this proxy and what has no cache key, and send what the cache does not answer
     /// straight on. Returns the first step and the series of the route taken, if one was.
     fn accept(
         &self,
@@ -167,6 +169,15 @@ impl Proxy {
         peer: SocketAddr,
     ) -> (Step, Option<Arc<Routed>>) {
         let (mut parts, body) = request.into_parts();
+        if cdn_loop::came_back(&parts.headers) {
+            tracing::warn!(%peer, uri = %parts.uri, "request loop: a request came back to this proxy (CDN-Loop); is the origin pointing at the proxy?");
+            let refused = respond::short(
+                StatusCode::LOOP_DETECTED,
+                "request loop: this request already passed through this proxy (CDN-Loop)\n",
+                Served::Refused,
+            );
+            return (Step::Done(refused), None);
+        }
         if let Some(answer) = max_forwards::answer_here(&mut parts) {
             return (Step::Done(answer), None);
         }

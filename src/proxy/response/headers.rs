@@ -8,6 +8,7 @@ use http::{StatusCode, Version};
 
 use crate::cache::field::combined;
 use crate::config::FORWARDING_HEADERS;
+use crate::proxy::request::cdn_loop;
 
 /// Fields that describe one connection, never forwarded (RFC 9110 section 7.6.1).
 const HOP_BY_HOP: &[HeaderName] = &[
@@ -126,6 +127,8 @@ pub fn to_origin(client: &HeaderMap, forwarding: &Forwarding<'_>, body: OriginBo
         _ => "1.1 bloomgate",
     };
     headers.append(header::VIA, HeaderValue::from_static(via));
+    // After the client's entries, which go on as sent (RFC 8586 section 2).
+    headers.append(cdn_loop::CDN_LOOP, cdn_loop::entry().clone());
     headers
 }
 
