@@ -244,6 +244,19 @@ impl Store {
     /// has, placed in `segment` or where the slot it replaces places it, and counted when it was
     /// fetched; then the store is brought back within its budget.
     fn write(&self, key: CacheKey, response: &Arc<StoredResponse>, segment: Segment, how: Write) {
+        self.write_placed(key, response, segment, how, false);
+    }
+
+    /// [`Self::write`], into main's write-back queue when `write_back` (see
+    /// [`Self::write_back_first_copy`]).
+    fn write_placed(
+        &self,
+        key: CacheKey,
+        response: &Arc<StoredResponse>,
+        segment: Segment,
+        how: Write,
+        write_back: bool,
+    ) {
         let inner = &*self.inner;
         let mut queues = inner.lock();
         if how == Write::Idle && inner.index.contains_key(&key) {
@@ -277,6 +290,7 @@ impl Store {
         // still earn it a place.
         let segment = if how == Write::Fetched
             && segment == Segment::Main
+            && !write_back
             && !in_main
             && inner.waits_in_probation(&queues, &key, weight)
         {
@@ -299,6 +313,9 @@ impl Store {
         queues.add(segment, weight);
         match (kept_ticket, how) {
             (Some(_), _) => {}
+            (None, _) if write_back && segment == Segment::Main => {
+                queues.write_back.push_back((key, ticket));
+            }
             // Idle room's copy is the first to give it up.
             (None, Write::Idle) => queues.fifo[segment.index()].push_front((key, ticket)),
             (None, _) => queues.fifo[segment.index()].push_back((key, ticket)),
@@ -442,6 +459,10 @@ impl Inner {
         let mut reinsertions_left =
             (queues.usage.entries[Segment::Main.index()] + 1) * u64::from(probation::MAX_USES);
         while queues.total_bytes() > self.budget.total() {
+            if let Some((key, ticket)) = queues.write_back.pop_front() {
+                self.write_back_oldest(queues, &key, ticket, now);
+                continue;
+            }
             let from = self.budget.evict_from(
                 queues.usage.bytes[Segment::Probation.index()],
                 queues.usage.bytes[Segment::Main.index()],
@@ -502,6 +523,20 @@ impl Inner {
         }
     }
 
+    /// Hands on the oldest entry of main's write-back queue, `key` under `ticket` (nothing if the
+    /// node is stale): out of the store, to the eviction listener.
+    fn write_back_oldest(&self, queues: &mut Queues, key: &CacheKey, ticket: u64, now: Tick) {
+        let leaving = self
+            .index
+            .get(key)
+            .filter(|slot| slot.ticket == ticket && slot.segment == Segment::Main)
+            .map(|slot| (now < slot.expires, u64::from(slot.variants.weight())));
+        match leaving {
+            Some((live, weight)) => self.drop_oldest(queues, Segment::Main, key, live, weight),
+            None => queues.stale = queues.stale.saturating_sub(1),
+        }
+    }
+
     /// Drops `key`, the oldest entry of `from` of `weight` bytes, out of the store: an eviction
     /// the listener is told of when it was `live`, else an expiration.
     fn drop_oldest(
@@ -550,13 +585,17 @@ impl Inner {
         if (queues.stale as u64) < entries.max(1024) {
             return;
         }
+        let current = |key: &CacheKey, ticket: u64, segment: Segment| {
+            self.index
+                .get(key)
+                .is_some_and(|slot| slot.ticket == ticket && slot.segment == segment)
+        };
         for segment in Segment::ALL {
-            queues.fifo[segment.index()].retain(|(key, ticket)| {
-                self.index
-                    .get(key)
-                    .is_some_and(|slot| slot.ticket == *ticket && slot.segment == segment)
-            });
+            queues.fifo[segment.index()].retain(|(key, ticket)| current(key, *ticket, segment));
         }
+        queues
+            .write_back
+            .retain(|(key, ticket)| current(key, *ticket, Segment::Main));
         queues.stale = 0;
     }
 }
@@ -619,8 +658,13 @@ mod tests {
                 let i = slot.segment.index();
                 usage.entries[i] += 1;
                 usage.bytes[i] += u64::from(slot.variants.weight());
+                let write_back = queues
+                    .write_back
+                    .iter()
+                    .filter(|_| slot.segment == Segment::Main);
                 let nodes = queues.fifo[i]
                     .iter()
+                    .chain(write_back)
                     .filter(|(k, t)| k == slot.key() && *t == slot.ticket)
                     .count();
                 assert_eq!(nodes, 1, "{} has {nodes} live nodes", slot.key());
@@ -910,24 +954,54 @@ mod tests {
     }
 
     #[test]
-    fn only_an_unhit_first_copy_in_probation_is_taken_and_only_if_the_tier_below_takes_it() {
-        let store = Store::new(Budget::new(10 * weight(1000), 0.5), 4);
-        store.insert(key("first"), plain(1000), Segment::Probation);
+    fn written_back_entries_stay_in_ram_until_room_is_needed_and_leave_first_proven() {
+        let w = weight(1000);
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let told = Arc::clone(&heard);
+        let listener: EvictionListener = Box::new(move |evicted: Evicted| {
+            let name = evicted.key.as_str().trim_start_matches("h/").to_owned();
+            told.lock().unwrap().push((name, evicted.proof));
+        });
+        let left = || std::mem::take(&mut *heard.lock().unwrap());
+        // Room for 4 entries; probation held to 1 once main is full.
+        let store = Store::with_eviction_listener(Budget::new(4 * w, 0.25), 4, listener);
         store.insert(key("main"), plain(1000), Segment::Main);
-        store.insert(key("hit"), plain(1000), Segment::Probation);
-        assert!(store.get(&key("hit")).is_some());
-        assert!(store.take_first_copy(&key("first"), |_| false).is_none());
-        assert_eq!(store.segment_of(&key("first")), Some(Segment::Probation));
-        assert!(store.take_first_copy(&key("main"), |_| true).is_none());
-        assert!(store.take_first_copy(&key("hit"), |_| true).is_none());
-        let taken = store
-            .take_first_copy(&key("first"), |_| true)
-            .expect("taken");
-        assert_eq!(taken.proof, Some(Proof::RamHit));
-        assert_eq!(store.segment_of(&key("first")), None);
+        store.insert(key("a"), plain(1000), Segment::Probation);
+        store.insert(key("b"), plain(1000), Segment::Probation);
+        // Only a live first copy in probation moves.
+        assert!(!store.write_back_first_copy(&key("main")));
+        assert!(!store.write_back_first_copy(&key("missing")));
+        assert!(store.write_back_first_copy(&key("a")));
+        assert!(!store.write_back_first_copy(&key("a")));
+        assert_eq!(store.segment_of(&key("a")), Some(Segment::Main));
+        assert_eq!(store.counters().promotions.load(Ordering::Relaxed), 1);
         store.check();
-        assert_eq!(store.usage().entries, [1, 1]);
-        assert_eq!(store.counters().evictions.load(Ordering::Relaxed), 0);
+        // Not full: it stays, and is hit in RAM.
+        store.insert(key("c"), plain(1000), Segment::Probation);
+        assert!(left().is_empty());
+        assert!(store.get(&key("a")).is_some());
+        // Full: the written-back entry leaves first, proven, though probation is over its share
+        // and main's own entry is older.
+        store.insert(key("d"), plain(1000), Segment::Probation);
+        assert_eq!(left(), [("a".to_owned(), Some(Proof::RamHit))]);
+        for name in ["main", "b", "c", "d"] {
+            assert!(store.peek(&key(name)).is_some(), "{name}");
+        }
+        store.check();
+        // Proven on arrival: placed in the write-back queue, and leaves before the first copies.
+        // Over by one, and "seen" is the only one on its way below.
+        store.insert_written_back(key("seen"), plain(1000));
+        assert_eq!(left(), [("seen".to_owned(), Some(Proof::SeenBefore))]);
+        assert_eq!(store.segment_of(&key("seen")), None);
+        store.check();
+        // A purged one leaves a stale node, skipped; then the store's own rule applies.
+        assert!(store.write_back_first_copy(&key("b")));
+        assert!(store.purge(&key("b")));
+        store.insert(key("e"), plain(1000), Segment::Probation);
+        store.insert(key("f"), plain(1000), Segment::Probation);
+        assert_eq!(left(), [("c".to_owned(), None)]);
+        store.check();
+        assert_eq!(store.counters().evictions.load(Ordering::Relaxed), 3);
     }
 
     #[test]

@@ -8,10 +8,11 @@
 //! - `gated`: an object RAM evicts, only if it was hit while in RAM or entered RAM on a request the
 //!   real doorkeeper answered "seen before" (issue 11's rule: a first-and-only request never costs
 //!   a disk write). An object copied back from disk is still on disk unless the disk evicted it;
-//! - `second-request` (the proxy's rule for slices over a disk tier): RAM keeps first copies
-//!   only; an object's second request, a hit in RAM or a miss the doorkeeper had seen before,
-//!   writes it to disk and takes it out of RAM, and a disk hit is served from disk, not copied
-//!   back. RAM's room then goes to first copies waiting for their second request.
+//! - `second-request` (the proxy's rule for slices over a disk tier): an object's second request,
+//!   a hit in RAM or a miss the doorkeeper had seen before, proves it: it stays in RAM in a
+//!   write-back FIFO that is the first to give up room, and is written to disk when it does. A
+//!   disk hit is served from disk, not copied back. RAM's room goes first to first copies waiting
+//!   for their second request; proven objects keep only the room those do not need.
 //!
 //! An object already on disk is not written again. One larger than RAM but not than the disk goes
 //! to disk directly where the rule would write it on eviction.
@@ -88,6 +89,8 @@ pub struct TierReport {
 const HIT_IN_RAM: u8 = 1;
 /// The object entered RAM on a request the doorkeeper had seen before (or from disk).
 const SEEN_BEFORE: u8 = 2;
+/// `second-request`: the object is in RAM's write-back FIFO.
+const WRITE_BACK: u8 = 4;
 
 /// One disk rule over its own two tiers.
 pub struct TierSim {
@@ -97,6 +100,10 @@ pub struct TierSim {
     flags: Vec<u8>,
     policy: DiskPolicy,
     doorkeeper: Option<DoorkeeperModel>,
+    /// `second-request`: proven objects in RAM, oldest first, and their bytes (beside `ram`'s,
+    /// within its capacity).
+    write_back: std::collections::VecDeque<(u32, u64)>,
+    write_back_bytes: u64,
     report: TierReport,
 }
 
@@ -117,6 +124,8 @@ impl TierSim {
             flags: Vec::new(),
             policy,
             doorkeeper,
+            write_back: std::collections::VecDeque::new(),
+            write_back_bytes: 0,
             report: TierReport {
                 policy: Some(policy),
                 ..TierReport::default()
@@ -137,17 +146,18 @@ impl TierSim {
         let report = &mut self.report;
         report.requests += 1;
         report.requested_bytes += size;
-        if self.ram.touch(id) {
-            self.flags[index] |= HIT_IN_RAM;
+        if self.flags[index] & WRITE_BACK != 0 || self.ram.touch(id) {
             report.hits += 1;
             report.hit_bytes += size;
             report.ram_hits += 1;
-            if self.policy == DiskPolicy::SecondRequest {
+            if self.policy == DiskPolicy::SecondRequest && self.flags[index] & WRITE_BACK == 0 {
+                // Its room moves from the first copies' LRU to the write-back FIFO.
                 self.ram.remove(id);
-                if !self.disk.contains(id) {
-                    write(&mut self.disk, &mut self.report, id, size);
-                }
+                self.write_back.push_back((id, size));
+                self.write_back_bytes += size;
+                self.flags[index] = WRITE_BACK;
             }
+            self.flags[index] |= HIT_IN_RAM;
             return;
         }
         if self.disk.touch(id) {
@@ -170,16 +180,46 @@ impl TierSim {
         };
         match self.policy {
             DiskPolicy::EveryMiss => write(&mut self.disk, &mut self.report, id, size),
+            // Proven on arrival: into the write-back FIFO, or to disk at once when the proven
+            // objects before it do not make room for it.
             DiskPolicy::SecondRequest if flags == SEEN_BEFORE => {
-                return write(&mut self.disk, &mut self.report, id, size);
+                if self.write_back_room(size) {
+                    self.report.ram_written_bytes += size;
+                    self.write_back.push_back((id, size));
+                    self.write_back_bytes += size;
+                    self.flags[index] = WRITE_BACK | SEEN_BEFORE;
+                } else {
+                    write(&mut self.disk, &mut self.report, id, size);
+                }
+                return;
             }
             _ => {}
         }
         self.store_in_ram(id, size, flags);
     }
 
+    /// `second-request`: makes room for `size` more bytes in RAM by writing the oldest proven
+    /// objects to disk; whether RAM then has it (a first copy's LRU gives up its own oldest).
+    fn write_back_room(&mut self, size: u64) -> bool {
+        let capacity = self.ram.capacity_bytes();
+        while self.ram.used_bytes() + self.write_back_bytes + size > capacity {
+            let Some((victim, victim_size)) = self.write_back.pop_front() else {
+                return false;
+            };
+            self.write_back_bytes -= victim_size;
+            self.flags[victim as usize] = 0;
+            if !self.disk.contains(victim) {
+                write(&mut self.disk, &mut self.report, victim, victim_size);
+            }
+        }
+        true
+    }
+
     /// Stores an object in RAM with `flags`; what RAM evicts goes to disk as the rule says.
     fn store_in_ram(&mut self, id: u32, size: u64, flags: u8) {
+        if self.policy == DiskPolicy::SecondRequest {
+            self.write_back_room(size);
+        }
         self.flags[id as usize] = flags;
         self.report.ram_written_bytes += size;
         let TierSim {
@@ -291,9 +331,23 @@ mod tests {
     }
 
     #[test]
-    fn second_request_keeps_first_copies_in_ram_and_writes_an_object_on_its_second_request() {
-        // RAM holds two: A and B wait there; A's second request writes it and frees its room,
-        // so B survives C and is hit; D is asked once and never written.
+    fn second_request_keeps_proven_objects_in_ram_until_first_copies_need_the_room() {
+        // RAM holds three: A and B are proven by their second requests and stay, and A's third
+        // and B's last requests are RAM hits; C fits beside them; D needs room, and A, the oldest
+        // proven, leaves for the disk: the one write.
+        let rule = run(DiskPolicy::SecondRequest, "A B A B A C D B", 30, 100);
+        assert_eq!(
+            (rule.ram_hits, rule.disk_hits, rule.disk_writes),
+            (4, 0, 1),
+            "{rule:?}"
+        );
+        assert_eq!(rule.disk_writes_refused, 0);
+    }
+
+    #[test]
+    fn second_request_writes_a_proven_object_when_a_first_copy_needs_its_room() {
+        // RAM holds two: A and B wait there; A's second request proves it, and C's first copy
+        // pushes it to disk, so B survives C and is hit; D is asked once and never written.
         let rule = run(DiskPolicy::SecondRequest, "A B A C B D A", 20, 100);
         assert_eq!(
             (rule.ram_hits, rule.disk_hits, rule.disk_writes),

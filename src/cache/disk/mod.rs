@@ -241,13 +241,19 @@ impl DiskTier {
     /// Waits, at most `patience`, until [`Self::has_room_for`] `variants`; whether it has. A
     /// tier that is not open answers at once.
     pub async fn room_for(&self, variants: &Variants, patience: Duration) -> bool {
+        self.room_for_bytes(u64::from(variants.weight()), patience)
+            .await
+    }
+
+    /// [`Self::room_for`] a write of `weight` bytes.
+    pub async fn room_for_bytes(&self, weight: u64, patience: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + patience;
         loop {
             // Listening before looking, so that a job finished in between is not missed.
             let drained = self.shared.drained.notified();
             let mut drained = std::pin::pin!(drained);
             drained.as_mut().enable();
-            if self.has_room_for(variants) {
+            if self.has_room_for_bytes(weight) {
                 return true;
             }
             let open =
@@ -261,8 +267,12 @@ impl DiskTier {
     /// Whether the tier would queue `variants` now: open, not failed, and with room for them in
     /// its write queue (`disk.write_buffer`). For a write that has the choice of staying in RAM.
     pub fn has_room_for(&self, variants: &Variants) -> bool {
+        self.has_room_for_bytes(u64::from(variants.weight()))
+    }
+
+    /// [`Self::has_room_for`] a write of `weight` bytes.
+    pub fn has_room_for_bytes(&self, weight: u64) -> bool {
         let shared = &self.shared;
-        let weight = u64::from(variants.weight());
         shared.engine.get().is_some()
             && !shared.failed.load(Ordering::Relaxed)
             && shared.queued.load(Ordering::Acquire) + weight <= shared.write_buffer

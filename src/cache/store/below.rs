@@ -1,16 +1,14 @@
 //! What the store hands to the tier below RAM and takes back from it: entries leaving RAM
-//! ([`Evicted`]), first copies on their second request, writes that pass RAM by, and copies read
-//! back.
+//! ([`Evicted`]), entries on their way below (main's write-back queue), and copies read back.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use crate::admission::probation::Segment;
 
 use super::super::entry::StoredResponse;
 use super::super::key::CacheKey;
 use super::super::variants::Variants;
-use super::proof::{PROOF_NONE, Proof};
+use super::proof::{PROOF_NONE, PROOF_RAM_HIT, Proof};
 use super::tick::Tick;
 use super::{Store, Write};
 
@@ -48,48 +46,50 @@ impl Store {
         self.peek(key)
     }
 
-    /// Takes a first copy out of probation on its second request: the entry under `key`, if it
-    /// is live in probation, was never hit, and `below` takes its variants, leaves the store (not
-    /// counted as an eviction) and is returned proven by this request, for the tier below RAM
-    /// that `below` asks. `None` leaves the store as it was.
-    pub fn take_first_copy(
-        &self,
-        key: &CacheKey,
-        below: impl FnOnce(&Variants) -> bool,
-    ) -> Option<Evicted> {
+    /// Moves a first copy on its second request from probation into main's write-back queue:
+    /// the entry under `key`, if it is live in probation, stays in RAM, proven by this request,
+    /// and is the first entry to leave when room is needed, handed to the tier below as it goes.
+    /// So RAM's room goes to first copies waiting for their second request, proven entries keep
+    /// only the room those do not need, and what is asked for while still in RAM never costs a
+    /// write below. Returns whether it moved.
+    pub fn write_back_first_copy(&self, key: &CacheKey) -> bool {
         let inner = &*self.inner;
         let mut queues = inner.lock();
-        let taken = inner.index.remove_if(key, |_, slot| {
-            slot.segment == Segment::Probation
-                && Tick::now() < slot.expires
-                && slot.proof.load(Ordering::Relaxed) == PROOF_NONE
-                && below(&slot.variants)
-        });
-        let (key, slot) = taken?;
-        queues.subtract(Segment::Probation, u64::from(slot.variants.weight()));
+        let Some(mut slot) = inner.index.get_mut(key) else {
+            return false;
+        };
+        if slot.segment != Segment::Probation || Tick::now() >= slot.expires {
+            return false;
+        }
+        let weight = u64::from(slot.variants.weight());
+        let ticket = queues.ticket();
+        slot.segment = Segment::Main;
+        slot.ticket = ticket;
+        *slot.uses.get_mut() = 0;
+        if *slot.proof.get_mut() == PROOF_NONE {
+            *slot.proof.get_mut() = PROOF_RAM_HIT;
+        }
+        inner.counters.promoted(slot.variants.body_bytes());
+        drop(slot);
+        queues.subtract(Segment::Probation, weight);
+        queues.add(Segment::Main, weight);
+        // The probation node is stale now.
         queues.stale += 1;
+        queues.write_back.push_back((key.clone(), ticket));
         inner.compact_if_stale(&mut queues);
-        Some(Evicted {
-            key,
-            variants: slot.variants,
-            proof: Some(Proof::RamHit),
-        })
+        true
     }
 
-    /// `response` as an entry leaving the store with `proof` would be handed on, without its
-    /// ever entering RAM: for a write that goes to a tier below directly.
-    pub fn passed_below(
+    /// Stores `response`, fetched on a request that proved it (seen before, or admission off),
+    /// in main's write-back queue, as [`Self::write_back_first_copy`] leaves a first copy.
+    pub fn insert_written_back(
         &self,
         key: CacheKey,
-        response: Arc<StoredResponse>,
-        proof: Proof,
-    ) -> Evicted {
-        let variants = self.inner.variants(&key, None, &response);
-        Evicted {
-            key,
-            variants,
-            proof: Some(proof),
-        }
+        response: StoredResponse,
+    ) -> Arc<StoredResponse> {
+        let response = Arc::new(response);
+        self.write_placed(key, &response, Segment::Main, Write::Fetched, true);
+        response
     }
 
     /// Places `response`, read back from a tier below RAM that keeps it, in probation if the

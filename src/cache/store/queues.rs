@@ -11,6 +11,9 @@ use super::Usage;
 #[derive(Default)]
 pub(super) struct Queues {
     pub(super) fifo: [VecDeque<(CacheKey, u64)>; 2],
+    /// Entries of main on their way to the tier below ([`super::Store::write_back_first_copy`]):
+    /// the first to leave when room is needed, handed to the eviction listener as they go.
+    pub(super) write_back: VecDeque<(CacheKey, u64)>,
     pub(super) usage: Usage,
     next_ticket: u64,
     /// Queue nodes whose slot was replaced or removed; skipped when reached, compacted when many.

@@ -1,7 +1,8 @@
 //! Where a slice is kept: read from RAM or the disk tier below it, and stored where the
-//! doorkeeper places it. Over an open disk tier, RAM's room goes to first copies waiting for their
-//! second request: a proven slice goes to the disk, not into RAM (a slice asked for once never
-//! reaches the disk).
+//! doorkeeper places it. Over an open disk tier, RAM's room goes first to first copies waiting for
+//! their second request: a proven slice stays in RAM only in the room they do not need, and is
+//! written to the disk when it leaves (a slice asked for once never reaches the disk, and one
+//! asked for only while it is in RAM never does either).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -13,52 +14,37 @@ use http::header::HeaderMap;
 use super::SliceError;
 use crate::admission::probation::Segment;
 use crate::cache::policy as cache_policy;
-use crate::cache::{CacheKey, Proof, ResponseControl, StoredResponse, storability};
+use crate::cache::{CacheKey, ResponseControl, StoredResponse, storability};
 use crate::proxy::Proxy;
 use crate::proxy::request::decision;
 use crate::proxy::request::exchange::Exchange;
 use crate::telemetry::{PurgeLabel, SliceEvent, series};
 
-/// How long a slice proven on this request waits for room in the disk tier's write queue before
-/// it stays in RAM instead: a disk slower than the requests that prove slices slows those
-/// requests, as a cache writing through to its disk would, rather than filling RAM main with
-/// slices that squeeze out the first copies (see `stored_slice`).
+/// How long a slice about to enter a full RAM waits for room in the disk tier's write queue for
+/// the proven slice it will push out: a disk slower than the requests slows those requests, as a
+/// cache writing through to its disk would, rather than losing proven slices it cannot write.
 const DISK_PATIENCE: Duration = Duration::from_secs(1);
 
 impl Proxy {
     /// The stored slice under `key`, fresh or not, from RAM or from disk (or on its way there),
-    /// unless a purge of one of its tags removed it. Over an open disk tier, RAM holds a slice
-    /// only as a first copy in probation: its second request hands it to the disk and takes it out
-    /// of RAM, and a slice read from disk is copied back only into room RAM has idle (the first to
-    /// leave it, and never promoted), so that RAM's room goes to first copies waiting for their
-    /// second request (a slice asked for once never reaches the disk).
+    /// unless a purge of one of its tags removed it. Over an open disk tier, a first copy's second
+    /// request moves it to main's write-back queue (it stays in RAM, the first to leave, for the
+    /// disk, when first copies need the room: `Store::write_back_first_copy`), and a slice read
+    /// from disk is copied back only into room RAM has idle (the first to leave it, and never
+    /// promoted), so that RAM's room goes to first copies waiting for their second request.
     pub(super) async fn stored_slice(
         &self,
         exchange: &Exchange,
         key: &CacheKey,
     ) -> Option<Arc<StoredResponse>> {
         let none = HeaderMap::new();
-        let mut entry = None;
-        if let Some(disk) = &self.disk
-            && self.store.segment_of(key) == Some(Segment::Probation)
-            && let Some(waiting) = self.store.peek(key)
-        {
-            disk.room_for(&waiting, DISK_PATIENCE).await;
+        if self.disk.is_some() && self.store.segment_of(key) == Some(Segment::Probation) {
+            self.store.write_back_first_copy(key);
         }
-        if let Some(disk) = &self.disk
-            && let Some(first) = self
-                .store
-                .take_first_copy(key, |variants| disk.has_room_for(variants))
-        {
-            entry = first.variants.select(&none).cloned();
-            disk.offer(first);
-        }
-        if entry.is_none() {
-            entry = self
-                .store
-                .get(key)
-                .and_then(|variants| variants.select(&none).cloned());
-        }
+        let mut entry = self
+            .store
+            .get(key)
+            .and_then(|variants| variants.select(&none).cloned());
         if entry.is_none()
             && let Some(disk) = &self.disk
         {
@@ -144,24 +130,19 @@ impl Proxy {
             return Ok((Arc::new(entry), false));
         };
         series().slice(SliceEvent::Stored).increment(1);
-        // Proven on arrival (seen before, or admission off): over a disk tier with room it goes
-        // there, not into RAM, whose room is the first copies' (see `stored_slice`).
-        let Some(disk) = self.disk.as_ref().filter(|_| segment == Segment::Main) else {
+        let Some(disk) = &self.disk else {
             return Ok((self.store.insert(key.clone(), entry, segment), true));
         };
-        let entry = Arc::new(entry);
-        let below = self
-            .store
-            .passed_below(key.clone(), Arc::clone(&entry), Proof::SeenBefore);
-        if disk.room_for(&below.variants, DISK_PATIENCE).await {
-            disk.offer(below);
-            return Ok((entry, true));
-        }
-        // No room in the disk's write queue: into RAM, as without a disk tier.
-        drop(below);
-        match Arc::try_unwrap(entry) {
-            Ok(entry) => Ok((self.store.insert(key.clone(), entry, segment), true)),
-            Err(shared) => Ok((shared, false)),
-        }
+        // Whatever this slice pushes out of a full RAM goes to the disk: wait for room for it
+        // (a slice pushes out about its own size).
+        disk.room_for_bytes(entry.body.len() as u64, DISK_PATIENCE)
+            .await;
+        // Proven on arrival (seen before, or admission off): in RAM only until first copies need
+        // the room, as a first copy proven in RAM (see `stored_slice`).
+        let stored = match segment {
+            Segment::Main => self.store.insert_written_back(key.clone(), entry),
+            Segment::Probation => self.store.insert(key.clone(), entry, segment),
+        };
+        Ok((stored, true))
     }
 }
