@@ -770,7 +770,7 @@ mod tests {
     }
 
     #[test]
-    fn the_byte_bound_holds_under_random_writes_hits_and_purges() {
+    fn the_byte_bound_holds_under_random_writes_write_backs_hits_and_purges() {
         let w = weight(500);
         let store = Store::new(Budget::new(40 * w, 0.1), 4);
         let mut state = 7u64;
@@ -780,7 +780,7 @@ mod tests {
                 .wrapping_add(1);
             let k = key(&format!("k{}", (state >> 33) % 200));
             let body = 100 + ((state >> 20) % 900) as usize;
-            match (state >> 40) % 8 {
+            match (state >> 40) % 10 {
                 0 => {
                     store.purge(&k);
                 }
@@ -789,6 +789,12 @@ mod tests {
                 }
                 4 => {
                     store.insert(k, plain(body), Segment::Main);
+                }
+                5 => {
+                    store.write_back_first_copy(&k);
+                }
+                6 => {
+                    store.insert_written_back(k, plain(body));
                 }
                 _ => {
                     store.insert(k, plain(body), Segment::Probation);
@@ -839,7 +845,7 @@ mod tests {
     }
 
     #[test]
-    fn concurrent_hits_writes_purges_and_evictions_keep_the_bound_and_the_accounting() {
+    fn concurrent_hits_writes_write_backs_purges_and_evictions_keep_the_bound_and_the_accounting() {
         let w = weight(1000);
         let store = Store::new(Budget::new(50 * w, 0.1), 4);
         std::thread::scope(|scope| {
@@ -852,7 +858,7 @@ mod tests {
                             .wrapping_mul(6_364_136_223_846_793_005)
                             .wrapping_add(1);
                         let k = key(&format!("k{}", (state >> 33) % 120));
-                        match (state >> 45) % 10 {
+                        match (state >> 45) % 12 {
                             0 => {
                                 store.purge(&k);
                             }
@@ -861,6 +867,12 @@ mod tests {
                             }
                             6 | 7 => {
                                 store.insert(k, plain(1000), Segment::Probation);
+                            }
+                            8 => {
+                                store.write_back_first_copy(&k);
+                            }
+                            9 => {
+                                store.insert_written_back(k, plain(1000));
                             }
                             _ => {
                                 store.insert(k, plain(1000), Segment::Main);
