@@ -21,7 +21,8 @@
 //!
 //! With a disk size, each cache size is also run as RAM over a disk ([`TierSim`], the simulator's
 //! two tiers) under each of its disk rules, slices as objects: `second-request` (bloomgate's disk
-//! tier for slices: RAM keeps first copies, a slice's second request writes it to disk), `gated`
+//! tier for slices: a slice's second request proves it, and it is written to disk when a first
+//! copy needs its room in RAM), `gated`
 //! (bloomgate's disk tier for whole objects: what RAM gives up, if it was hit there or asked for
 //! again), `every-miss` (nginx's `proxy_cache`: every origin miss written at once) and
 //! `write-all`.
