@@ -270,6 +270,11 @@ impl DiskTier {
         self.has_room_for_bytes(u64::from(variants.weight()))
     }
 
+    /// Whether the tier takes writes at all: open and not failed (its write queue may be full).
+    pub fn takes_writes(&self) -> bool {
+        self.shared.engine.get().is_some() && !self.shared.failed.load(Ordering::Relaxed)
+    }
+
     /// [`Self::has_room_for`] a write of `weight` bytes.
     pub fn has_room_for_bytes(&self, weight: u64) -> bool {
         let shared = &self.shared;

@@ -38,7 +38,11 @@ impl Proxy {
         key: &CacheKey,
     ) -> Option<Arc<StoredResponse>> {
         let none = HeaderMap::new();
-        if self.disk.is_some() && self.store.segment_of(key) == Some(Segment::Probation) {
+        // A tier that cannot take the write (failed, or still opening) leaves the slice to RAM's
+        // own rules, as without a disk tier: written back, it would only be dropped first.
+        if self.disk.as_ref().is_some_and(|disk| disk.takes_writes())
+            && self.store.segment_of(key) == Some(Segment::Probation)
+        {
             self.store.write_back_first_copy(key);
         }
         let mut entry = self
@@ -130,7 +134,7 @@ impl Proxy {
             return Ok((Arc::new(entry), false));
         };
         series().slice(SliceEvent::Stored).increment(1);
-        let Some(disk) = &self.disk else {
+        let Some(disk) = self.disk.as_ref().filter(|disk| disk.takes_writes()) else {
             return Ok((self.store.insert(key.clone(), entry, segment), true));
         };
         // Whatever this slice pushes out of a full RAM goes to the disk: wait for room for it
