@@ -245,7 +245,9 @@ async fn recovered_entries(client: &Client, proxy: &ProxyProcess) -> u64 {
 /// A disk tier on the segment engine in `config`'s `disk.path`, whose engine opens (recovers its
 /// index) only once the returned sender says so or is dropped: a recovery as slow as the test
 /// needs.
-fn tier_recovering_until_released(config: &Config) -> (DiskTier, std::sync::mpsc::Sender<()>) {
+pub(crate) fn tier_recovering_until_released(
+    config: &Config,
+) -> (DiskTier, std::sync::mpsc::Sender<()>) {
     let dir = config.disk.path.clone().expect("a disk.path");
     let options = EngineOptions {
         dir: dir.clone(),

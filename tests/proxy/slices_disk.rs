@@ -331,3 +331,41 @@ async fn a_corrupted_slice_record_is_dropped_logged_and_fetched_again_never_serv
         "no warning naming the damaged file; log:\n{log}"
     );
 }
+
+/// While the disk tier cannot take writes (here: its index still recovering), a proven slice stays
+/// under RAM's own rules, as without a disk tier: hit in probation, it is promoted into main and
+/// outlives another object's first copies. Written back instead, it would be the first to leave,
+/// dropped by a tier that refuses it, and fetched again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_proven_while_the_disk_cannot_take_it_stays_in_ram() {
+    let origin = start_origin(OriginOptions::default())
+        .await
+        .expect("origin");
+    let dir = TempDir::new("slices-recovering");
+    let config = bloomgate::config::Config::from_toml_str(&sliced_on_disk(&origin, &dir).text())
+        .expect("the test's config");
+    let (tier, release) = crate::disk::tier_recovering_until_released(&config);
+    let running = bloomgate::proxy::start_with_disk(config, tier)
+        .await
+        .expect("start");
+    let client = Client::new();
+    let url = |key: &str| format!("http://{}{}", running.addr, film_path(key));
+    let two_slices = [("range", "bytes=0-131071")];
+    for _ in 0..2 {
+        let reply = client.get_with(&url("twice"), &two_slices).await;
+        assert!(is_part_of(&reply.body, "twice", 0..2 * SLICE));
+    }
+    let fetched = origin.stats.requests_for("twice");
+    let other = client.get(&url("other")).await;
+    assert!(is_part_of(&other.body, "other", 0..SIZE));
+    let again = client.get_with(&url("twice"), &two_slices).await;
+    assert!(is_part_of(&again.body, "twice", 0..2 * SLICE));
+    assert!(
+        again.cache_status().contains("detail=slice-hits-2-of-2"),
+        "{}",
+        again.cache_status()
+    );
+    assert_eq!(origin.stats.requests_for("twice"), fetched);
+    drop(release);
+    running.shutdown().await;
+}
