@@ -65,6 +65,9 @@ impl StoreCounters {
 pub struct Usage {
     pub entries: [u64; 2],
     pub bytes: [u64; 2],
+    /// Bytes of main (counted in `bytes`) in its write-back queue: proven entries waiting in RAM
+    /// for the tier below ([`Store::write_back_first_copy`]).
+    pub write_back_bytes: u64,
 }
 
 /// One key's place in the store.
@@ -81,6 +84,8 @@ struct Slot {
     /// How the entry has proved itself since it entered the store, if it has (a [`Proof`] as
     /// `PROOF_*`): what a tier below RAM may take when the entry leaves ([`Evicted::proof`]).
     proof: AtomicU8,
+    /// In main's write-back queue (its node is there, not in main's FIFO).
+    written_back: bool,
 }
 
 impl Slot {
@@ -129,6 +134,8 @@ struct Replaced {
     proof: u8,
     /// Whether it was in main.
     in_main: bool,
+    /// Whether it was in main's write-back queue.
+    written_back: bool,
 }
 
 /// The in-memory cache of responses: a probation FIFO and a main segment over one byte budget,
@@ -273,6 +280,7 @@ impl Store {
             uses,
             proof,
             in_main,
+            written_back: was_written_back,
         } = inner.replace(&mut queues, &key, segment, how, now);
         let proof = proof::of_write(proof, how, segment);
         let variants = inner.variants(&key, existing.as_ref(), response);
@@ -298,6 +306,11 @@ impl Store {
         } else {
             segment
         };
+        // A refresh keeps its node, and so its queue; a new node goes where the write asks.
+        let written_back = match kept_ticket {
+            Some(_) => was_written_back,
+            None => write_back && segment == Segment::Main,
+        };
         let ticket = kept_ticket.unwrap_or_else(|| queues.ticket());
         inner.index.insert(
             key.clone(),
@@ -308,12 +321,13 @@ impl Store {
                 ticket,
                 uses: AtomicU8::new(uses),
                 proof: AtomicU8::new(proof),
+                written_back,
             },
         );
-        queues.add(segment, weight);
+        queues.add(segment, weight, written_back);
         match (kept_ticket, how) {
             (Some(_), _) => {}
-            (None, _) if write_back && segment == Segment::Main => {
+            (None, _) if written_back => {
                 queues.write_back.push_back((key, ticket));
             }
             // Idle room's copy is the first to give it up.
@@ -335,7 +349,11 @@ impl Store {
         let Some((_, slot)) = inner.index.remove(key) else {
             return false;
         };
-        queues.subtract(slot.segment, u64::from(slot.variants.weight()));
+        queues.subtract(
+            slot.segment,
+            u64::from(slot.variants.weight()),
+            slot.written_back,
+        );
         queues.stale += 1;
         inner.compact_if_stale(&mut queues);
         true
@@ -381,6 +399,7 @@ impl Inner {
                 uses: 0,
                 proof: PROOF_NONE,
                 in_main: false,
+                written_back: false,
             };
         };
         let live = now < slot.expires;
@@ -403,7 +422,11 @@ impl Inner {
         } else {
             PROOF_NONE
         };
-        queues.subtract(slot.segment, u64::from(slot.variants.weight()));
+        queues.subtract(
+            slot.segment,
+            u64::from(slot.variants.weight()),
+            slot.written_back,
+        );
         if kept_ticket.is_none() {
             queues.stale += 1;
         }
@@ -414,6 +437,7 @@ impl Inner {
             uses,
             proof,
             in_main: slot.segment == Segment::Main,
+            written_back: slot.written_back,
         }
     }
 
@@ -502,8 +526,9 @@ impl Inner {
                         *slot.uses.get_mut() = uses;
                         slot.segment = Segment::Main;
                         slot.ticket = queues.ticket();
-                        queues.subtract(from, weight);
-                        queues.add(Segment::Main, weight);
+                        // Nodes in the FIFOs stand for slots outside the write-back queue.
+                        queues.subtract(from, weight, false);
+                        queues.add(Segment::Main, weight, false);
                         queues.fifo[Segment::Main.index()].push_back((key.clone(), slot.ticket));
                     }
                     if leaving == Leaving::Promote {
@@ -548,7 +573,8 @@ impl Inner {
         weight: u64,
     ) {
         let removed = self.index.remove(key);
-        queues.subtract(from, weight);
+        let written_back = removed.as_ref().is_some_and(|(_, slot)| slot.written_back);
+        queues.subtract(from, weight, written_back);
         if let (Some(listener), Some((key, slot)), true) = (&self.listener, removed, live) {
             listener(Evicted {
                 key,
@@ -658,16 +684,27 @@ mod tests {
                 let i = slot.segment.index();
                 usage.entries[i] += 1;
                 usage.bytes[i] += u64::from(slot.variants.weight());
-                let write_back = queues
-                    .write_back
-                    .iter()
-                    .filter(|_| slot.segment == Segment::Main);
-                let nodes = queues.fifo[i]
-                    .iter()
-                    .chain(write_back)
-                    .filter(|(k, t)| k == slot.key() && *t == slot.ticket)
-                    .count();
-                assert_eq!(nodes, 1, "{} has {nodes} live nodes", slot.key());
+                assert!(!slot.written_back || slot.segment == Segment::Main);
+                if slot.written_back {
+                    usage.write_back_bytes += u64::from(slot.variants.weight());
+                }
+                let live = |queue: &std::collections::VecDeque<(CacheKey, u64)>| {
+                    queue
+                        .iter()
+                        .filter(|(k, t)| k == slot.key() && *t == slot.ticket)
+                        .count()
+                };
+                let (own, other) = if slot.written_back {
+                    (live(&queues.write_back), live(&queues.fifo[i]))
+                } else {
+                    (live(&queues.fifo[i]), live(&queues.write_back))
+                };
+                assert_eq!(
+                    (own, other),
+                    (1, 0),
+                    "{}: live nodes in its queue, and in the other",
+                    slot.key()
+                );
             }
             assert_eq!(usage, queues.usage);
             assert!(queues.total_bytes() <= inner.budget.total());
@@ -986,6 +1023,7 @@ mod tests {
         assert!(store.write_back_first_copy(&key("a")));
         assert!(!store.write_back_first_copy(&key("a")));
         assert_eq!(store.segment_of(&key("a")), Some(Segment::Main));
+        assert_eq!(store.usage().write_back_bytes, w);
         assert_eq!(store.counters().promotions.load(Ordering::Relaxed), 1);
         store.check();
         // Not full: it stays, and is hit in RAM.
@@ -996,6 +1034,7 @@ mod tests {
         // and main's own entry is older.
         store.insert(key("d"), plain(1000), Segment::Probation);
         assert_eq!(left(), [("a".to_owned(), Some(Proof::RamHit))]);
+        assert_eq!(store.usage().write_back_bytes, 0);
         for name in ["main", "b", "c", "d"] {
             assert!(store.peek(&key(name)).is_some(), "{name}");
         }

@@ -205,6 +205,7 @@ impl Proxy {
             }),
             cache_entries: usage.entries,
             cache_bytes: usage.bytes,
+            cache_write_back_bytes: usage.write_back_bytes,
             cache_writes: each(&counters.writes),
             cache_written_bytes: each(&counters.written_bytes),
             cache_max_bytes: self.store.budget().total(),

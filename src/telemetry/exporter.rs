@@ -80,6 +80,8 @@ pub struct ScrapeState {
     /// Per segment, indexed by [`Segment::index`].
     pub cache_entries: [u64; 2],
     pub cache_bytes: [u64; 2],
+    /// Bytes of main in its write-back queue.
+    pub cache_write_back_bytes: u64,
     pub cache_writes: [u64; 2],
     pub cache_written_bytes: [u64; 2],
     pub cache_max_bytes: u64,
@@ -129,6 +131,7 @@ pub fn render(state: &ScrapeState) -> String {
     }
     counter!(ADMISSION_TOTAL, "decision" => "promoted").absolute(state.cache_promotions);
     gauge!(CACHE_MAX_BYTES).set(state.cache_max_bytes as f64);
+    gauge!(CACHE_WRITE_BACK_BYTES).set(state.cache_write_back_bytes as f64);
     counter!(CACHE_EVICTIONS_TOTAL).absolute(state.cache_evictions);
     counter!(CACHE_EXPIRATIONS_TOTAL).absolute(state.cache_expirations);
     if let Some(disk) = &state.disk {

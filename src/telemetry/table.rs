@@ -152,6 +152,9 @@ metrics_table! {
     CACHE_BYTES: Gauge(Bytes), "bloomgate_cache_bytes", AtScrape,
         "Bytes held in the cache (headers, bodies, bookkeeping), by segment (probation, main).",
         [segment = listed!(Segment)];
+    CACHE_WRITE_BACK_BYTES: Gauge(Bytes), "bloomgate_cache_write_back_bytes", AtScrape,
+        "Bytes of main (counted in bloomgate_cache_bytes) held by proven slices waiting in RAM for the disk tier: the first to leave, and to be written, when room is needed.",
+        [];
     CACHE_MAX_BYTES: Gauge(Bytes), "bloomgate_cache_max_bytes", AtScrape,
         "Configured cache size.",
         [];

@@ -138,6 +138,10 @@ async fn a_slice_asked_for_twice_reaches_the_disk_when_first_copies_need_its_roo
         2.0
     );
     assert_eq!(metric(&in_ram, "bloomgate_disk_hits_total"), 0.0);
+    assert!(
+        metric(&in_ram, "bloomgate_cache_write_back_bytes") >= (2 * SLICE) as f64,
+        "the proven slices wait in the write-back queue"
+    );
     assert_eq!(
         written(&in_ram),
         0.0,
@@ -152,6 +156,10 @@ async fn a_slice_asked_for_twice_reaches_the_disk_when_first_copies_need_its_roo
         (disk_writes(&after_other, "ram_hit"), written(&after_other)),
         (2.0, 2.0),
         "the two slices asked for again, and nothing else, reach the disk"
+    );
+    assert_eq!(
+        metric(&after_other, "bloomgate_cache_write_back_bytes"),
+        0.0
     );
     let from_disk = client.get_with(&twice_url, &two_slices).await;
     assert!(is_part_of(&from_disk.body, "twice", 0..2 * SLICE));

@@ -65,14 +65,15 @@ impl Store {
         let ticket = queues.ticket();
         slot.segment = Segment::Main;
         slot.ticket = ticket;
+        slot.written_back = true;
         *slot.uses.get_mut() = 0;
         if *slot.proof.get_mut() == PROOF_NONE {
             *slot.proof.get_mut() = PROOF_RAM_HIT;
         }
         inner.counters.promoted(slot.variants.body_bytes());
         drop(slot);
-        queues.subtract(Segment::Probation, weight);
-        queues.add(Segment::Main, weight);
+        queues.subtract(Segment::Probation, weight, false);
+        queues.add(Segment::Main, weight, true);
         // The probation node is stale now.
         queues.stale += 1;
         queues.write_back.push_back((key.clone(), ticket));

@@ -30,13 +30,22 @@ impl Queues {
         self.usage.bytes[0] + self.usage.bytes[1]
     }
 
-    pub(super) fn add(&mut self, segment: Segment, weight: u64) {
+    /// Counts an entry of `weight` bytes into `segment`, and into main's write-back queue when
+    /// `written_back`.
+    pub(super) fn add(&mut self, segment: Segment, weight: u64, written_back: bool) {
         self.usage.bytes[segment.index()] += weight;
         self.usage.entries[segment.index()] += 1;
+        if written_back {
+            self.usage.write_back_bytes += weight;
+        }
     }
 
-    pub(super) fn subtract(&mut self, segment: Segment, weight: u64) {
+    /// Takes back what [`Self::add`] counted.
+    pub(super) fn subtract(&mut self, segment: Segment, weight: u64, written_back: bool) {
         self.usage.bytes[segment.index()] -= weight;
         self.usage.entries[segment.index()] -= 1;
+        if written_back {
+            self.usage.write_back_bytes -= weight;
+        }
     }
 }
