@@ -6,8 +6,9 @@
 # the start of its video in 1 MiB ranges, then seeks into places mostly asked for once) replayed,
 # Range headers and all, through
 #   bloomgate-per-slice   slices of 1 MiB above 8 MiB, each admitted on its own (mode "probation":
-#                         a first-seen slice in the probation FIFO in RAM, handed to the disk
-#                         tier on its second request)
+#                         a first-seen slice in the probation FIFO in RAM; proven on its second
+#                         request, it stays in RAM until a first copy needs its room, and is
+#                         written to the disk tier then)
 #   bloomgate-every-slice the same with admission "off": every slice stored in main at once
 #   nginx-slice-1         nginx `slice 1m`, `proxy_cache_min_uses 1`
 #   nginx-slice-2         nginx `slice 1m`, `proxy_cache_min_uses 2`
