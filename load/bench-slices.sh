@@ -9,7 +9,8 @@
 #                         a first-seen slice in the probation FIFO in RAM; proven on its second
 #                         request, it stays in RAM until a first copy needs its room, and is
 #                         written to the disk tier then)
-#   bloomgate-every-slice the same with admission "off": every slice stored in main at once
+#   bloomgate-every-slice the same with admission "off": every slice proven at once (in RAM's
+#                         write-back queue, written to disk when a newer slice needs the room)
 #   nginx-slice-1         nginx `slice 1m`, `proxy_cache_min_uses 1`
 #   nginx-slice-2         nginx `slice 1m`, `proxy_cache_min_uses 2`
 # each started afresh with an empty cache. Prints, per peer: origin bytes (the body bytes the
