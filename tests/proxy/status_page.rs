@@ -98,6 +98,10 @@ async fn status_json_reports_the_figures_of_metrics() {
             "{decision}"
         );
     }
+    assert_eq!(
+        count(&status, "/cache/write_back_bytes"),
+        common::required_metric(&scrape, "bloomgate_cache_write_back_bytes") as u64
+    );
     for segment in ["probation", "main"] {
         let series = format!("bloomgate_cache_entries{{segment=\"{segment}\"}}");
         let held = common::required_metric(&scrape, &series) as u64;

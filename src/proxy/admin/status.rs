@@ -11,12 +11,12 @@ use crate::cache::disk::WriteReason;
 use crate::config::Config;
 use crate::telemetry::{
     self, ADMISSION_TOTAL, CACHE_BYTES, CACHE_ENTRIES, CACHE_EVICTIONS_TOTAL,
-    CACHE_HIT_BYTES_TOTAL, CACHE_MAX_BYTES, CACHE_WRITES_TOTAL, DISK_BYTES, DISK_ENTRIES,
-    DISK_HITS_TOTAL, DISK_LIVE_BYTES, DISK_MAX_BYTES, DISK_RECOVERING, DISK_WRITTEN_BYTES_TOTAL,
-    FILTER_BYTES, FILTER_CAPACITY, FILTER_ESTIMATED_FPR, FILTER_ESTIMATED_ITEMS, FILTER_FILL_RATIO,
-    FILTER_GENERATION, FILTER_MAX_AGE_REMAINING_SECONDS, FILTER_ROTATE_AT_FPR,
-    FILTER_ROTATIONS_TOTAL, ORIGIN_BYTES_TOTAL, REQUESTS_TOTAL, SLICE_ORIGIN_BYTES_TOTAL,
-    SLICES_TOTAL, UPSTREAM_HEALTHY,
+    CACHE_HIT_BYTES_TOTAL, CACHE_MAX_BYTES, CACHE_WRITE_BACK_BYTES, CACHE_WRITES_TOTAL, DISK_BYTES,
+    DISK_ENTRIES, DISK_HITS_TOTAL, DISK_LIVE_BYTES, DISK_MAX_BYTES, DISK_RECOVERING,
+    DISK_WRITTEN_BYTES_TOTAL, FILTER_BYTES, FILTER_CAPACITY, FILTER_ESTIMATED_FPR,
+    FILTER_ESTIMATED_ITEMS, FILTER_FILL_RATIO, FILTER_GENERATION, FILTER_MAX_AGE_REMAINING_SECONDS,
+    FILTER_ROTATE_AT_FPR, FILTER_ROTATIONS_TOTAL, ORIGIN_BYTES_TOTAL, REQUESTS_TOTAL,
+    SLICE_ORIGIN_BYTES_TOTAL, SLICES_TOTAL, UPSTREAM_HEALTHY,
 };
 
 use crate::proxy::Proxy;
@@ -88,6 +88,8 @@ pub struct CacheStatus {
     /// By segment: `probation`, `main`.
     pub entries: BTreeMap<&'static str, u64>,
     pub bytes: BTreeMap<&'static str, u64>,
+    /// Bytes of main held by proven slices waiting for the disk tier.
+    pub write_back_bytes: u64,
     pub max_bytes: u64,
     pub writes: BTreeMap<&'static str, u64>,
     pub evictions: u64,
@@ -311,6 +313,7 @@ pub fn status(proxy: &Proxy, history: &History) -> Status {
         cache: CacheStatus {
             entries: by_segment(CACHE_ENTRIES),
             bytes: by_segment(CACHE_BYTES),
+            write_back_bytes: series.count(CACHE_WRITE_BACK_BYTES, None),
             max_bytes: series.count(CACHE_MAX_BYTES, None),
             writes: by_segment(CACHE_WRITES_TOTAL),
             evictions: series.count(CACHE_EVICTIONS_TOTAL, None),
