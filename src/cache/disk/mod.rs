@@ -238,36 +238,22 @@ impl DiskTier {
         &self.shared.dir
     }
 
-    /// Waits, at most `patience`, until [`Self::has_room_for`] `variants`; whether it has. A
-    /// tier that is not open answers at once.
-    pub async fn room_for(&self, variants: &Variants, patience: Duration) -> bool {
-        self.room_for_bytes(u64::from(variants.weight()), patience)
-            .await
-    }
-
-    /// [`Self::room_for`] a write of `weight` bytes.
-    pub async fn room_for_bytes(&self, weight: u64, patience: Duration) -> bool {
+    /// Waits, at most `patience`, until [`Self::has_room_for`] a write of `weight` bytes; whether
+    /// it has. A tier that does not take writes answers at once.
+    pub async fn room_for(&self, weight: u64, patience: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + patience;
         loop {
             // Listening before looking, so that a job finished in between is not missed.
             let drained = self.shared.drained.notified();
             let mut drained = std::pin::pin!(drained);
             drained.as_mut().enable();
-            if self.has_room_for_bytes(weight) {
+            if self.has_room_for(weight) {
                 return true;
             }
-            let open =
-                self.shared.engine.get().is_some() && !self.shared.failed.load(Ordering::Relaxed);
-            if !open || tokio::time::timeout_at(deadline, drained).await.is_err() {
+            if !self.takes_writes() || tokio::time::timeout_at(deadline, drained).await.is_err() {
                 return false;
             }
         }
-    }
-
-    /// Whether the tier would queue `variants` now: open, not failed, and with room for them in
-    /// its write queue (`disk.write_buffer`). For a write that has the choice of staying in RAM.
-    pub fn has_room_for(&self, variants: &Variants) -> bool {
-        self.has_room_for_bytes(u64::from(variants.weight()))
     }
 
     /// Whether the tier takes writes at all: open and not failed (its write queue may be full).
@@ -275,12 +261,11 @@ impl DiskTier {
         self.shared.engine.get().is_some() && !self.shared.failed.load(Ordering::Relaxed)
     }
 
-    /// [`Self::has_room_for`] a write of `weight` bytes.
-    pub fn has_room_for_bytes(&self, weight: u64) -> bool {
+    /// Whether the tier would queue a write of `weight` bytes now: it takes writes, and its write
+    /// queue (`disk.write_buffer`) has room for them.
+    pub fn has_room_for(&self, weight: u64) -> bool {
         let shared = &self.shared;
-        shared.engine.get().is_some()
-            && !shared.failed.load(Ordering::Relaxed)
-            && shared.queued.load(Ordering::Acquire) + weight <= shared.write_buffer
+        self.takes_writes() && shared.queued.load(Ordering::Acquire) + weight <= shared.write_buffer
     }
 
     /// Takes an entry RAM evicted: queued for disk if it proved itself and is not on disk

@@ -139,8 +139,7 @@ impl Proxy {
         };
         // Whatever this slice pushes out of a full RAM goes to the disk: wait for room for it
         // (a slice pushes out about its own size).
-        disk.room_for_bytes(entry.body.len() as u64, DISK_PATIENCE)
-            .await;
+        disk.room_for(entry.body.len() as u64, DISK_PATIENCE).await;
         // Proven on arrival (seen before, or admission off): in RAM only until first copies need
         // the room, as a first copy proven in RAM (see `stored_slice`).
         let stored = match segment {
