@@ -5,7 +5,7 @@
 
 use http::header::{self, HeaderMap, HeaderName};
 
-use super::field::combined;
+use super::field::{self, combined};
 
 /// A delta-seconds argument (RFC 9111 section 1.2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -279,24 +279,10 @@ pub fn cache_control(headers: &HeaderMap) -> Vec<(String, Option<String>)> {
 
 /// The members of a comma-separated list, trimmed, empty ones dropped; a comma inside a quoted
 /// string belongs to the string.
-fn split_list(value: &str) -> Vec<&str> {
-    let mut members = Vec::new();
-    let (mut start, mut quoted, mut escaped) = (0, false, false);
-    for (at, byte) in value.bytes().enumerate() {
-        match byte {
-            _ if escaped => escaped = false,
-            b'\\' if quoted => escaped = true,
-            b'"' => quoted = !quoted,
-            b',' if !quoted => {
-                members.push(value[start..at].trim());
-                start = at + 1;
-            }
-            _ => {}
-        }
-    }
-    members.push(value[start..].trim());
-    members.retain(|member| !member.is_empty());
-    members
+fn split_list(value: &str) -> impl Iterator<Item = &str> {
+    field::split_outside_quotes(value, b',')
+        .map(str::trim)
+        .filter(|member| !member.is_empty())
 }
 
 /// A token as it is, or a quoted string's content with its escapes removed.

@@ -31,6 +31,32 @@ pub fn selection(headers: &HeaderMap, names: &[HeaderName]) -> Box<[Option<Heade
     names.iter().map(|name| combined(headers, name)).collect()
 }
 
+/// `value` cut at each `delimiter` (an ASCII byte) that is not inside a quoted-string (RFC 9110
+/// section 5.6.4; a backslash inside quotes escapes the next byte), pieces as they are, empty and
+/// untrimmed ones included: lists (`,`) and parameters (`;`) read the same way.
+pub fn split_outside_quotes(value: &str, delimiter: u8) -> impl Iterator<Item = &str> {
+    let mut rest = Some(value);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let (mut quoted, mut escaped) = (false, false);
+        for (at, byte) in text.bytes().enumerate() {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' if quoted => escaped = true,
+                b'"' => quoted = !quoted,
+                _ if byte == delimiter && !quoted => {
+                    // An ASCII delimiter is a character boundary.
+                    rest = Some(&text[at + 1..]);
+                    return Some(&text[..at]);
+                }
+                _ => {}
+            }
+        }
+        rest = None;
+        Some(text)
+    })
+}
+
 /// A header map of `pairs`, in order, each pair its own line: how unit tests write fields.
 #[cfg(test)]
 pub fn lines(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
@@ -44,6 +70,14 @@ pub fn lines(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn splitting_skips_delimiters_in_quoted_strings() {
+        let parts: Vec<&str> = split_outside_quotes(r#"a, "b, \"c, d", e"#, b',').collect();
+        assert_eq!(parts, ["a", r#" "b, \"c, d""#, " e"]);
+        let parts: Vec<&str> = split_outside_quotes(";x;", b';').collect();
+        assert_eq!(parts, ["", "x", ""]);
+    }
 
     #[test]
     fn lines_of_one_field_are_joined_in_order() {

@@ -16,84 +16,73 @@ use std::sync::OnceLock;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::cache::field::split_outside_quotes;
+
 /// The field (RFC 8586 section 2).
 pub(crate) const CDN_LOOP: HeaderName = HeaderName::from_static("cdn-loop");
 
 /// The pseudonym in this proxy's entry.
 const PSEUDONYM: &str = "bloomgate";
 
+/// This process's id and the entry that carries it.
+struct Own {
+    /// 16 hex digits.
+    id: String,
+    /// `bloomgate; id=<id>`.
+    entry: HeaderValue,
+}
+
+fn own() -> &'static Own {
+    static OWN: OnceLock<Own> = OnceLock::new();
+    OWN.get_or_init(|| {
+        // RandomState is keyed from the operating system's randomness once per process.
+        let id = format!("{:016x}", RandomState::new().hash_one(std::process::id()));
+        let entry = HeaderValue::from_str(&format!("{PSEUDONYM}; id={id}"))
+            .unwrap_or_else(|_| HeaderValue::from_static(PSEUDONYM));
+        Own { id, entry }
+    })
+}
+
 /// This process's entry: `bloomgate; id=` and 16 hex digits.
 pub(crate) fn entry() -> &'static HeaderValue {
-    static ENTRY: OnceLock<HeaderValue> = OnceLock::new();
-    ENTRY.get_or_init(|| {
-        // RandomState is keyed from the operating system's randomness once per process.
-        let id = RandomState::new().hash_one(std::process::id());
-        HeaderValue::from_str(&format!("{PSEUDONYM}; id={id:016x}"))
-            .unwrap_or_else(|_| HeaderValue::from_static(PSEUDONYM))
-    })
+    &own().entry
 }
 
 /// Whether `headers` hold this process's own `CDN-Loop` entry, on any field line, anywhere in
 /// the list.
 pub(crate) fn came_back(headers: &HeaderMap) -> bool {
-    let Ok(own) = entry().to_str() else {
-        return false;
-    };
-    let own_id = own.rsplit('=').next().unwrap_or_default();
-    headers
-        .get_all(&CDN_LOOP)
-        .iter()
-        .flat_map(|line| split_outside_quotes(line.as_bytes(), b','))
-        .any(|info| names(info, own_id))
+    let own_id = own().id.as_str();
+    headers.get_all(&CDN_LOOP).iter().any(|line| {
+        // Bytes that are not UTF-8 cannot be part of the id, and leave the rest readable.
+        let text = String::from_utf8_lossy(line.as_bytes());
+        split_outside_quotes(&text, b',').any(|info| names(info, own_id))
+    })
 }
 
 /// Whether one `cdn-info` (`cdn-id *( OWS ";" OWS parameter )`) is this proxy's pseudonym with
 /// an `id` parameter equal to `own_id`. Names compare case-insensitively, the id as sent.
-fn names(info: &[u8], own_id: &str) -> bool {
-    let mut parts = split_outside_quotes(info, b';').map(trim);
+fn names(info: &str, own_id: &str) -> bool {
+    let mut parts = split_outside_quotes(info, b';').map(ows_trimmed);
     let Some(cdn_id) = parts.next() else {
         return false;
     };
-    cdn_id.eq_ignore_ascii_case(PSEUDONYM.as_bytes())
+    cdn_id.eq_ignore_ascii_case(PSEUDONYM)
         && parts.any(|parameter| {
-            let Some(equals) = parameter.iter().position(|&b| b == b'=') else {
+            let Some((name, value)) = parameter.split_once('=') else {
                 return false;
             };
-            let (name, value) = (trim(&parameter[..equals]), trim(&parameter[equals + 1..]));
+            let value = ows_trimmed(value);
             let value = value
-                .strip_prefix(b"\"")
-                .and_then(|v| v.strip_suffix(b"\""))
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
                 .unwrap_or(value);
-            name.eq_ignore_ascii_case(b"id") && value == own_id.as_bytes()
+            ows_trimmed(name).eq_ignore_ascii_case("id") && value == own_id
         })
 }
 
-/// `bytes` cut at each `delimiter` that is not inside a quoted-string (RFC 9110 section 5.6.4;
-/// a backslash inside quotes escapes the next byte).
-fn split_outside_quotes(bytes: &[u8], delimiter: u8) -> impl Iterator<Item = &[u8]> {
-    let mut rest = Some(bytes);
-    std::iter::from_fn(move || {
-        let text = rest?;
-        let (mut quoted, mut escaped) = (false, false);
-        for (at, &byte) in text.iter().enumerate() {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' if quoted => escaped = true,
-                b'"' => quoted = !quoted,
-                _ if byte == delimiter && !quoted => {
-                    rest = Some(&text[at + 1..]);
-                    return Some(&text[..at]);
-                }
-                _ => {}
-            }
-        }
-        rest = None;
-        Some(text)
-    })
-}
-
-fn trim(bytes: &[u8]) -> &[u8] {
-    bytes.trim_ascii()
+/// `text` without optional whitespace (`OWS`: spaces and tabs) around it.
+fn ows_trimmed(text: &str) -> &str {
+    text.trim_matches([' ', '\t'])
 }
 
 #[cfg(test)]
@@ -109,13 +98,7 @@ mod tests {
     }
 
     fn own_id() -> String {
-        entry()
-            .to_str()
-            .unwrap()
-            .rsplit('=')
-            .next()
-            .unwrap()
-            .to_owned()
+        own().id.clone()
     }
 
     #[test]
@@ -160,11 +143,5 @@ mod tests {
             "bloomgate;",
             "\"unterminated"
         ])));
-    }
-
-    #[test]
-    fn splitting_skips_delimiters_in_quoted_strings() {
-        let parts: Vec<&[u8]> = split_outside_quotes(br#"a, "b, \"c, d", e"#, b',').collect();
-        assert_eq!(parts, [&b"a"[..], br#" "b, \"c, d""#, b" e"]);
     }
 }
