@@ -153,9 +153,7 @@ impl TierSim {
             if self.policy == DiskPolicy::SecondRequest && self.flags[index] & WRITE_BACK == 0 {
                 // Its room moves from the first copies' LRU to the write-back FIFO.
                 self.ram.remove(id);
-                self.write_back.push_back((id, size));
-                self.write_back_bytes += size;
-                self.flags[index] = WRITE_BACK;
+                self.push_write_back(id, size, 0);
             }
             self.flags[index] |= HIT_IN_RAM;
             return;
@@ -185,9 +183,7 @@ impl TierSim {
             DiskPolicy::SecondRequest if flags == SEEN_BEFORE => {
                 if self.write_back_room(size) {
                     self.report.ram_written_bytes += size;
-                    self.write_back.push_back((id, size));
-                    self.write_back_bytes += size;
-                    self.flags[index] = WRITE_BACK | SEEN_BEFORE;
+                    self.push_write_back(id, size, SEEN_BEFORE);
                 } else {
                     write(&mut self.disk, &mut self.report, id, size);
                 }
@@ -196,6 +192,14 @@ impl TierSim {
             _ => {}
         }
         self.store_in_ram(id, size, flags);
+    }
+
+    /// `second-request`: places object `id` of `size` bytes, with `flags`, at the back of RAM's
+    /// write-back FIFO (its room already made).
+    fn push_write_back(&mut self, id: u32, size: u64, flags: u8) {
+        self.write_back.push_back((id, size));
+        self.write_back_bytes += size;
+        self.flags[id as usize] = WRITE_BACK | flags;
     }
 
     /// `second-request`: makes room for `size` more bytes in RAM by writing the oldest proven
