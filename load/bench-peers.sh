@@ -55,7 +55,7 @@
 #   BASELINE_ADMISSION='mode = "probation"'  the baseline's [admission] line instead (for a
 #                                         version that reads `mode`: then both run the same mode)
 #   WORKLOADS="1KiB 64KiB mix https tls-hs disk"   which workloads to run, in this order (also:
-#                                         h2 disk1k disk1m disk-tls ram64)
+#                                         miss h2 disk1k disk1m disk-tls ram64)
 #   RATES="25 50 75"                      after the closed-loop rounds, offer each of RATE_WORKLOADS
 #                                         (default "1KiB 64KiB mix") at these percentages of nginx's
 #                                         median peak for it, to every peer, with oha (-q,
@@ -477,7 +477,8 @@ warm() {
   log "warning: $url is still fetched from the origin after 10 requests"
 }
 
-# The mixed workload: 80% of requests to 2000 popular 4 KiB objects, 20% to objects never seen again.
+# The mixed workload: 80% of requests to 2000 popular 4 KiB objects, 20% to objects never seen again;
+# "miss" is its one-hit misses alone (what a miss costs, which the mix's figure blends with hits).
 # thread_id and round are globals: setup() and init() set them in each thread's own Lua state.
 cat >"$WORK/mix.lua" <<'EOF'
 local counter = 0
@@ -486,18 +487,20 @@ setup = function(thread)
   thread:set("thread_id", next_thread)
   next_thread = next_thread + 1
 end
--- args[1] is the round: each round has its own one-hit keys.
+-- args[1] is the round: each round has its own one-hit keys. args[2] is the share of popular
+-- requests (0.8 for "mix", 0 for "miss"), in the one-hit keys too, so that the two never meet.
 init = function(args)
   round = args[1] or "1"
+  hot = tonumber(args[2] or "0.8")
   math.randomseed(1234 + thread_id + 100 * tonumber(round))
 end
 request = function()
   counter = counter + 1
   local key
-  if math.random() < 0.8 then
+  if math.random() < hot then
     key = "hot-" .. math.random(2000)
   else
-    key = "once-" .. round .. "-" .. thread_id .. "-" .. counter
+    key = "once-" .. round .. "-" .. hot .. "-" .. thread_id .. "-" .. counter
   end
   return wrk.format("GET", "/obj/" .. key .. "?size=4096")
 end
@@ -656,7 +659,8 @@ for round in $(seq "$ROUNDS"); do
       case $workload in
         1KiB) args=("$base/obj/small?size=1024") ;;
         64KiB) args=("$base/obj/large?size=65536") ;;
-        mix) args=(-s "$WORK/mix.lua" "$base" -- "$round") ;;
+        mix) args=(-s "$WORK/mix.lua" "$base" -- "$round" 0.8) ;;
+        miss) args=(-s "$WORK/mix.lua" "$base" -- "$round" 0) ;;
         https) args=("$secure/obj/small?size=1024") ;;
         tls-hs) args=(-H "Connection: close" "$secure/obj/small?size=1024") ;;
         h2) args=("$secure/obj/small?size=1024") ;;

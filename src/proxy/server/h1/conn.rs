@@ -19,7 +19,7 @@ use metrics::{counter, gauge};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{ReadHalf, WriteHalf};
-use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio::time::Instant;
 
 use super::body::{Feed, advance, request_body};
@@ -29,7 +29,7 @@ use super::write::{Answering, write_head, write_interim, write_refusal};
 use crate::cache::disk::InFile;
 use crate::proxy::Proxy;
 use crate::proxy::request::body::RequestBody;
-use crate::proxy::request::interim::{InterimHead, InterimSink};
+use crate::proxy::request::interim::{InterimHead, InterimReceiver, InterimSink};
 use crate::proxy::response::stored_head::StoredHead;
 use crate::telemetry::{CONNECTIONS_IDLE_CLOSED_TOTAL, CONNECTIONS_OPEN};
 
@@ -240,7 +240,7 @@ impl Connection<'_> {
         &mut self,
         handling: impl Future<Output = R>,
         feed: &mut Option<Feed>,
-        interim: &mut Option<mpsc::Receiver<InterimHead>>,
+        interim: &mut Option<InterimReceiver>,
         expect_continue: bool,
     ) -> Option<R> {
         let mut handling = pin!(handling);
@@ -285,7 +285,7 @@ impl Connection<'_> {
         response: Response<B>,
         answering: Answering,
         feed: &mut Option<Feed>,
-        interim: &mut Option<mpsc::Receiver<InterimHead>>,
+        interim: &mut Option<InterimReceiver>,
     ) -> bool
     where
         B: Body<Data = Bytes> + Unpin,
@@ -300,7 +300,7 @@ impl Connection<'_> {
         // Interim responses the origin sent just before its final one, as when both came in one
         // read, go out in the same write, ahead of it.
         if let Some(interim) = interim {
-            while let Ok(mut head) = interim.try_recv() {
+            while let Some(mut head) = interim.try_recv() {
                 write_interim(&mut self.out, &mut head);
             }
         }
@@ -350,9 +350,9 @@ impl Connection<'_> {
 }
 
 /// The next interim response the origin sent, if the connection relays them.
-async fn next_interim(interim: &mut Option<mpsc::Receiver<InterimHead>>) -> Option<InterimHead> {
+async fn next_interim(interim: &mut Option<InterimReceiver>) -> Option<InterimHead> {
     match interim {
-        Some(interim) => interim.recv().await,
+        Some(interim) => Some(interim.recv().await),
         None => std::future::pending().await,
     }
 }
