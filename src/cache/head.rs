@@ -271,7 +271,11 @@ fn date_seconds(name: &HeaderName, value: &HeaderValue) -> Option<u32> {
     let text = value.to_str().ok()?;
     let time = httpdate::parse_http_date(text).ok()?;
     let seconds = u32::try_from(time.duration_since(UNIX_EPOCH).ok()?.as_secs()).ok()?;
-    (date_text(seconds) == text).then_some(seconds)
+    // Formatted back where it stands (no allocation: this runs for every date a stored response
+    // carries).
+    let mut formatted = [0u8; DATE_LENGTH];
+    write!(&mut formatted[..], "{}", http_date(seconds)).ok()?;
+    (formatted == text.as_bytes()).then_some(seconds)
 }
 
 fn http_date(seconds: u32) -> HttpDate {

@@ -1,10 +1,10 @@
 //! Request coalescing: one origin fetch per cache key in flight; later requests wait for its result.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::cache::CacheKey;
 pub use crate::proxy::response::shared::SharedResponse;
@@ -21,32 +21,50 @@ pub enum FlightOutcome {
     FetchAlone,
 }
 
-type Slot = watch::Receiver<Option<FlightOutcome>>;
+/// A flight's outcome as its waiters share it: set once, by the leader, who then wakes them.
+///
+/// Every miss leads a flight, and almost none has a follower, so it is one small allocation with
+/// one `Notify` (a `tokio::sync::watch` channel, used before, holds nine, and its send woke eight
+/// lists under eight locks).
+#[derive(Debug, Default)]
+pub struct Slot {
+    outcome: Mutex<Option<FlightOutcome>>,
+    ended: Notify,
+}
+
+impl Slot {
+    fn outcome(&self) -> Option<FlightOutcome> {
+        self.outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
 
 /// The fetches in flight, by cache key.
 #[derive(Default)]
 pub struct Coalescer {
-    flights: DashMap<CacheKey, Slot>,
+    flights: DashMap<CacheKey, Arc<Slot>>,
 }
 
 /// The role a request takes for its key.
 pub enum Role {
     Leader(Flight),
-    Follower(Slot),
+    Follower(Arc<Slot>),
 }
 
 impl Coalescer {
     /// Joins the flight for `key`, or starts one and leads it.
     pub fn join(self: &Arc<Self>, key: &CacheKey) -> Role {
         match self.flights.entry(key.clone()) {
-            Entry::Occupied(entry) => Role::Follower(entry.get().clone()),
+            Entry::Occupied(entry) => Role::Follower(Arc::clone(entry.get())),
             Entry::Vacant(entry) => {
-                let (sender, receiver) = watch::channel(None);
-                entry.insert(receiver);
+                let slot = Arc::new(Slot::default());
+                entry.insert(Arc::clone(&slot));
                 Role::Leader(Flight {
                     coalescer: Arc::clone(self),
                     key: key.clone(),
-                    sender: Some(sender),
+                    slot: Some(slot),
                 })
             }
         }
@@ -62,7 +80,8 @@ impl Coalescer {
 pub struct Flight {
     coalescer: Arc<Coalescer>,
     key: CacheKey,
-    sender: Option<watch::Sender<Option<FlightOutcome>>>,
+    /// Taken when the flight ends, once.
+    slot: Option<Arc<Slot>>,
 }
 
 impl Flight {
@@ -77,9 +96,10 @@ impl Flight {
     }
 
     fn end(&mut self, outcome: FlightOutcome) {
-        if let Some(sender) = self.sender.take() {
+        if let Some(slot) = self.slot.take() {
             self.coalescer.flights.remove(&self.key);
-            sender.send_replace(Some(outcome));
+            *slot.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+            slot.ended.notify_waiters();
         }
     }
 }
@@ -90,11 +110,18 @@ impl Drop for Flight {
     }
 }
 
-/// Waits for the flight's outcome; a leader that vanished counts as `FetchAlone`.
-pub async fn wait(mut slot: Slot) -> FlightOutcome {
-    match slot.wait_for(Option::is_some).await {
-        Ok(outcome) => outcome.clone().unwrap_or(FlightOutcome::FetchAlone),
-        Err(_) => FlightOutcome::FetchAlone,
+/// Waits for the flight's outcome; a leader that vanished counts as `FetchAlone` (its `Flight`'s
+/// drop ends the flight so).
+pub async fn wait(slot: Arc<Slot>) -> FlightOutcome {
+    loop {
+        // Registered before the look, so that an outcome set between the two still wakes it.
+        let ended = slot.ended.notified();
+        let mut ended = std::pin::pin!(ended);
+        ended.as_mut().enable();
+        if let Some(outcome) = slot.outcome() {
+            return outcome;
+        }
+        ended.await;
     }
 }
 
@@ -150,5 +177,37 @@ mod tests {
         };
         drop(leader);
         assert!(matches!(wait(slot).await, FlightOutcome::FetchAlone));
+    }
+
+    /// Followers on other threads, some waiting before the leader ends and some after, all get
+    /// its outcome: an end between a follower's look and its wait must still wake it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn followers_on_other_threads_get_the_outcome_however_late_they_wait() {
+        for round in 0..200 {
+            let coalescer = Arc::new(Coalescer::default());
+            let key = CacheKey::from_string(format!("h/c{round}"));
+            let Role::Leader(flight) = coalescer.join(&key) else {
+                panic!("first request leads")
+            };
+            let followers: Vec<_> = (0..6)
+                .map(|_| match coalescer.join(&key) {
+                    Role::Follower(slot) => tokio::spawn(wait(slot)),
+                    Role::Leader(_) => panic!("later requests follow"),
+                })
+                .collect();
+            let late = match coalescer.join(&key) {
+                Role::Follower(slot) => slot,
+                Role::Leader(_) => panic!("later requests follow"),
+            };
+            tokio::spawn(async move { flight.finish(FlightOutcome::Failed(OriginFailure::Error)) });
+            for follower in followers {
+                let outcome = tokio::time::timeout(std::time::Duration::from_secs(5), follower)
+                    .await
+                    .expect("woken")
+                    .expect("follower");
+                assert!(matches!(outcome, FlightOutcome::Failed(_)));
+            }
+            assert!(matches!(wait(late).await, FlightOutcome::Failed(_)));
+        }
     }
 }
