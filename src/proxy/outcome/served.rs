@@ -1,6 +1,7 @@
 //! What the cache did for one request ([`Served`]), and what is said about it, each derived here
 //! once: the RFC 9211 `Cache-Status` member, the metric labels and the access log's fields.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -395,7 +396,7 @@ impl Served {
         }
         if let Some(status) = parameters.fwd_status {
             value.push_str("; fwd-status=");
-            value.push_str(&status.to_string());
+            let _ = write!(value, "{status}");
         }
         if parameters.stored {
             value.push_str("; stored");
@@ -404,8 +405,10 @@ impl Served {
             value.push_str("; collapsed");
         }
         if let Some(ttl) = parameters.ttl {
+            // Written in place: a hit's `Cache-Status` carries its ttl, and a `to_string` was one
+            // allocation more per hit.
             value.push_str("; ttl=");
-            value.push_str(&ttl.to_string());
+            let _ = write!(value, "{ttl}");
         }
         let decided_by = match self {
             Served::Stored { decided_by, .. } | Served::NotStored { decided_by, .. } => {

@@ -36,6 +36,10 @@ pub struct Exchange {
     pub routed: Arc<Routed>,
     /// The path and query it is sent to a server with.
     target: PathAndQuery,
+    /// Where the origin's interim responses go when the client's connection relays them (the
+    /// native HTTP/1.1 server, to a client above HTTP/1.0); never on a detached copy, whose
+    /// answer no client waits for.
+    pub interim: Option<InterimSink>,
 }
 
 /// Where a request goes first.
@@ -104,6 +108,7 @@ impl Exchange {
             route,
             routed,
             target,
+            interim: None,
         })
     }
 
@@ -148,6 +153,7 @@ impl Exchange {
             route: self.route,
             routed: Arc::clone(&self.routed),
             target: self.target.clone(),
+            interim: None,
         }
     }
 
@@ -199,7 +205,7 @@ impl Exchange {
             .uri_for(self.target.clone())
             .unwrap_or_else(|_| Uri::from(self.target.clone()));
         *request.headers_mut() = to_origin(&self.parts.headers, &self.forwarding(server), body);
-        if let Some(sink) = self.parts.extensions.get::<InterimSink>() {
+        if let Some(sink) = &self.interim {
             if matches!(self.parts.method, Method::GET | Method::HEAD) {
                 sink.early_hints(&self.routed.early_hints);
             }

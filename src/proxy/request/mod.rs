@@ -46,6 +46,7 @@ use crate::proxy::outcome::served::{Detail, Fwd, OriginHead, Served};
 use crate::proxy::request::body::RequestBody;
 use crate::proxy::request::exchange::{Exchange, Route};
 use crate::proxy::request::fetch::Fetch;
+use crate::proxy::request::interim::InterimSink;
 use crate::proxy::request::slices::SlicedObject;
 use crate::proxy::response::respond::{self, Answer, ProxyBody};
 use crate::proxy::response::stored_head::StoredHead;
@@ -78,11 +79,13 @@ pub(crate) enum Step {
 
 impl Proxy {
     /// Answers one client request; every response carries `Cache-Status`. With an access log,
-    /// the response body writes the request's line when it ends.
+    /// the response body writes the request's line when it ends. `interim` is where the origin's
+    /// 1xx and the route's early hints go, from a server that can send them before the answer.
     pub async fn handle(
         self: Arc<Self>,
         request: Request<RequestBody>,
         peer: SocketAddr,
+        interim: Option<InterimSink>,
     ) -> Response<Logged<ProxyBody>> {
         let started = Instant::now();
         let live = self.live();
@@ -90,7 +93,7 @@ impl Proxy {
             .access_log
             .as_ref()
             .map(|log| Entry::begin(log, &request, peer, started));
-        let (first, routed) = self.accept(Arc::clone(&live), request, peer);
+        let (first, routed) = self.accept(Arc::clone(&live), request, peer, interim);
         let Answer {
             mut response,
             served,
@@ -167,6 +170,7 @@ impl Proxy {
         live: Arc<Live>,
         request: Request<RequestBody>,
         peer: SocketAddr,
+        interim: Option<InterimSink>,
     ) -> (Step, Option<Arc<Routed>>) {
         let (mut parts, body) = request.into_parts();
         if cdn_loop::came_back(&parts.headers) {
@@ -187,7 +191,7 @@ impl Proxy {
                 None,
             );
         }
-        let exchange = match Exchange::new(parts, peer, live) {
+        let mut exchange = match Exchange::new(parts, peer, live) {
             Ok(exchange) => exchange,
             Err(error) => {
                 tracing::debug!(%error, %peer, "request refused");
@@ -199,6 +203,7 @@ impl Proxy {
                 return (Step::Done(refused), None);
             }
         };
+        exchange.interim = interim;
         let routed = Some(Arc::clone(&exchange.routed));
         let step = match exchange.route() {
             Route::Pass(fwd, rule) => Step::Pass(exchange, body, fwd, rule.map(Detail::Policy)),

@@ -120,7 +120,7 @@ pub fn to_origin(client: &HeaderMap, forwarding: &Forwarding<'_>, body: OriginBo
         None => peer,
     };
     if let Ok(value) = HeaderValue::from_str(&forwarded_for) {
-        headers.insert("x-forwarded-for", value);
+        headers.insert(HeaderName::from_static("x-forwarded-for"), value);
     }
     let proto = HeaderName::from_static("x-forwarded-proto");
     if !forwarding.trusted.contains(&proto) {

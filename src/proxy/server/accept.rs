@@ -230,7 +230,9 @@ async fn answer(
         // What the connection is, not what the request claims (its scheme).
         request.extensions_mut().insert(ClientTls);
     }
-    let mut response = proxy.handle(request.map(RequestBody::Hyper), peer).await;
+    let mut response = proxy
+        .handle(request.map(RequestBody::Hyper), peer, None)
+        .await;
     // hyper writes a head from its map.
     StoredHead::into_map(&mut response);
     // Made here, in the stream's task on HTTP/2, to find its stream.

@@ -199,14 +199,16 @@ impl Connection<'_> {
         let is_head = request.method() == Method::HEAD;
         let (body, mut feed) = request_body(framing);
         let expect_continue = expect_continue && !http10;
-        let mut request = request.map(|()| RequestBody::Native(body));
+        let request = request.map(|()| RequestBody::Native(body));
         // RFC 9110 section 15.2: no 1xx to an HTTP/1.0 client.
-        let mut interim = (!http10).then(|| {
-            let (sink, interim) = InterimSink::channel();
-            request.extensions_mut().insert(sink);
-            interim
-        });
-        let handling = Arc::clone(proxy).handle(request, self.peer);
+        let (sink, mut interim) = match http10 {
+            true => (None, None),
+            false => {
+                let (sink, interim) = InterimSink::channel();
+                (Some(sink), Some(interim))
+            }
+        };
+        let handling = Arc::clone(proxy).handle(request, self.peer, sink);
         let Some(response) = self
             .await_response(handling, &mut feed, &mut interim, expect_continue)
             .await
