@@ -6,6 +6,7 @@
 mod balance;
 mod health;
 pub(crate) mod origin;
+mod pool;
 mod probe;
 mod route_path;
 mod server;

@@ -17,13 +17,11 @@ use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
-use thread_local::ThreadLocal;
 
 use crate::config::OriginConfig;
 use crate::proxy::request::body::BodyError;
+use crate::proxy::upstream::pool::{Pools, SendError};
 use crate::proxy::upstream::{ErrorKind, Group, Server};
 use crate::telemetry::{OriginOutcome, series};
 use crate::tls::{self, TlsError};
@@ -53,7 +51,7 @@ pub enum OriginError {
     #[error("origin {origin}: connection failed: {source}")]
     Connect {
         origin: Uri,
-        source: hyper_util::client::legacy::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("origin {origin}: {waiting} within {timeout:?}")]
     Timeout {
@@ -64,10 +62,7 @@ pub enum OriginError {
     #[error("origin {origin}: TLS handshake failed: {problem}")]
     Tls { origin: Uri, problem: String },
     #[error("origin {origin}: {source}")]
-    Protocol {
-        origin: Uri,
-        source: hyper_util::client::legacy::Error,
-    },
+    Protocol { origin: Uri, source: hyper::Error },
     /// A 101 to a request that asked for no upgrade (the proxy forwards no `Upgrade`): relayed,
     /// it would tell the client its connection speaks another protocol now (RFC 9110 section
     /// 15.2.2).
@@ -76,10 +71,7 @@ pub enum OriginError {
     /// The client's request body broke its framing or stopped while it was sent: the client's
     /// fault, answered 400 and never held against the server.
     #[error("origin {origin}: {source}")]
-    ClientBody {
-        origin: Uri,
-        source: hyper_util::client::legacy::Error,
-    },
+    ClientBody { origin: Uri, source: hyper::Error },
 }
 
 impl OriginError {
@@ -172,18 +164,13 @@ impl OriginFailure {
 /// What the proxy sends to the origin: nothing for cacheable requests, the client's body otherwise.
 pub type OutgoingBody = BoxBody<Bytes, BodyError>;
 
-type Connector = HttpsConnector<HttpConnector>;
+pub(super) type Connector = HttpsConnector<HttpConnector>;
 
-/// A pooled client for every server of the configuration; clones share the pools. hyper-util's
-/// client keeps one pool per scheme and authority, so one client per thread serves every server.
+/// A pooled client for every server of the configuration; clones share the pools, one per thread
+/// that sends and per server (see the module docs and `pool`).
 #[derive(Clone)]
 pub struct OriginClient {
-    /// One client, and so one pool per server, per thread that sends (see the module docs).
-    clients: Arc<ThreadLocal<Client<Connector, OutgoingBody>>>,
-    connector: Connector,
-    pool_idle_timeout: Duration,
-    /// Each thread's share of `origin.pool_max_idle_per_host`.
-    pool_max_idle_per_thread: usize,
+    pools: Arc<Pools>,
     connect_timeout: Duration,
     first_byte_timeout: Duration,
 }
@@ -224,26 +211,12 @@ impl OriginClient {
         };
         // The serving threads are one per core (see `server`); the idle limit is split among them.
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        // Each thread's share of `origin.pool_max_idle_per_host`.
+        let max_idle = config.pool_max_idle_per_host.div_ceil(threads);
         Ok(OriginClient {
-            clients: Arc::new(ThreadLocal::new()),
-            connector,
-            pool_idle_timeout: config.pool_idle_timeout,
-            pool_max_idle_per_thread: config.pool_max_idle_per_host.div_ceil(threads),
+            pools: Arc::new(Pools::new(connector, config.pool_idle_timeout, max_idle)),
             connect_timeout: config.connect_timeout,
             first_byte_timeout: config.first_byte_timeout,
-        })
-    }
-
-    /// This thread's client, made on its first request; its connections' tasks run on this
-    /// thread's runtime.
-    fn client(&self) -> &Client<Connector, OutgoingBody> {
-        self.clients.get_or(|| {
-            Client::builder(TokioExecutor::new())
-                .pool_idle_timeout(self.pool_idle_timeout)
-                .pool_max_idle_per_host(self.pool_max_idle_per_thread)
-                .pool_timer(TokioTimer::new())
-                .timer(TokioTimer::new())
-                .build(self.connector.clone())
         })
     }
 
@@ -256,8 +229,7 @@ impl OriginClient {
     ) -> Result<Response<Incoming>, OriginError> {
         let sent = Instant::now();
         let outstanding = server.begin();
-        let result =
-            tokio::time::timeout(self.first_byte_timeout, self.client().request(request)).await;
+        let result = tokio::time::timeout(self.first_byte_timeout, self.pools.send(request)).await;
         drop(outstanding);
         let outcome = match result {
             Err(_) => Err(OriginError::Timeout {
@@ -265,12 +237,14 @@ impl OriginClient {
                 waiting: Waiting::FirstByte,
                 timeout: self.first_byte_timeout,
             }),
-            Ok(Err(source)) if source.is_connect() => Err(self.connect_failed(server, source)),
-            Ok(Err(source)) if client_body_failed(&source) => Err(OriginError::ClientBody {
-                origin: server.url.clone(),
-                source,
-            }),
-            Ok(Err(source)) => Err(OriginError::Protocol {
+            Ok(Err(SendError::Connect(source))) => Err(self.connect_failed(server, source)),
+            Ok(Err(SendError::Hyper(source))) if client_body_failed(&source) => {
+                Err(OriginError::ClientBody {
+                    origin: server.url.clone(),
+                    source,
+                })
+            }
+            Ok(Err(SendError::Hyper(source))) => Err(OriginError::Protocol {
                 origin: server.url.clone(),
                 source,
             }),
@@ -379,14 +353,14 @@ impl OriginClient {
             header::USER_AGENT,
             HeaderValue::from_static("bloomgate-health-probe"),
         );
-        match tokio::time::timeout(timeout, self.client().request(request)).await {
+        match tokio::time::timeout(timeout, self.pools.send(request)).await {
             Err(_) => Err(OriginError::Timeout {
                 origin: server.url.clone(),
                 waiting: Waiting::FirstByte,
                 timeout,
             }),
-            Ok(Err(source)) if source.is_connect() => Err(self.connect_failed(server, source)),
-            Ok(Err(source)) => Err(OriginError::Protocol {
+            Ok(Err(SendError::Connect(source))) => Err(self.connect_failed(server, source)),
+            Ok(Err(SendError::Hyper(source))) => Err(OriginError::Protocol {
                 origin: server.url.clone(),
                 source,
             }),
@@ -401,9 +375,9 @@ impl OriginClient {
     fn connect_failed(
         &self,
         server: &Server,
-        source: hyper_util::client::legacy::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     ) -> OriginError {
-        for error in causes(&source) {
+        for error in causes(source.as_ref()) {
             if let Some(tls) = rustls_error(error) {
                 return OriginError::Tls {
                     origin: server.url.clone(),
@@ -458,23 +432,21 @@ fn rustls_error<'e>(error: &'e (dyn std::error::Error + 'static)) -> Option<&'e 
     }
 }
 
-/// What `error` wraps, outermost first.
-fn causes(
-    error: &hyper_util::client::legacy::Error,
-) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
-    std::iter::successors(std::error::Error::source(error), |cause| cause.source())
+/// `error` and what it wraps, outermost first.
+fn causes<'e>(
+    error: &'e (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'e (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |cause| cause.source())
 }
 
 /// Whether the request failed because the client's body did (its framing broke, or it stopped).
-fn client_body_failed(error: &hyper_util::client::legacy::Error) -> bool {
+fn client_body_failed(error: &hyper::Error) -> bool {
     causes(error).any(|cause| cause.is::<BodyError>())
 }
 
 /// Whether a request failed because its connection was closed before any response came back.
-fn closed_before_answering(error: &hyper_util::client::legacy::Error) -> bool {
-    causes(error)
-        .find_map(|cause| cause.downcast_ref::<hyper::Error>())
-        .is_some_and(|hyper| hyper.is_incomplete_message() || hyper.is_canceled())
+fn closed_before_answering(error: &hyper::Error) -> bool {
+    error.is_incomplete_message() || error.is_canceled()
 }
 
 #[cfg(test)]
@@ -567,5 +539,150 @@ mod tests {
         );
         assert!(error.to_string().contains("200ms"), "{error}");
         assert_eq!(error.failure().status(), StatusCode::GATEWAY_TIMEOUT);
+    }
+
+    /// An origin that answers every request on a connection `ok` (`/big`: 1 MiB of `o`), and
+    /// counts the connections it accepted and those the proxy closed.
+    async fn counting_origin() -> (
+        std::net::SocketAddr,
+        Arc<std::sync::atomic::AtomicUsize>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let connections = Arc::new(AtomicUsize::new(0));
+        let closed = Arc::new(AtomicUsize::new(0));
+        let (counted, closing) = (Arc::clone(&connections), Arc::clone(&closed));
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let closing = Arc::clone(&closing);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    while let Ok(n) = stream.read(&mut chunk).await {
+                        if n == 0 {
+                            closing.fetch_add(1, Ordering::SeqCst);
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let big = buf.starts_with(b"GET /big ");
+                            buf.drain(..end + 4);
+                            let body = match big {
+                                true => vec![b'o'; 1 << 20],
+                                false => b"ok".to_vec(),
+                            };
+                            let head = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n",
+                                body.len()
+                            );
+                            if stream
+                                .write_all(&[head.as_bytes(), &body].concat())
+                                .await
+                                .is_err()
+                            {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (addr, connections, closed)
+    }
+
+    #[tokio::test]
+    async fn a_connection_is_lent_again_once_its_response_is_read_and_never_while_it_comes() {
+        use std::sync::atomic::Ordering;
+        let (addr, connections, _) = counting_origin().await;
+        let mut config = Config::defaults();
+        config.origin.url = format!("http://{addr}").parse().expect("url");
+        let client = OriginClient::new(&config.origin, false).expect("a plain-HTTP client");
+        let routing = Routing::new(&config, None);
+        let server = &routing.route("site.example", "/").servers[0];
+        let get_path = |path: &'static str| {
+            let mut request = Request::new(empty_body());
+            *request.uri_mut() = server
+                .uri_for(PathAndQuery::from_static(path))
+                .expect("uri");
+            request
+                .headers_mut()
+                .insert(header::HOST, HeaderValue::from_static("site.example"));
+            request
+        };
+        let get = || get_path("/");
+        let read = |response: Response<Incoming>| async move {
+            response
+                .into_body()
+                .collect()
+                .await
+                .expect("body")
+                .to_bytes()
+        };
+        for _ in 0..3 {
+            let response = client.send(server, get()).await.expect("a response");
+            assert_eq!(read(response).await, "ok");
+            // The connection's task takes its turn to be ready for the next request.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            connections.load(Ordering::SeqCst),
+            1,
+            "one connection, reused"
+        );
+        // A response whose body is still on its way holds its connection: the next request
+        // gets another, and both go back to the pool. (A body hyper has read whole, as the 2
+        // bytes above, frees its connection before it is consumed.)
+        let held = client
+            .send(server, get_path("/big"))
+            .await
+            .expect("a response");
+        let other = client.send(server, get()).await.expect("a response");
+        assert_eq!(connections.load(Ordering::SeqCst), 2);
+        assert_eq!(read(other).await, "ok");
+        assert_eq!(read(held).await.len(), 1 << 20);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        for _ in 0..4 {
+            let response = client.send(server, get()).await.expect("a response");
+            assert_eq!(read(response).await, "ok");
+        }
+        assert_eq!(connections.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_is_closed_after_the_pool_idle_timeout() {
+        use std::sync::atomic::Ordering;
+        let (addr, connections, closed) = counting_origin().await;
+        let mut config = Config::defaults();
+        config.origin.url = format!("http://{addr}").parse().expect("url");
+        config.origin.pool_idle_timeout = Duration::from_millis(200);
+        let client = OriginClient::new(&config.origin, false).expect("a plain-HTTP client");
+        let routing = Routing::new(&config, None);
+        let server = &routing.route("site.example", "/").servers[0];
+        let mut request = Request::new(empty_body());
+        *request.uri_mut() = server.uri_for(PathAndQuery::from_static("/")).expect("uri");
+        request
+            .headers_mut()
+            .insert(header::HOST, HeaderValue::from_static("site.example"));
+        let response = client.send(server, request).await.expect("a response");
+        response.into_body().collect().await.expect("body");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(closed.load(Ordering::SeqCst), 0, "kept while idle for less");
+        // Swept within two timeouts, with no request to look at the pool.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while closed.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            closed.load(Ordering::SeqCst),
+            1,
+            "closed once idle too long"
+        );
+        assert_eq!(connections.load(Ordering::SeqCst), 1);
     }
 }
