@@ -685,4 +685,51 @@ mod tests {
         );
         assert_eq!(connections.load(Ordering::SeqCst), 1);
     }
+
+    #[tokio::test]
+    async fn idle_connections_beyond_the_limit_are_closed_and_the_rest_reused() {
+        use std::sync::atomic::Ordering;
+        let (addr, connections, closed) = counting_origin().await;
+        let mut config = Config::defaults();
+        config.origin.url = format!("http://{addr}").parse().expect("url");
+        // One idle connection per thread, whatever the machine's cores.
+        config.origin.pool_max_idle_per_host = 1;
+        let client = OriginClient::new(&config.origin, false).expect("a plain-HTTP client");
+        let routing = Routing::new(&config, None);
+        let server = &routing.route("site.example", "/").servers[0];
+        let get = |path: &'static str| {
+            let mut request = Request::new(empty_body());
+            *request.uri_mut() = server
+                .uri_for(PathAndQuery::from_static(path))
+                .expect("uri");
+            request
+                .headers_mut()
+                .insert(header::HOST, HeaderValue::from_static("site.example"));
+            request
+        };
+        // Three responses on their way at once: three connections.
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(client.send(server, get("/big")).await.expect("a response"));
+        }
+        assert_eq!(connections.load(Ordering::SeqCst), 3);
+        for response in held {
+            let body = response.into_body().collect().await.expect("body");
+            assert_eq!(body.to_bytes().len(), 1 << 20);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The next request finds them idle: one is kept and lent, the two beyond the limit close.
+        let response = client.send(server, get("/")).await.expect("a response");
+        response.into_body().collect().await.expect("body");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while closed.load(Ordering::SeqCst) < 2 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(closed.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            connections.load(Ordering::SeqCst),
+            3,
+            "one of the three reused"
+        );
+    }
 }

@@ -105,20 +105,19 @@ impl Pools {
         Ok(response)
     }
 
-    /// The newest ready connection to `key`'s server, dropping those closed and those idle for
-    /// longer than the idle timeout.
+    /// The newest ready connection to `key`'s server (the list keeps the order they came back
+    /// in), after a tidy.
     fn checkout(&self, key: &Key) -> Option<Sender> {
         let pool = self.threads.get_or_default();
         let mut pool = pool.borrow_mut();
         let list = pool.servers.get_mut(key)?;
-        let now = Instant::now();
-        list.retain(|pooled| !self.expired(pooled, now));
+        self.tidy(list, Instant::now());
         let newest = list.iter().rposition(|pooled| pooled.sender.is_ready())?;
-        Some(list.swap_remove(newest).sender)
+        Some(list.remove(newest).sender)
     }
 
     /// Puts a connection whose response head came back on its server's list; it is ready again
-    /// when that response's body has been read. Beyond the idle limit, the oldest idle one goes.
+    /// when that response's body has been read.
     fn checkin(self: &Arc<Self>, key: Key, sender: Sender) {
         if self.max_idle == 0 {
             return;
@@ -129,19 +128,29 @@ impl Pools {
             pool.swept = self.sweep_this_thread();
         }
         let list = pool.servers.entry(key).or_default();
-        let idle = list
-            .iter()
-            .filter(|pooled| pooled.sender.is_ready())
-            .count();
-        if idle >= self.max_idle
-            && let Some(oldest) = list.iter().position(|pooled| pooled.sender.is_ready())
-        {
-            list.remove(oldest);
-        }
+        self.tidy(list, Instant::now());
         list.push(Pooled {
             sender,
             since: Instant::now(),
         });
+    }
+
+    /// Drops from a server's list the connections closed and those idle past the timeout, then
+    /// the oldest idle ones beyond the idle limit (a burst of misses opens as many connections as
+    /// it has requests; the ones it leaves idle go back to the limit).
+    fn tidy(&self, list: &mut Vec<Pooled>, now: Instant) {
+        list.retain(|pooled| !self.expired(pooled, now));
+        let mut idle = list
+            .iter()
+            .filter(|pooled| pooled.sender.is_ready())
+            .count();
+        while idle > self.max_idle {
+            let Some(oldest) = list.iter().position(|pooled| pooled.sender.is_ready()) else {
+                break;
+            };
+            list.remove(oldest);
+            idle -= 1;
+        }
     }
 
     /// Closed, or idle for longer than the idle timeout.
@@ -182,7 +191,7 @@ impl Pools {
         };
         let now = Instant::now();
         for list in pool.borrow_mut().servers.values_mut() {
-            list.retain(|pooled| !self.expired(pooled, now));
+            self.tidy(list, now);
         }
     }
 
