@@ -111,6 +111,18 @@ pub fn to_origin(client: &HeaderMap, forwarding: &Forwarding<'_>, body: OriginBo
     {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     }
+    append_forwarding_fields(&mut headers, client, forwarding);
+    headers
+}
+
+/// The fields this proxy adds to a request for the origin, after the client's that went on:
+/// `X-Forwarded-For` with the peer appended, `X-Forwarded-Proto` unless trusted as sent, its
+/// `Via` and its `CDN-Loop` entry.
+fn append_forwarding_fields(
+    headers: &mut HeaderMap,
+    client: &HeaderMap,
+    forwarding: &Forwarding<'_>,
+) {
     let peer = forwarding.peer.ip().to_string();
     let forwarded_for = match combined(client, "x-forwarded-for") {
         Some(earlier) => match earlier.to_str() {
@@ -134,7 +146,6 @@ pub fn to_origin(client: &HeaderMap, forwarding: &Forwarding<'_>, body: OriginBo
     headers.append(header::VIA, HeaderValue::from_static(via));
     // After the client's entries, which go on as sent (RFC 8586 section 2).
     headers.append(cdn_loop::CDN_LOOP, cdn_loop::entry().clone());
-    headers
 }
 
 /// Whether a client's field `name` goes on to the origin: not a hop-by-hop field (nor one its
@@ -455,7 +466,8 @@ mod tests {
 
     /// The rules as they were written before `to_origin` and `strip_hop_by_hop` became one pass
     /// over the fields present: a copy of the map, then a removal of every name a rule knows.
-    /// The one-pass forms must give the same fields.
+    /// The one-pass forms must give the same fields. (What the proxy adds after the client's
+    /// fields did not change, and both forms add it with `append_forwarding_fields`.)
     mod by_removal {
         use super::*;
 
@@ -499,23 +511,7 @@ mod tests {
                     headers.remove(*name);
                 }
             }
-            let peer = forwarding.peer.ip().to_string();
-            let forwarded_for = match combined(client, "x-forwarded-for") {
-                Some(earlier) => match earlier.to_str() {
-                    Ok(earlier) => format!("{earlier}, {peer}"),
-                    Err(_) => peer,
-                },
-                None => peer,
-            };
-            if let Ok(value) = HeaderValue::from_str(&forwarded_for) {
-                headers.insert("x-forwarded-for", value);
-            }
-            let proto = HeaderName::from_static("x-forwarded-proto");
-            if !forwarding.trusted.contains(&proto) {
-                headers.insert(proto, HeaderValue::from_static(forwarding.scheme));
-            }
-            headers.append(header::VIA, HeaderValue::from_static("1.1 bloomgate"));
-            headers.append(cdn_loop::CDN_LOOP, cdn_loop::entry().clone());
+            append_forwarding_fields(&mut headers, client, forwarding);
             headers
         }
     }

@@ -452,7 +452,6 @@ fn closed_before_answering(error: &hyper::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use http::uri::PathAndQuery;
-    use http_body_util::Empty;
 
     use super::*;
     use crate::config::Config;
@@ -514,16 +513,12 @@ mod tests {
     async fn a_connect_timeout_is_a_504_that_names_its_real_duration() {
         let (_listener, _fillers, addr) = full_listener();
         let mut config = Config::defaults();
-        config.origin.url = format!("http://{addr}").parse().expect("url");
         config.origin.connect_timeout = Duration::from_millis(200);
         config.origin.first_byte_timeout = Duration::from_secs(5);
-        let client = OriginClient::new(&config.origin, false).expect("a plain-HTTP client");
-        let routing = Routing::new(&config, None);
+        let (client, routing) = client_for(config, addr);
         let server = &routing.route("site.example", "/").servers[0];
-        let mut request = Request::new(Empty::<Bytes>::new().map_err(|n| match n {}).boxed());
-        *request.uri_mut() = server.uri_for(PathAndQuery::from_static("/")).expect("uri");
         let error = client
-            .send(server, request)
+            .send(server, get(server, "/"))
             .await
             .expect_err("nothing accepts");
         assert!(
@@ -596,36 +591,42 @@ mod tests {
         (addr, connections, closed)
     }
 
+    /// A client and the routing for an origin at `addr`, with `config`'s other settings.
+    fn client_for(mut config: Config, addr: std::net::SocketAddr) -> (OriginClient, Routing) {
+        config.origin.url = format!("http://{addr}").parse().expect("url");
+        let client = OriginClient::new(&config.origin, false).expect("a plain-HTTP client");
+        (client, Routing::new(&config, None))
+    }
+
+    /// A GET of `path` for `server`.
+    fn get(server: &Server, path: &'static str) -> Request<OutgoingBody> {
+        let mut request = Request::new(empty_body());
+        *request.uri_mut() = server
+            .uri_for(PathAndQuery::from_static(path))
+            .expect("uri");
+        request
+            .headers_mut()
+            .insert(header::HOST, HeaderValue::from_static("site.example"));
+        request
+    }
+
+    /// A response's body, read whole.
+    async fn read(response: Response<Incoming>) -> Bytes {
+        let body = response.into_body().collect().await.expect("body");
+        body.to_bytes()
+    }
+
     #[tokio::test]
     async fn a_connection_is_lent_again_once_its_response_is_read_and_never_while_it_comes() {
         use std::sync::atomic::Ordering;
         let (addr, connections, _) = counting_origin().await;
-        let mut config = Config::defaults();
-        config.origin.url = format!("http://{addr}").parse().expect("url");
-        let client = OriginClient::new(&config.origin, false).expect("a plain-HTTP client");
-        let routing = Routing::new(&config, None);
+        let (client, routing) = client_for(Config::defaults(), addr);
         let server = &routing.route("site.example", "/").servers[0];
-        let get_path = |path: &'static str| {
-            let mut request = Request::new(empty_body());
-            *request.uri_mut() = server
-                .uri_for(PathAndQuery::from_static(path))
-                .expect("uri");
-            request
-                .headers_mut()
-                .insert(header::HOST, HeaderValue::from_static("site.example"));
-            request
-        };
-        let get = || get_path("/");
-        let read = |response: Response<Incoming>| async move {
-            response
-                .into_body()
-                .collect()
-                .await
-                .expect("body")
-                .to_bytes()
-        };
         for _ in 0..3 {
-            let response = client.send(server, get()).await.expect("a response");
+            let response = client
+                .send(server, get(server, "/"))
+                .await
+                .expect("a response");
             assert_eq!(read(response).await, "ok");
             // The connection's task takes its turn to be ready for the next request.
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -639,16 +640,22 @@ mod tests {
         // gets another, and both go back to the pool. (A body hyper has read whole, as the 2
         // bytes above, frees its connection before it is consumed.)
         let held = client
-            .send(server, get_path("/big"))
+            .send(server, get(server, "/big"))
             .await
             .expect("a response");
-        let other = client.send(server, get()).await.expect("a response");
+        let other = client
+            .send(server, get(server, "/"))
+            .await
+            .expect("a response");
         assert_eq!(connections.load(Ordering::SeqCst), 2);
         assert_eq!(read(other).await, "ok");
         assert_eq!(read(held).await.len(), 1 << 20);
         tokio::time::sleep(Duration::from_millis(20)).await;
         for _ in 0..4 {
-            let response = client.send(server, get()).await.expect("a response");
+            let response = client
+                .send(server, get(server, "/"))
+                .await
+                .expect("a response");
             assert_eq!(read(response).await, "ok");
         }
         assert_eq!(connections.load(Ordering::SeqCst), 2);
@@ -659,18 +666,14 @@ mod tests {
         use std::sync::atomic::Ordering;
         let (addr, connections, closed) = counting_origin().await;
         let mut config = Config::defaults();
-        config.origin.url = format!("http://{addr}").parse().expect("url");
         config.origin.pool_idle_timeout = Duration::from_millis(200);
-        let client = OriginClient::new(&config.origin, false).expect("a plain-HTTP client");
-        let routing = Routing::new(&config, None);
+        let (client, routing) = client_for(config, addr);
         let server = &routing.route("site.example", "/").servers[0];
-        let mut request = Request::new(empty_body());
-        *request.uri_mut() = server.uri_for(PathAndQuery::from_static("/")).expect("uri");
-        request
-            .headers_mut()
-            .insert(header::HOST, HeaderValue::from_static("site.example"));
-        let response = client.send(server, request).await.expect("a response");
-        response.into_body().collect().await.expect("body");
+        let response = client
+            .send(server, get(server, "/"))
+            .await
+            .expect("a response");
+        assert_eq!(read(response).await, "ok");
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(closed.load(Ordering::SeqCst), 0, "kept while idle for less");
         // Swept within two timeouts, with no request to look at the pool.
@@ -691,36 +694,31 @@ mod tests {
         use std::sync::atomic::Ordering;
         let (addr, connections, closed) = counting_origin().await;
         let mut config = Config::defaults();
-        config.origin.url = format!("http://{addr}").parse().expect("url");
         // One idle connection per thread, whatever the machine's cores.
         config.origin.pool_max_idle_per_host = 1;
-        let client = OriginClient::new(&config.origin, false).expect("a plain-HTTP client");
-        let routing = Routing::new(&config, None);
+        let (client, routing) = client_for(config, addr);
         let server = &routing.route("site.example", "/").servers[0];
-        let get = |path: &'static str| {
-            let mut request = Request::new(empty_body());
-            *request.uri_mut() = server
-                .uri_for(PathAndQuery::from_static(path))
-                .expect("uri");
-            request
-                .headers_mut()
-                .insert(header::HOST, HeaderValue::from_static("site.example"));
-            request
-        };
         // Three responses on their way at once: three connections.
         let mut held = Vec::new();
         for _ in 0..3 {
-            held.push(client.send(server, get("/big")).await.expect("a response"));
+            held.push(
+                client
+                    .send(server, get(server, "/big"))
+                    .await
+                    .expect("a response"),
+            );
         }
         assert_eq!(connections.load(Ordering::SeqCst), 3);
         for response in held {
-            let body = response.into_body().collect().await.expect("body");
-            assert_eq!(body.to_bytes().len(), 1 << 20);
+            assert_eq!(read(response).await.len(), 1 << 20);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
         // The next request finds them idle: one is kept and lent, the two beyond the limit close.
-        let response = client.send(server, get("/")).await.expect("a response");
-        response.into_body().collect().await.expect("body");
+        let response = client
+            .send(server, get(server, "/"))
+            .await
+            .expect("a response");
+        assert_eq!(read(response).await, "ok");
         let deadline = Instant::now() + Duration::from_secs(5);
         while closed.load(Ordering::SeqCst) < 2 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -127,16 +127,15 @@ impl Pools {
         if !pool.swept {
             pool.swept = self.sweep_this_thread();
         }
-        let list = pool.servers.entry(key).or_default();
-        self.tidy(list, Instant::now());
-        list.push(Pooled {
+        // Tidied where it is looked at: the next checkout, or the thread's sweep.
+        pool.servers.entry(key).or_default().push(Pooled {
             sender,
             since: Instant::now(),
         });
     }
 
-    /// Drops from a server's list the connections closed and those idle past the timeout, then
-    /// the oldest idle ones beyond the idle limit (a burst of misses opens as many connections as
+    /// Drops from a server's list (at each checkout, and in the thread's sweep) the connections
+    /// closed and those idle past the timeout, then the oldest idle ones beyond the idle limit (a burst of misses opens as many connections as
     /// it has requests; the ones it leaves idle go back to the limit).
     fn tidy(&self, list: &mut Vec<Pooled>, now: Instant) {
         list.retain(|pooled| !self.expired(pooled, now));
