@@ -50,7 +50,9 @@
 #   BLOOMGATE=path/to/bloomgate           skip the build and use this binary
 #   BASELINE=path/to/older/bloomgate      also run this binary as the peer "baseline" (add it to
 #                                         PEERS), e.g. a build of main before a change, for a
-#                                         before/after ratio in the same run; its config says
+#                                         before/after ratio in the same run (with a disk-tier
+#                                         instance of its own for the disk workloads, configured
+#                                         as bloomgate's); its config says
 #                                         `admission.enabled = true`, which every version reads
 #   BASELINE_ADMISSION='mode = "probation"'  the baseline's [admission] line instead (for a
 #                                         version that reads `mode`: then both run the same mode)
@@ -70,7 +72,7 @@
 #                                         nginx's proxy_cache_path max_size, ATS's storage)
 #   DISK_DIR=/dev/shm                     the file system every peer's disk cache lives on (tmpfs
 #                                         unless given; e.g. DISK_DIR=/var/tmp for the machine's disk)
-#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+24 on 127.0.0.1
+#   BASE_PORT=18100                       ports BASE_PORT..BASE_PORT+27 on 127.0.0.1
 #   KEEP=1                                keep the work directory (configs, logs)
 #   DISK_VERIFY_READS=first               bloomgate's disk instance checks a record's checksum on its
 #                                         first read only (`disk.verify_reads`; default "every")
@@ -96,10 +98,12 @@ DISK_MIB=${DISK_MIB:-1024}
 declare -A PORT=([bloomgate]=$((BASE_PORT + 1)) [nginx]=$((BASE_PORT + 2)) [varnish]=$((BASE_PORT + 3)) [ats]=$((BASE_PORT + 4)) [baseline]=$((BASE_PORT + 5)) [group]=$((BASE_PORT + 14)) [policy]=$((BASE_PORT + 18)) [nginx-sendfile]=$((BASE_PORT + 20)) [hyper]=$((BASE_PORT + 22)))
 # The HTTPS listeners of the peers that have one here.
 declare -A TLS_PORT=([bloomgate]=$((BASE_PORT + 6)) [nginx]=$((BASE_PORT + 7)) [nginx-sendfile]=$((BASE_PORT + 21)) [baseline]=$((BASE_PORT + 23)))
-DISK_TLS_PORT=$((BASE_PORT + 12))
+# bloomgate's disk-tier instances (the baseline has one too): HTTPS and admin ports.
+declare -A DISK_TLS_PORT=([bloomgate]=$((BASE_PORT + 12)) [baseline]=$((BASE_PORT + 27)))
+declare -A DISK_ADMIN_PORT=([bloomgate]=$((BASE_PORT + 11)) [baseline]=$((BASE_PORT + 26)))
 # Where each peer serves hits from its disk cache: bloomgate's and ATS's second instances (small
 # RAM over their disk); nginx keeps every cached body in files anyway. Varnish caches in memory only.
-declare -A DISK_PORT=([bloomgate]=$((BASE_PORT + 10)) [nginx]=${PORT[nginx]} [nginx-sendfile]=${PORT[nginx-sendfile]} [ats]=$((BASE_PORT + 13)))
+declare -A DISK_PORT=([bloomgate]=$((BASE_PORT + 10)) [nginx]=${PORT[nginx]} [nginx-sendfile]=${PORT[nginx-sendfile]} [ats]=$((BASE_PORT + 13)) [baseline]=$((BASE_PORT + 25)))
 ADMIN_PORT=$((BASE_PORT + 9))
 ORIGIN="127.0.0.1:$ORIGIN_PORT"
 # The peer "group": its admin listener, and the two origin servers it has besides ORIGIN.
@@ -176,9 +180,10 @@ cpu_ticks() {
 }
 CLOCK_TICKS=$(getconf CLK_TCK)
 
-# Hits bloomgate's disk-tier instance read from its disk tier so far (0 when it does not run).
+# Hits the disk-tier instance of PEER (bloomgate or baseline) read from its disk tier so far (0
+# when it does not run).
 disk_hits() {
-  metric <({ curl -s "http://127.0.0.1:$((BASE_PORT + 11))/metrics" || true; }) bloomgate_disk_hits_total
+  metric <({ curl -s "http://127.0.0.1:${DISK_ADMIN_PORT[$1]}/metrics" || true; }) bloomgate_disk_hits_total
 }
 
 origin_requests() {
@@ -240,13 +245,20 @@ start_bloomgate() {
 
 # The instance for disk hits: 4 MiB of RAM (so nearly every hit is read from the disk tier), a
 # disk tier of DISK_MIB beside the peers' file caches, probation admission, HTTP and HTTPS.
-start_bloomgate_disk() {
-  cat >"$WORK/bloomgate-disk.toml" <<EOF
+start_bloomgate_disk() { start_disk_instance bloomgate "$BLOOMGATE"; }
+
+# The baseline's (BASELINE) disk instance, configured as bloomgate's, with a tier of its own.
+start_baseline_disk() { start_disk_instance baseline "$BASELINE"; }
+
+# start_disk_instance PEER BINARY
+start_disk_instance() {
+  local name=$1 binary=$2
+  cat >"$WORK/$name-disk.toml" <<EOF
 [server]
-listen = "127.0.0.1:${DISK_PORT[bloomgate]}"
+listen = "127.0.0.1:${DISK_PORT[$name]}"
 sendfile = ${DISK_SENDFILE:-false}
 [server.tls]
-listen = "127.0.0.1:$DISK_TLS_PORT"
+listen = "127.0.0.1:${DISK_TLS_PORT[$name]}"
 cert_file = "$WORK/cert.pem"
 key_file = "$WORK/key.pem"
 [origin]
@@ -255,20 +267,20 @@ url = "http://$ORIGIN"
 max_bytes = "4MiB"
 max_object_bytes = "2MiB"
 [disk]
-path = "$SHM/bloomgate-disk"
+path = "$SHM/$name-disk"
 max_bytes = "${DISK_MIB}MiB"
 block_bytes = "16MiB"
 write_buffer = "64MiB"
 mmap = ${DISK_MMAP:-true}
 verify_reads = "${DISK_VERIFY_READS:-every}"
 [admin]
-listen = "127.0.0.1:$((BASE_PORT + 11))"
+listen = "127.0.0.1:${DISK_ADMIN_PORT[$name]}"
 [admission]
 mode = "probation"
 [log]
 level = "warn"
 EOF
-  "$BLOOMGATE" serve --config "$WORK/bloomgate-disk.toml" >"$WORK/bloomgate-disk.log" 2>&1 &
+  "$binary" serve --config "$WORK/$name-disk.toml" >"$WORK/$name-disk.log" 2>&1 &
   DISK_PID=$!
   PIDS+=("$DISK_PID")
 }
@@ -587,7 +599,7 @@ DISK_WORKLOAD=0
 [[ " $WORKLOADS " == *" disk"* ]] && DISK_WORKLOAD=1
 # The second instance of each peer that has one for the disk loads, and its PID.
 declare -A DISK_SERVER
-for peer in bloomgate ats; do
+for peer in bloomgate baseline ats; do
   if ((DISK_WORKLOAD)) && [[ " $PEERS " == *" $peer "* ]]; then
     log "starting $peer's disk instance on port ${DISK_PORT[$peer]}"
     "start_${peer}_disk"
@@ -613,7 +625,7 @@ for peer in $PEERS; do
     if ((DISK_WORKLOAD)) && [[ -n "${DISK_PORT[$peer]:-}" ]]; then
       log "warming the disk objects of $peer"
       secure=
-      [[ $peer == bloomgate ]] && secure="https://127.0.0.1:$DISK_TLS_PORT"
+      [[ -n "${DISK_TLS_PORT[$peer]:-}" ]] && secure="https://127.0.0.1:${DISK_TLS_PORT[$peer]}"
       [[ $peer == nginx* ]] && secure="https://127.0.0.1:${TLS_PORT[$peer]}"
       warm_disk "http://127.0.0.1:${DISK_PORT[$peer]}" "$secure"
     fi
@@ -655,7 +667,7 @@ for round in $(seq "$ROUNDS"); do
       server=${SERVER[$peer]}
       [[ $workload == disk* && -n "${DISK_SERVER[$peer]:-}" ]] && server=${DISK_SERVER[$peer]}
       disk_secure="https://127.0.0.1:${TLS_PORT[$peer]:-0}"
-      [[ $peer == bloomgate ]] && disk_secure="https://127.0.0.1:$DISK_TLS_PORT"
+      [[ -n "${DISK_TLS_PORT[$peer]:-}" ]] && disk_secure="https://127.0.0.1:${DISK_TLS_PORT[$peer]}"
       case $workload in
         1KiB) args=("$base/obj/small?size=1024") ;;
         64KiB) args=("$base/obj/large?size=65536") ;;
@@ -670,15 +682,16 @@ for round in $(seq "$ROUNDS"); do
         *) log "unknown workload $workload"; exit 2 ;;
       esac
       before=$(origin_requests)
-      disk_hits_before=$(disk_hits)
+      disk_hits_before=0
+      [[ -n "${DISK_ADMIN_PORT[$peer]:-}" ]] && disk_hits_before=$(disk_hits "$peer")
       cpu_before=$(cpu_ticks "$server")
       driver=wrk
       [[ $workload == h2 ]] && driver=h2load
       read -r rps p50 p99 errors requests < <(DRIVER=$driver drive "${args[@]}")
       cpu_after=$(cpu_ticks "$server")
       after=$(origin_requests)
-      if [[ $workload == disk* && $peer == bloomgate ]]; then
-        log "round $round, bloomgate $workload: $(($(disk_hits) - disk_hits_before)) of $requests requests read from the disk tier"
+      if [[ $workload == disk* && -n "${DISK_ADMIN_PORT[$peer]:-}" ]]; then
+        log "round $round, $peer $workload: $(($(disk_hits "$peer") - disk_hits_before)) of $requests requests read from the disk tier"
       fi
       # CPU microseconds per request.
       cpu=$(awk -v t=$((cpu_after - cpu_before)) -v hz="$CLOCK_TICKS" -v n="$requests" 'BEGIN { printf "%.2f", (n > 0 ? t * 1e6 / hz / n : 0) }')

@@ -161,12 +161,22 @@ impl RecordHeader {
     pub(crate) fn payload_ok(&self, record: &[u8]) -> bool {
         let end = self.value_range().end;
         end <= record.len()
-            && crc32c::crc32c(&record[RECORD_HEADER_BYTES as usize..end]) == self.payload_crc
+            && crc32c_of(&record[RECORD_HEADER_BYTES as usize..end]) == self.payload_crc
     }
 
     pub(crate) fn is_tombstone(&self) -> bool {
         self.flags & FLAG_TOMBSTONE != 0
     }
+}
+
+/// The CRC32C (Castagnoli, `crc32c`'s and iSCSI's) of a record's payload. The payload is the
+/// bulk of what a disk hit checks (a 64 KiB body on every read under `verify_reads = "every"`):
+/// `crc-fast` folds it with carry-less multiplies (VPCLMULQDQ where the CPU has it), about 4x
+/// `crc32c`'s three-way `crc32` instruction on data in cache and a sixth less time on a body read
+/// from memory (64 KiB: 0.77 against 3.05 us, 4.50 against 5.49). The small header CRCs keep
+/// `crc32c`. Both compute the same function: files written by either read with the other.
+pub(crate) fn crc32c_of(bytes: &[u8]) -> u32 {
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
 }
 
 /// Encodes a record of `key` (at most [`MAX_KEY_BYTES`]) and `value` with sequence 0 and no
@@ -181,7 +191,12 @@ pub(crate) fn encode_record(hash: u64, key: &[u8], value: &[u8], flags: u32) -> 
     out.put_u64_le(hash);
     out.put_u64_le(0);
     out.put_u32_le(value.len() as u32);
-    let payload_crc = crc32c::crc32c_append(crc32c::crc32c(key), value);
+    let payload_crc = {
+        let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+        digest.update(key);
+        digest.update(value);
+        digest.finalize() as u32
+    };
     out.put_u32_le(payload_crc);
     out.put_slice(key);
     out.put_slice(value);
@@ -309,6 +324,29 @@ pub(crate) fn parse_summary(footer: &Footer, bytes: &[u8]) -> Option<Vec<Summary
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The payload CRC is CRC32C as `crc32c` computes it, whole or appended: records
+        /// written before the change (and by any CRC32C) still verify, and a changed byte fails.
+        #[test]
+        fn payload_crc_is_crc32c(
+            key in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            value in proptest::collection::vec(proptest::num::u8::ANY, 0..70_000),
+            flip in proptest::num::usize::ANY,
+        ) {
+            let expected = crc32c::crc32c_append(crc32c::crc32c(&key), &value);
+            let mut payload = key.clone();
+            payload.extend_from_slice(&value);
+            proptest::prop_assert_eq!(crc32c_of(&payload), expected);
+            let record = encode_record(1, &key, &value, 0);
+            proptest::prop_assert_eq!(u32_at(&record, 28), expected);
+            if !payload.is_empty() {
+                let at = flip % payload.len();
+                payload[at] ^= 1;
+                proptest::prop_assert_ne!(crc32c_of(&payload), expected);
+            }
+        }
+    }
 
     #[test]
     fn stamped_record_parses_back_and_checks_its_payload() {
