@@ -40,6 +40,9 @@ pub struct Exchange {
     /// native HTTP/1.1 server, to a client above HTTP/1.0); never on a detached copy, whose
     /// answer no client waits for.
     pub interim: Option<InterimSink>,
+    /// Whether the server writes a memory hit's head from its stored block (see
+    /// [`Writer`](super::Writer)).
+    pub stored_heads: bool,
 }
 
 /// Where a request goes first.
@@ -109,6 +112,7 @@ impl Exchange {
             routed,
             target,
             interim: None,
+            stored_heads: false,
         })
     }
 
@@ -154,6 +158,7 @@ impl Exchange {
             routed: Arc::clone(&self.routed),
             target: self.target.clone(),
             interim: None,
+            stored_heads: false,
         }
     }
 

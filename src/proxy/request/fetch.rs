@@ -168,7 +168,13 @@ impl Proxy {
                 let entry = self.unless_purged(&fetch.exchange, entry)?;
                 let now = SystemTime::now();
                 match entry.freshness(&parts.headers, now) {
-                    Freshness::Fresh => Some(respond::hit(parts, &entry, Tier::Ram, now)),
+                    Freshness::Fresh => Some(respond::hit(
+                        parts,
+                        &entry,
+                        Tier::Ram,
+                        fetch.exchange.stored_heads,
+                        now,
+                    )),
                     Freshness::StaleWhileRevalidate
                     | Freshness::Stale
                     | Freshness::RefusedByRequest => None,

@@ -56,7 +56,9 @@ impl Proxy {
             return Step::Coalesce(Fetch::new(exchange, Fwd::Miss, None));
         };
         let answer = match entry.freshness(&exchange.parts.headers, now) {
-            Freshness::Fresh => respond::hit(&exchange.parts, &entry, tier, now),
+            Freshness::Fresh => {
+                respond::hit(&exchange.parts, &entry, tier, exchange.stored_heads, now)
+            }
             Freshness::StaleWhileRevalidate => {
                 self.revalidate_in_background(&exchange, &entry);
                 let ttl = entry.ttl_seconds(now);

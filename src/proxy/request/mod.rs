@@ -77,15 +77,26 @@ pub(crate) enum Step {
     Done(Answer),
 }
 
+/// What the server that writes a request's answer can write beyond a status and a header map.
+#[derive(Debug, Default)]
+pub struct Writer {
+    /// Where the origin's 1xx and the route's early hints go, from a server that can send them
+    /// before the answer.
+    pub interim: Option<InterimSink>,
+    /// The server writes a memory hit's head from its entry's stored block ([`StoredHead`]).
+    /// hyper's server writes only from a map: it is given the map, with no block made first.
+    pub stored_heads: bool,
+}
+
 impl Proxy {
     /// Answers one client request; every response carries `Cache-Status`. With an access log,
-    /// the response body writes the request's line when it ends. `interim` is where the origin's
-    /// 1xx and the route's early hints go, from a server that can send them before the answer.
+    /// the response body writes the request's line when it ends. `writer` says what the server
+    /// can send besides a head from a map.
     pub async fn handle(
         self: Arc<Self>,
         request: Request<RequestBody>,
         peer: SocketAddr,
-        interim: Option<InterimSink>,
+        writer: Writer,
     ) -> Response<Logged<ProxyBody>> {
         let started = Instant::now();
         let live = self.live();
@@ -93,7 +104,7 @@ impl Proxy {
             .access_log
             .as_ref()
             .map(|log| Entry::begin(log, &request, peer, started));
-        let (first, routed) = self.accept(Arc::clone(&live), request, peer, interim);
+        let (first, routed) = self.accept(Arc::clone(&live), request, peer, writer);
         let Answer {
             mut response,
             served,
@@ -170,7 +181,7 @@ impl Proxy {
         live: Arc<Live>,
         request: Request<RequestBody>,
         peer: SocketAddr,
-        interim: Option<InterimSink>,
+        writer: Writer,
     ) -> (Step, Option<Arc<Routed>>) {
         let (mut parts, body) = request.into_parts();
         if cdn_loop::came_back(&parts.headers) {
@@ -203,7 +214,8 @@ impl Proxy {
                 return (Step::Done(refused), None);
             }
         };
-        exchange.interim = interim;
+        exchange.interim = writer.interim;
+        exchange.stored_heads = writer.stored_heads;
         let routed = Some(Arc::clone(&exchange.routed));
         let step = match exchange.route() {
             Route::Pass(fwd, rule) => Step::Pass(exchange, body, fwd, rule.map(Detail::Policy)),

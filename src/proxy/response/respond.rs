@@ -190,11 +190,18 @@ pub fn stored(parts: &Parts, entry: &StoredResponse, served: Served, now: System
 }
 
 /// A fresh stored entry read from `tier`: a hit with its remaining freshness as `ttl`. A whole
-/// 200 from memory keeps its head as the stored block ([`StoredHead`]).
-pub fn hit(parts: &Parts, entry: &Arc<StoredResponse>, tier: Tier, now: SystemTime) -> Answer {
+/// 200 from memory keeps its head as the stored block ([`StoredHead`]) for a server that writes
+/// one (`stored_heads`).
+pub fn hit(
+    parts: &Parts,
+    entry: &Arc<StoredResponse>,
+    tier: Tier,
+    stored_heads: bool,
+    now: SystemTime,
+) -> Answer {
     let ttl = entry.ttl_seconds(now);
     let served = Served::Hit { ttl, tier };
-    if tier == Tier::Ram && StoredHead::serves(parts, entry) {
+    if stored_heads && tier == Tier::Ram && StoredHead::serves(parts, entry) {
         return Answer::new(StoredHead::response(parts, entry, now), served);
     }
     stored(parts, entry, served, now)

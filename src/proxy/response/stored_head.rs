@@ -329,6 +329,44 @@ mod tests {
         );
     }
 
+    /// A server that writes only from a map (hyper's) is given the map itself: no block to turn
+    /// into one, and the same fields, in the same order, as the map the block makes.
+    #[test]
+    fn a_hit_has_a_stored_head_only_for_a_server_that_writes_one() {
+        use crate::proxy::outcome::served::Tier;
+        use crate::proxy::response::respond;
+        let mut headers = HeaderMap::new();
+        headers.append(header::DATE, HeaderValue::from_static(VALUES[0]));
+        headers.append("x-a", HeaderValue::from_static("1"));
+        headers.append(header::AGE, HeaderValue::from_static("5"));
+        let (parts, ()) = http::Request::new(()).into_parts();
+        let now = SystemTime::now();
+        let entry = Arc::new(StoredResponse::new(
+            StatusCode::OK,
+            headers,
+            bytes::Bytes::from_static(b"body"),
+            &HeaderMap::new(),
+            &[],
+            now,
+        ));
+        let mut blocked = respond::hit(&parts, &entry, Tier::Ram, true, now).response;
+        let head = blocked.extensions_mut().remove::<StoredHead>();
+        let head = head.expect("the native server is given the stored head");
+        assert!(blocked.headers().is_empty());
+        let mapped = respond::hit(&parts, &entry, Tier::Ram, false, now).response;
+        assert!(mapped.extensions().get::<StoredHead>().is_none());
+        let fields = |map: &HeaderMap| -> Vec<(String, Vec<u8>)> {
+            map.iter()
+                .map(|(name, value)| (name.to_string(), value.as_bytes().to_vec()))
+                .collect()
+        };
+        assert_eq!(fields(mapped.headers()), fields(&head.to_map()));
+        assert_eq!(
+            mapped.headers().get(header::ACCEPT_RANGES),
+            Some(&HeaderValue::from_static("bytes"))
+        );
+    }
+
     #[test]
     fn removing_a_field_the_head_holds_makes_its_map_and_one_it_lacks_does_not() {
         let mut headers = HeaderMap::new();

@@ -21,6 +21,7 @@ use crate::cache::ClientTls;
 use crate::config::Http1Server;
 use crate::proxy::Proxy;
 use crate::proxy::outcome::logged::Logged;
+use crate::proxy::request::Writer;
 use crate::proxy::request::body::RequestBody;
 use crate::proxy::response::respond::ProxyBody;
 use crate::proxy::response::stored_head::StoredHead;
@@ -230,10 +231,11 @@ async fn answer(
         // What the connection is, not what the request claims (its scheme).
         request.extensions_mut().insert(ClientTls);
     }
+    // hyper writes a head from a map: no stored head, no 1xx before the answer.
     let mut response = proxy
-        .handle(request.map(RequestBody::Hyper), peer, None)
+        .handle(request.map(RequestBody::Hyper), peer, Writer::default())
         .await;
-    // hyper writes a head from its map.
+    // No answer to this server carries a stored head; should one, its map is made here.
     StoredHead::into_map(&mut response);
     // Made here, in the stream's task on HTTP/2, to find its stream.
     let progress = BodyProgress::new(sending);

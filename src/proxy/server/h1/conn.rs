@@ -28,6 +28,7 @@ use super::send::{send, write_all};
 use super::write::{Answering, write_head, write_interim, write_refusal};
 use crate::cache::disk::InFile;
 use crate::proxy::Proxy;
+use crate::proxy::request::Writer;
 use crate::proxy::request::body::RequestBody;
 use crate::proxy::request::interim::{InterimHead, InterimReceiver, InterimSink};
 use crate::proxy::response::stored_head::StoredHead;
@@ -208,7 +209,11 @@ impl Connection<'_> {
                 (Some(sink), Some(interim))
             }
         };
-        let handling = Arc::clone(proxy).handle(request, self.peer, sink);
+        let writer = Writer {
+            interim: sink,
+            stored_heads: true,
+        };
+        let handling = Arc::clone(proxy).handle(request, self.peer, writer);
         let Some(response) = self
             .await_response(handling, &mut feed, &mut interim, expect_continue)
             .await
