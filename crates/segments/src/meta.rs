@@ -5,6 +5,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::hash::KeyHasher;
+use crate::layout::crc32c_of;
 
 pub(crate) const META_FILE: &str = "engine.meta";
 const MAGIC: &[u8; 8] = b"BGSEGMET";
@@ -27,7 +28,7 @@ impl Meta {
         let [k0, k1] = self.hasher.key();
         out[24..32].copy_from_slice(&k0.to_le_bytes());
         out[32..40].copy_from_slice(&k1.to_le_bytes());
-        let crc = crc32c::crc32c(&out[0..40]);
+        let crc = crc32c_of(&out[0..40]);
         out[40..44].copy_from_slice(&crc.to_le_bytes());
         out
     }
@@ -41,7 +42,7 @@ impl Meta {
         if bytes.len() != META_BYTES
             || &bytes[0..8] != MAGIC
             || bytes[8..12] != VERSION.to_le_bytes()
-            || bytes[40..44] != crc32c::crc32c(&bytes[0..40]).to_le_bytes()
+            || bytes[40..44] != crc32c_of(&bytes[0..40]).to_le_bytes()
         {
             return None;
         }
