@@ -250,6 +250,14 @@ mod tests {
         "\"v1\"",
     ];
 
+    /// A 200 with `headers` and `body`, stored at `now`, varying on nothing.
+    fn entry(headers: HeaderMap, body: &'static [u8], now: SystemTime) -> Arc<StoredResponse> {
+        let body = bytes::Bytes::from_static(body);
+        let stored =
+            StoredResponse::new(StatusCode::OK, headers, body, &HeaderMap::new(), &[], now);
+        Arc::new(stored)
+    }
+
     /// What the native server writes for a hit on an entry with `fields`, from its stored head
     /// and from the map made of it.
     fn both_ways(
@@ -269,15 +277,7 @@ mod tests {
             .expect("request");
         let (parts, ()) = request.into_parts();
         let now = SystemTime::now();
-        let entry = StoredResponse::new(
-            StatusCode::OK,
-            headers,
-            bytes::Bytes::from_static(b"twelve bytes"),
-            &HeaderMap::new(),
-            &[],
-            now,
-        );
-        let entry = Arc::new(entry);
+        let entry = entry(headers, b"twelve bytes", now);
         assert!(StoredHead::serves(&parts, &entry));
         let mut response = StoredHead::response(&parts, &entry, now);
         StoredHead::set_cache_status(&mut response, HeaderValue::from_static("bloomgate; hit"));
@@ -341,14 +341,7 @@ mod tests {
         headers.append(header::AGE, HeaderValue::from_static("5"));
         let (parts, ()) = http::Request::new(()).into_parts();
         let now = SystemTime::now();
-        let entry = Arc::new(StoredResponse::new(
-            StatusCode::OK,
-            headers,
-            bytes::Bytes::from_static(b"body"),
-            &HeaderMap::new(),
-            &[],
-            now,
-        ));
+        let entry = entry(headers, b"body", now);
         let mut blocked = respond::hit(&parts, &entry, Tier::Ram, true, now).response;
         let head = blocked.extensions_mut().remove::<StoredHead>();
         let head = head.expect("the native server is given the stored head");
@@ -376,9 +369,7 @@ mod tests {
         let request = http::Request::builder().body(()).expect("request");
         let (parts, ()) = request.into_parts();
         let now = SystemTime::now();
-        let body = bytes::Bytes::from_static(b"body");
-        let entry = StoredResponse::new(StatusCode::OK, headers, body, &HeaderMap::new(), &[], now);
-        let entry = Arc::new(entry);
+        let entry = entry(headers, b"body", now);
         let mut response = StoredHead::response(&parts, &entry, now);
         let absent = HeaderName::from_static("x-absent");
         StoredHead::remove_fields(&mut response, [&absent].into_iter());

@@ -229,32 +229,19 @@ impl OriginClient {
     ) -> Result<Response<Incoming>, OriginError> {
         let sent = Instant::now();
         let outstanding = server.begin();
-        let result = tokio::time::timeout(self.first_byte_timeout, self.pools.send(request)).await;
+        let result = self
+            .response_head(server, request, self.first_byte_timeout)
+            .await;
         drop(outstanding);
         let outcome = match result {
-            Err(_) => Err(OriginError::Timeout {
-                origin: server.url.clone(),
-                waiting: Waiting::FirstByte,
-                timeout: self.first_byte_timeout,
-            }),
-            Ok(Err(SendError::Connect(source))) => Err(self.connect_failed(server, source)),
-            Ok(Err(SendError::Hyper(source))) if client_body_failed(&source) => {
-                Err(OriginError::ClientBody {
-                    origin: server.url.clone(),
-                    source,
-                })
-            }
-            Ok(Err(SendError::Hyper(source))) => Err(OriginError::Protocol {
-                origin: server.url.clone(),
-                source,
-            }),
-            Ok(Ok(response)) if response.status() == StatusCode::SWITCHING_PROTOCOLS => {
+            Err(error) => Err(error),
+            Ok(response) if response.status() == StatusCode::SWITCHING_PROTOCOLS => {
                 Err(OriginError::Switched {
                     origin: server.url.clone(),
                 })
             }
             // The server that answered goes with the response, for the access log.
-            Ok(Ok(mut response)) => {
+            Ok(mut response) => {
                 response
                     .extensions_mut()
                     .insert(AnsweredBy(Arc::clone(&server.label)));
@@ -353,6 +340,20 @@ impl OriginClient {
             header::USER_AGENT,
             HeaderValue::from_static("bloomgate-health-probe"),
         );
+        let response = self.response_head(server, request, timeout).await?;
+        // The body is dropped unread: the connection is not reused, which a probe can afford.
+        Ok(response.status())
+    }
+
+    /// `request` sent to `server` on a pooled connection, its response head within `timeout`; a
+    /// failure as the error that says what went wrong: the wait, the connection (or its TLS),
+    /// the client's body, or the exchange itself.
+    async fn response_head(
+        &self,
+        server: &Server,
+        request: Request<OutgoingBody>,
+        timeout: Duration,
+    ) -> Result<Response<Incoming>, OriginError> {
         match tokio::time::timeout(timeout, self.pools.send(request)).await {
             Err(_) => Err(OriginError::Timeout {
                 origin: server.url.clone(),
@@ -360,12 +361,17 @@ impl OriginClient {
                 timeout,
             }),
             Ok(Err(SendError::Connect(source))) => Err(self.connect_failed(server, source)),
+            Ok(Err(SendError::Hyper(source))) if client_body_failed(&source) => {
+                Err(OriginError::ClientBody {
+                    origin: server.url.clone(),
+                    source,
+                })
+            }
             Ok(Err(SendError::Hyper(source))) => Err(OriginError::Protocol {
                 origin: server.url.clone(),
                 source,
             }),
-            // The body is dropped unread: the connection is not reused, which a probe can afford.
-            Ok(Ok(response)) => Ok(response.status()),
+            Ok(Ok(response)) => Ok(response),
         }
     }
 
@@ -616,6 +622,25 @@ mod tests {
         body.to_bytes()
     }
 
+    /// The body of a GET of `path` from `server`, read whole.
+    async fn fetch(client: &OriginClient, server: &Server, path: &'static str) -> Bytes {
+        let response = client
+            .send(server, get(server, path))
+            .await
+            .expect("a response");
+        read(response).await
+    }
+
+    /// `count` once it reaches `at_least`, or after 5 s.
+    async fn until(count: &std::sync::atomic::AtomicUsize, at_least: usize) -> usize {
+        use std::sync::atomic::Ordering;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while count.load(Ordering::SeqCst) < at_least && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        count.load(Ordering::SeqCst)
+    }
+
     #[tokio::test]
     async fn a_connection_is_lent_again_once_its_response_is_read_and_never_while_it_comes() {
         use std::sync::atomic::Ordering;
@@ -623,11 +648,7 @@ mod tests {
         let (client, routing) = client_for(Config::defaults(), addr);
         let server = &routing.route("site.example", "/").servers[0];
         for _ in 0..3 {
-            let response = client
-                .send(server, get(server, "/"))
-                .await
-                .expect("a response");
-            assert_eq!(read(response).await, "ok");
+            assert_eq!(fetch(&client, server, "/").await, "ok");
             // The connection's task takes its turn to be ready for the next request.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -652,11 +673,7 @@ mod tests {
         assert_eq!(read(held).await.len(), 1 << 20);
         tokio::time::sleep(Duration::from_millis(20)).await;
         for _ in 0..4 {
-            let response = client
-                .send(server, get(server, "/"))
-                .await
-                .expect("a response");
-            assert_eq!(read(response).await, "ok");
+            assert_eq!(fetch(&client, server, "/").await, "ok");
         }
         assert_eq!(connections.load(Ordering::SeqCst), 2);
     }
@@ -669,23 +686,11 @@ mod tests {
         config.origin.pool_idle_timeout = Duration::from_millis(200);
         let (client, routing) = client_for(config, addr);
         let server = &routing.route("site.example", "/").servers[0];
-        let response = client
-            .send(server, get(server, "/"))
-            .await
-            .expect("a response");
-        assert_eq!(read(response).await, "ok");
+        assert_eq!(fetch(&client, server, "/").await, "ok");
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(closed.load(Ordering::SeqCst), 0, "kept while idle for less");
         // Swept within two timeouts, with no request to look at the pool.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while closed.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert_eq!(
-            closed.load(Ordering::SeqCst),
-            1,
-            "closed once idle too long"
-        );
+        assert_eq!(until(&closed, 1).await, 1, "closed once idle too long");
         assert_eq!(connections.load(Ordering::SeqCst), 1);
     }
 
@@ -714,16 +719,8 @@ mod tests {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
         // The next request finds them idle: one is kept and lent, the two beyond the limit close.
-        let response = client
-            .send(server, get(server, "/"))
-            .await
-            .expect("a response");
-        assert_eq!(read(response).await, "ok");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while closed.load(Ordering::SeqCst) < 2 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert_eq!(closed.load(Ordering::SeqCst), 2);
+        assert_eq!(fetch(&client, server, "/").await, "ok");
+        assert_eq!(until(&closed, 2).await, 2);
         assert_eq!(
             connections.load(Ordering::SeqCst),
             3,

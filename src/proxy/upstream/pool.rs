@@ -135,8 +135,9 @@ impl Pools {
     }
 
     /// Drops from a server's list (at each checkout, and in the thread's sweep) the connections
-    /// closed and those idle past the timeout, then the oldest idle ones beyond the idle limit (a burst of misses opens as many connections as
-    /// it has requests; the ones it leaves idle go back to the limit).
+    /// closed and those idle past the timeout, then the oldest idle ones beyond the idle limit
+    /// (a burst of misses opens as many connections as it has requests; the ones it leaves idle
+    /// go back to the limit).
     fn tidy(&self, list: &mut Vec<Pooled>, now: Instant) {
         list.retain(|pooled| !self.expired(pooled, now));
         let mut idle = list
